@@ -1,0 +1,64 @@
+"""A caller's unit of work inside the batcher: one query, its documents, its deadline, its future."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .plans import Plan
+
+_job_ids = itertools.count()
+
+
+@dataclass(eq=False)
+class Job:
+    """Scores for ``documents`` against ``query``, due by ``deadline`` (``time.monotonic`` seconds).
+
+    ``unsent`` holds the positions of distinct documents not yet taken into a request; ``targets``
+    maps each distinct document to every position it fills (a recall may hold the same text twice).
+    """
+
+    query: str
+    documents: Sequence[str]
+    deadline: float
+    future: asyncio.Future[list[float]]
+    enqueued_at: float = field(default_factory=time.monotonic)
+    id: int = field(default_factory=lambda: next(_job_ids))
+    plans: set[Plan] = field(default_factory=set)
+    expired: bool = False
+
+    def __post_init__(self) -> None:
+        positions: dict[str, list[int]] = {}
+        for index, doc in enumerate(self.documents):
+            positions.setdefault(doc, []).append(index)
+        self.targets: dict[str, list[int]] = positions
+        self.unsent: list[str] = list(positions)  # distinct documents, in first-seen order
+        self.scores: list[float | None] = [None] * len(self.documents)
+        self.missing = len(positions)
+
+    @property
+    def done(self) -> bool:
+        return self.future.done()
+
+    def deliver(self, document: str, score: float) -> None:
+        """Record the score of one distinct document; complete the future when all have arrived."""
+        if self.done or document not in self.targets:
+            return
+        for index in self.targets.pop(document):
+            self.scores[index] = score
+        self.missing -= 1
+        if self.missing == 0:
+            self.future.set_result([s for s in self.scores if s is not None])
+
+    def fail(self, error: BaseException) -> None:
+        """Complete with an error unless already complete; drop what was not sent yet."""
+        self.unsent.clear()
+        if not self.done:
+            self.future.set_exception(error)
+            # The exception is always either awaited by the caller or deliberately dropped with it.
+            self.future.exception()

@@ -1,0 +1,106 @@
+"""The queue of unsent pairs and how one HTTP request's worth of them is taken from it.
+
+``take`` is the coalescing rule. When one request may mix queries (vLLM ``/score``) it takes pairs
+from the oldest jobs on, whatever their query; otherwise it takes the oldest job's query and every
+queued job with that same query. Identical (query, document) pairs are sent once and routed to every
+job waiting for them. A job larger than one request is split over several.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from ..core.dialects import ScoreBatch
+from .jobs import Job
+
+PairKey = tuple[str, str]
+
+
+@dataclass(eq=False)
+class Plan:
+    """One HTTP request: the batch to send and, for each pair, the jobs its score goes to."""
+
+    batch: ScoreBatch
+    routes: dict[PairKey, list[Job]]
+    task: asyncio.Task[None] | None = field(default=None, repr=False)
+
+    @property
+    def jobs(self) -> set[Job]:
+        return {job for waiting in self.routes.values() for job in waiting}
+
+    @property
+    def has_waiters(self) -> bool:
+        return any(not job.done for job in self.jobs)
+
+    @property
+    def deadline(self) -> float:
+        """The latest deadline among live waiters: the request is worth waiting for until then."""
+        live = [job.deadline for job in self.jobs if not job.done]
+        return max(live) if live else 0.0
+
+    def deliver(self, scores: list[float]) -> None:
+        for (query, document), score in zip(self._keys(), scores, strict=True):
+            for job in self.routes[(query, document)]:
+                job.deliver(document, score)
+
+    def _keys(self) -> list[PairKey]:
+        return [(self.batch.queries[qi], doc) for qi, doc in self.batch.pairs]
+
+
+class PendingQueue:
+    """Jobs with unsent pairs, oldest first, and the running total of unsent pairs."""
+
+    def __init__(self) -> None:
+        self._jobs: list[Job] = []
+        self.pairs = 0
+
+    def __bool__(self) -> bool:
+        return bool(self._jobs)
+
+    def add(self, job: Job) -> None:
+        if job.unsent:
+            self._jobs.append(job)
+            self.pairs += len(job.unsent)
+
+    def discard(self, job: Job) -> None:
+        """Forget a finished job's unsent pairs (deadline, cancellation or failure)."""
+        if job in self._jobs:
+            self._jobs.remove(job)
+            self.pairs -= len(job.unsent)
+        job.unsent.clear()
+
+    @property
+    def oldest_enqueued_at(self) -> float | None:
+        return self._jobs[0].enqueued_at if self._jobs else None
+
+    def take(self, *, max_pairs: int, mixes_queries: bool) -> Plan | None:
+        """Remove up to ``max_pairs`` distinct pairs for one request, or None when nothing is queued."""
+        if not self._jobs:
+            return None
+        first_query = self._jobs[0].query
+        queries: dict[str, int] = {}
+        pairs: list[tuple[int, str]] = []
+        routes: dict[PairKey, list[Job]] = {}
+        for job in list(self._jobs):
+            if not mixes_queries and job.query != first_query:
+                continue
+            taken = 0
+            for document in job.unsent:
+                key = (job.query, document)
+                if key not in routes:
+                    if len(pairs) >= max_pairs:
+                        break
+                    qi = queries.setdefault(job.query, len(queries))
+                    pairs.append((qi, document))
+                    routes[key] = []
+                routes[key].append(job)
+                taken += 1
+            del job.unsent[:taken]
+            self.pairs -= taken
+            if not job.unsent:
+                self._jobs.remove(job)
+            if len(pairs) >= max_pairs and job.unsent:
+                break
+        batch = ScoreBatch(queries=tuple(queries), pairs=tuple(pairs))
+        return Plan(batch=batch, routes=routes)

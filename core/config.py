@@ -1,0 +1,260 @@
+"""The settings model: one frozen, keyword-only object, validated once at construction.
+
+Agent Zero stores settings as a flat dict of ``rerank_*`` keys (``default_config.yaml`` and the
+``config.json`` files it saves). ``RerankerConfig.from_settings`` turns such a dict into a config,
+coercing what a form or an env override may deliver as text and naming every bad key in one
+``ConfigError``. Only ``a0_hooks`` reads A0's settings; everything below it receives a config.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Final, Literal
+from urllib.parse import urlsplit
+
+import yaml
+
+from .errors import ConfigError
+
+ApiMode = Literal["auto", "rerank", "qwen3_score"]
+API_MODES: Final = ("auto", "rerank", "qwen3_score")
+QWEN3_DEFAULT_INSTRUCTION: Final = "Given a web search query, retrieve relevant passages that answer the query"
+DEFAULT_CONFIG_FILE: Final = Path(__file__).resolve().parent.parent / "default_config.yaml"
+
+# API paths a user may paste into the endpoint field; the plugin appends the path itself.
+_PASTED_API_SUFFIXES: Final = (
+    "/v1/rerank", "/v2/rerank", "/v1/reranking", "/reranking", "/rerank", "/v1/score", "/score", "/v1", "/v2",
+)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RerankerConfig:
+    """Every setting of the plugin, typed and checked. Field ``x`` is the setting ``rerank_x``."""
+
+    enabled: bool = True
+    apply: bool = True
+    api: ApiMode = "auto"
+    endpoint: str = ""
+    model: str = ""
+    api_key: str = dataclasses.field(default="", repr=False)
+    candidates: int = 20
+    instruction: str = QWEN3_DEFAULT_INSTRUCTION
+    max_doc_chars: int = 8000
+    max_query_chars: int = 1000
+    timeout: float = 10.0
+    batch_window_ms: float = 5.0
+    max_concurrency: int = 4
+    max_pairs_per_request: int = 128
+    max_queued_pairs: int = 4096
+    breaker_failures: int = 3
+    breaker_cooldown: float = 15.0
+    tls_verify: bool = True
+    ca_bundle: str = ""
+
+    def __post_init__(self) -> None:
+        problems = [p for f in dataclasses.fields(self) if (p := _check_field(f.name, getattr(self, f.name)))]
+        if problems:
+            raise ConfigError(problems)
+        object.__setattr__(self, "endpoint", normalize_endpoint(self.endpoint))
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any] | None) -> RerankerConfig:
+        """Build from A0-style ``rerank_*`` keys; unknown keys are ignored, missing ones take defaults."""
+        values: dict[str, Any] = {}
+        problems: list[str] = []
+        for f in dataclasses.fields(cls):
+            key = setting_key(f.name)
+            if settings is None or key not in settings or settings[key] is None:
+                continue
+            try:
+                values[f.name] = _COERCE[f.name](settings[key])
+            except (TypeError, ValueError) as exc:
+                problems.append(f"{key}: {exc}")
+        if problems:
+            raise ConfigError(problems)
+        return cls(**values)
+
+    def to_settings(self) -> dict[str, Any]:
+        """The A0-style dict (``rerank_*`` keys), the inverse of ``from_settings``."""
+        return {setting_key(f.name): getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    def replace(self, **changes: Any) -> RerankerConfig:
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def configured(self) -> bool:
+        """An endpoint is set: until then the plugin stays inert."""
+        return bool(self.endpoint)
+
+    @property
+    def key_fingerprint(self) -> str:
+        """A short one-way digest of the API key, for cache keys and logs (never the key itself)."""
+        if not self.api_key:
+            return ""
+        return hashlib.sha256(self.api_key.encode()).hexdigest()[:12]
+
+
+def setting_key(field_name: str) -> str:
+    return f"rerank_{field_name}"
+
+
+def settings_keys() -> list[str]:
+    """All setting keys, in panel order."""
+    return [setting_key(f.name) for f in dataclasses.fields(RerankerConfig)]
+
+
+def load_default_settings(path: Path = DEFAULT_CONFIG_FILE) -> dict[str, Any]:
+    """Parse ``default_config.yaml`` (the documented defaults users see and override)."""
+    with path.open(encoding="utf-8") as handle:
+        data = yaml.safe_load(handle) or {}
+    if not isinstance(data, dict):
+        raise ConfigError([f"{path.name}: expected a mapping of settings"])
+    return data
+
+
+def normalize_endpoint(endpoint: str) -> str:
+    """Trim spaces, trailing slashes and a pasted API path, so ``http://h:8002/v1/rerank`` works too."""
+    text = endpoint.strip().rstrip("/")
+    lowered = text.lower()
+    for suffix in _PASTED_API_SUFFIXES:
+        if lowered.endswith(suffix):
+            return text[: -len(suffix)].rstrip("/")
+    return text
+
+
+def endpoint_problem(endpoint: str) -> str | None:
+    """Why an endpoint is unusable, or None. Empty is allowed: it means "not configured"."""
+    text = endpoint.strip()
+    if not text:
+        return None
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https"):
+        return "must start with http:// or https://"
+    if not parts.hostname:
+        return "has no host name"
+    if parts.username or parts.password:
+        return "must not contain a user name or password (put a key in rerank_api_key)"
+    if parts.query or parts.fragment:
+        return "must not contain ?query or #fragment"
+    try:
+        _ = parts.port
+    except ValueError:
+        return "has an invalid port"
+    return None
+
+
+# --- coercion: what arrives from forms, YAML and env overrides --------------------------------------
+
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+
+def _to_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    raise ValueError(f"expected true or false, got {value!r}")
+
+
+def _to_int(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"expected a whole number, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            number = float(text)
+        except ValueError:
+            number = math.nan
+        if math.isfinite(number) and number.is_integer():
+            return int(number)
+    raise ValueError(f"expected a whole number, got {value!r}")
+
+
+def _to_float(value: Any) -> float:
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number, got {value!r}")
+    if isinstance(value, int | float):
+        number = float(value)
+    elif isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            raise ValueError(f"expected a number, got {value!r}") from None
+    else:
+        raise ValueError(f"expected a number, got {value!r}")
+    if not math.isfinite(number):
+        raise ValueError(f"expected a finite number, got {value!r}")
+    return number
+
+
+def _to_str(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    raise ValueError(f"expected text, got {type(value).__name__}")
+
+
+def _to_api(value: Any) -> str:
+    text = _to_str(value).strip().lower()
+    if text not in API_MODES:
+        raise ValueError(f"expected one of {', '.join(API_MODES)}, got {value!r}")
+    return text
+
+
+_COERCE: Final[dict[str, Callable[[Any], Any]]] = {
+    "enabled": _to_bool, "apply": _to_bool, "api": _to_api, "endpoint": _to_str, "model": lambda v: _to_str(v).strip(),
+    "api_key": lambda v: _to_str(v).strip(), "candidates": _to_int, "instruction": _to_str,
+    "max_doc_chars": _to_int, "max_query_chars": _to_int, "timeout": _to_float, "batch_window_ms": _to_float,
+    "max_concurrency": _to_int, "max_pairs_per_request": _to_int, "max_queued_pairs": _to_int,
+    "breaker_failures": _to_int, "breaker_cooldown": _to_float, "tls_verify": _to_bool,
+    "ca_bundle": lambda v: _to_str(v).strip(),
+}
+
+# Inclusive ranges; the panel shows the same limits.
+NUMERIC_RANGES: Final[dict[str, tuple[float, float]]] = {
+    "candidates": (1, 1000),
+    "max_doc_chars": (16, 1_000_000),
+    "max_query_chars": (16, 1_000_000),
+    "timeout": (0.05, 600),
+    "batch_window_ms": (0, 1000),
+    "max_concurrency": (1, 256),
+    "max_pairs_per_request": (1, 10_000),
+    "max_queued_pairs": (1, 1_000_000),
+    "breaker_failures": (1, 1000),
+    "breaker_cooldown": (0.1, 3600),
+}
+
+_TYPES: Final[dict[str, type | tuple[type, ...]]] = {
+    "enabled": bool, "apply": bool, "tls_verify": bool,
+    "timeout": (int, float), "batch_window_ms": (int, float), "breaker_cooldown": (int, float),
+}
+
+
+def _check_field(name: str, value: Any) -> str | None:
+    key = setting_key(name)
+    expected = _TYPES.get(name, int if name in NUMERIC_RANGES else str)
+    if isinstance(value, bool) and expected is not bool:
+        return f"{key}: expected {'a number' if name in NUMERIC_RANGES else 'text'}, got {value!r}"
+    if not isinstance(value, expected):
+        return f"{key}: expected {getattr(expected, '__name__', 'a number')}, got {value!r}"
+    if name in NUMERIC_RANGES:
+        low, high = NUMERIC_RANGES[name]
+        if not (low <= value <= high) or (isinstance(value, float) and not math.isfinite(value)):
+            return f"{key}: must be between {low:g} and {high:g}, got {value!r}"
+    if name == "api" and value not in API_MODES:
+        return f"{key}: expected one of {', '.join(API_MODES)}, got {value!r}"
+    if name == "endpoint" and (problem := endpoint_problem(value)):
+        return f"{key}: the URL {problem}"
+    return None

@@ -1,0 +1,226 @@
+"""Which protocol an endpoint speaks, decided from data: the pure half of auto-detection.
+
+The service fetches a few cheap GETs (``/info``, ``/v1/models``, ``/models``, ``/api/version``) and
+hands their JSON to ``identify``; ``candidates`` turns the identity into dialects worth probing; the
+correctness probe scores clearly relevant and clearly irrelevant documents for a fixed query on each
+candidate and ``judge`` keeps the one that ranks them right by the widest margin. A vLLM serving
+Qwen3-Reranker answers ``/rerank`` with near-random scores, so only ``qwen3_score`` passes there.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+from .dialects import Dialect
+from .dialects import catalog as cat
+from .errors import DetectionFailed
+
+PROBE_QUERY: Final = "What is the capital of France?"
+PROBE_RELEVANT: Final = ("Paris is the capital of France.", "The capital city of France is Paris.")
+PROBE_IRRELEVANT: Final = ("Bananas are rich in potassium.", "The Nile is a long river in Africa.")
+PROBE_DOCUMENTS: Final = PROBE_RELEVANT + PROBE_IRRELEVANT
+MIN_MARGIN: Final = 0.05  # on the probability scale; logits are passed through a sigmoid first
+
+# Hosted APIs are known by their host name; no GET is needed to identify them.
+HOSTED: Final[Mapping[str, str]] = {
+    "api.cohere.com": "cohere",
+    "api.cohere.ai": "cohere",
+    "api.jina.ai": "jina",
+    "api.voyageai.com": "voyage",
+    "api.mixedbread.com": "mixedbread",
+    "api.mixedbread.ai": "mixedbread",
+    "api.together.xyz": "together",
+    "api.siliconflow.cn": "siliconflow",
+    "api.siliconflow.com": "siliconflow",
+}
+
+IDENTIFYING_GETS: Final = ("/info", "/v1/models", "/models", "/api/version")
+
+
+@dataclass(frozen=True)
+class ServerIdentity:
+    """What the GETs told us: the server family, its served models and its routing facts."""
+
+    kind: str = "unknown"
+    models: tuple[str, ...] = ()
+    url_prefix: str = ""
+    max_client_batch: int | None = None
+    problem: str = ""  # set when the server is known and cannot rerank (an embedding model, Ollama ...)
+
+    @property
+    def default_model(self) -> str:
+        return self.models[0] if self.models else ""
+
+
+def hosted_kind(endpoint: str) -> str | None:
+    host = (urlsplit(endpoint).hostname or "").lower()
+    return HOSTED.get(host)
+
+
+def identify(gets: Mapping[str, Any]) -> ServerIdentity:
+    """Read the JSON of the identifying GETs (path -> parsed JSON, or None when it failed)."""
+    info = gets.get("/info")
+    if isinstance(info, dict) and {"model_type", "max_client_batch_size", "version"} <= info.keys():
+        return _identify_tei(info)
+    for path, prefix in (("/v1/models", "/v1"), ("/models", "")):
+        listing = gets.get(path)
+        owners = _owners(listing)
+        if owners:
+            return _identify_listing(owners, _model_ids(listing), listing, prefix)
+    version = gets.get("/api/version")
+    if isinstance(version, dict) and "version" in version:
+        return ServerIdentity(kind="ollama", problem="Ollama has no rerank API (ollama#3368); use another server")
+    return ServerIdentity()
+
+
+def _identify_tei(info: dict[str, Any]) -> ServerIdentity:
+    model_type = info.get("model_type")
+    batch = info.get("max_client_batch_size")
+    name = info.get("served_model_name") or info.get("model_id") or ""
+    models = (str(name),) if name else ()
+    limit = batch if isinstance(batch, int) and batch > 0 else None
+    if not (isinstance(model_type, dict) and "reranker" in model_type):
+        served = ", ".join(model_type) if isinstance(model_type, dict) else "unknown"
+        return ServerIdentity("tei", models, max_client_batch=limit,
+                              problem=f"TEI is serving a {served} model, not a reranker")
+    return ServerIdentity("tei", models, max_client_batch=limit)
+
+
+def _identify_listing(owners: set[str], models: tuple[str, ...], listing: Any, prefix: str) -> ServerIdentity:
+    if "vllm" in owners:
+        return ServerIdentity("vllm", models)
+    if "llamacpp" in owners:
+        return ServerIdentity("llamacpp", models)
+    if "infinity" in owners:
+        rerankers = tuple(m["id"] for m in listing["data"] if "rerank" in (m.get("capabilities") or []))
+        if not rerankers:
+            return ServerIdentity("infinity", models, url_prefix=prefix,
+                                  problem="Infinity serves no model with the rerank capability")
+        return ServerIdentity("infinity", rerankers, url_prefix=prefix)
+    if "sglang" in owners:
+        return ServerIdentity("sglang", models)
+    if "xinference" in owners:
+        return ServerIdentity("xinference", models)
+    return ServerIdentity("unknown", models)
+
+
+def _owners(listing: Any) -> set[str]:
+    if not isinstance(listing, dict) or not isinstance(listing.get("data"), list):
+        return set()
+    return {str(m.get("owned_by", "")).lower() for m in listing["data"] if isinstance(m, dict)}
+
+
+def _model_ids(listing: Any) -> tuple[str, ...]:
+    return tuple(str(m["id"]) for m in listing["data"] if isinstance(m, dict) and m.get("id"))
+
+
+def candidates(identity: ServerIdentity, mode: str, instruction: str) -> list[list[Dialect]]:
+    """Groups of dialects to try, in order. Within a group the first that answers wins; groups compete."""
+    if identity.problem:
+        raise DetectionFailed(identity.problem)
+    score_group: list[Dialect] = list(cat.qwen3_score_dialects(instruction))
+    if mode == "qwen3_score":
+        return [score_group]
+    rerank_group = _rerank_dialects(identity.kind, identity)
+    if mode == "rerank" or identity.kind not in ("vllm", "unknown", "xinference"):
+        return [rerank_group]
+    return [rerank_group, score_group]
+
+
+def _rerank_dialects(kind: str, identity: ServerIdentity) -> list[Dialect]:
+    known: dict[str, list[Dialect]] = {
+        "tei": [cat.tei_dialect(identity.max_client_batch)],
+        "infinity": [cat.infinity_dialect(identity.url_prefix)],
+        "vllm": [cat.VLLM_RERANK],
+        "llamacpp": [cat.LLAMACPP],
+        "sglang": [cat.SGLANG],
+        "cohere": [cat.COHERE_V2, cat.COHERE_V1],
+        "jina": [cat.JINA],
+        "voyage": [cat.VOYAGE],
+        "mixedbread": [cat.MIXEDBREAD],
+    }
+    if kind in known:
+        return known[kind]
+    return [*cat.GENERIC_RERANK, cat.tei_dialect(None), cat.MIXEDBREAD]
+
+
+def is_known(identity: ServerIdentity) -> bool:
+    """Whether the GETs (or the host name) pinned the route, so a forced mode needs no POST to find it."""
+    return identity.kind not in ("unknown", "xinference")
+
+
+# --- the correctness probe ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProbeOutcome:
+    """How one dialect did on the probe: its scores for ``PROBE_DOCUMENTS``, or why it failed."""
+
+    dialect: Dialect
+    scores: tuple[float, ...] | None = None
+    error: str = ""
+    latency_s: float = 0.0
+
+    @property
+    def answered(self) -> bool:
+        return self.scores is not None
+
+    @property
+    def relevant_score(self) -> float:
+        return min(self.scores[: len(PROBE_RELEVANT)]) if self.scores else math.nan
+
+    @property
+    def irrelevant_score(self) -> float:
+        return max(self.scores[len(PROBE_RELEVANT):]) if self.scores else math.nan
+
+    @property
+    def margin(self) -> float:
+        """Worst relevant minus best irrelevant, on the probability scale (negative = ranks wrongly)."""
+        if not self.scores:
+            return -math.inf
+        probs = to_probabilities(self.scores)
+        return min(probs[: len(PROBE_RELEVANT)]) - max(probs[len(PROBE_RELEVANT):])
+
+    @property
+    def ranks_correctly(self) -> bool:
+        return self.margin >= MIN_MARGIN
+
+    def describe(self) -> str:
+        route = f"{self.dialect.name} {self.dialect.path}"
+        if not self.answered:
+            return f"{route}: {self.error}"
+        verdict = "ranks correctly" if self.ranks_correctly else "ranks the probe wrongly"
+        return f"{route}: {verdict} (margin {self.margin:+.3f})"
+
+
+def to_probabilities(scores: Sequence[float]) -> list[float]:
+    """Scores already in [0, 1] stay; logits (llama.cpp, raw scores) go through a sigmoid."""
+    if all(0.0 <= s <= 1.0 for s in scores):
+        return list(scores)
+    return [_sigmoid(s) for s in scores]
+
+
+def _sigmoid(x: float) -> float:
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    z = math.exp(x)
+    return z / (1.0 + z)
+
+
+def judge(outcomes: Sequence[ProbeOutcome]) -> ProbeOutcome:
+    """The candidate that ranks the probe correctly by the widest margin; ties keep the earlier one."""
+    correct = [o for o in outcomes if o.answered and o.ranks_correctly]
+    if correct:
+        return max(correct, key=lambda o: o.margin)  # max() keeps the first of equal margins
+    answered = [o for o in outcomes if o.answered]
+    if answered:
+        raise DetectionFailed(
+            "the server answers but ranks an obvious relevant/irrelevant probe wrongly: check the model "
+            "(a Qwen3-Reranker needs rerank_api qwen3_score or auto on vLLM)",
+            tuple(o.describe() for o in outcomes),
+        )
+    raise DetectionFailed("no reranker API answered at this endpoint", tuple(o.describe() for o in outcomes))

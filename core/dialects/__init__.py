@@ -1,0 +1,16 @@
+"""Wire dialects: build a request for a batch of pairs, parse the answer into one score per pair."""
+
+from .base import Dialect, ScoreBatch, WireAnswer, WireRequest
+from .qwen3_score import Qwen3ScoreDialect
+from .rerank_family import RerankDialect
+from .tei import TeiDialect
+
+__all__ = [
+    "Dialect",
+    "Qwen3ScoreDialect",
+    "RerankDialect",
+    "ScoreBatch",
+    "TeiDialect",
+    "WireAnswer",
+    "WireRequest",
+]

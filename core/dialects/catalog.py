@@ -1,0 +1,47 @@
+"""Every dialect we speak, by server. Routes, fields and limits are the facts of PROTOCOLS.md.
+
+``Qwen3ScoreDialect`` is built per instruction (the instruction is part of the text it sends), the
+others are constants. TEI's limit comes from its ``/info``; see ``tei_dialect``.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from .qwen3_score import Qwen3ScoreDialect
+from .rerank_family import RerankDialect
+from .tei import TEI_DEFAULT_MAX_CLIENT_BATCH, TeiDialect
+
+UNLIMITED: Final = 100_000  # servers without a documented per-request limit; the batcher's setting governs
+
+COHERE_V2: Final = RerankDialect("cohere-v2", "/v2/rerank", max_pairs=1000, requires_model=True)
+COHERE_V1: Final = RerankDialect("cohere-v1", "/v1/rerank", extra={"return_documents": False}, max_pairs=1000)
+JINA: Final = RerankDialect("jina", "/v1/rerank", extra={"return_documents": False}, max_pairs=1000)
+VOYAGE: Final = RerankDialect("voyage", "/v1/rerank", extra={"return_documents": False}, max_pairs=1000)
+MIXEDBREAD: Final = RerankDialect(
+    "mixedbread", "/v1/reranking", documents_key="input", extra={"return_input": False}, max_pairs=1000
+)
+VLLM_RERANK: Final = RerankDialect("vllm", "/rerank", max_pairs=UNLIMITED)
+LLAMACPP: Final = RerankDialect("llamacpp", "/v1/rerank", max_pairs=UNLIMITED)
+SGLANG: Final = RerankDialect("sglang", "/v1/rerank", max_pairs=UNLIMITED)
+
+# Servers we could not identify: the plain body every member of the family accepts, on each route.
+GENERIC_RERANK: Final = (
+    RerankDialect("rerank", "/v1/rerank", max_pairs=UNLIMITED),
+    RerankDialect("rerank", "/rerank", max_pairs=UNLIMITED),
+    RerankDialect("rerank", "/v2/rerank", max_pairs=UNLIMITED),
+)
+
+
+def infinity_dialect(url_prefix: str = "") -> RerankDialect:
+    """Infinity's routes carry its ``--url-prefix`` (empty by default, so ``/rerank``)."""
+    return RerankDialect("infinity", f"{url_prefix}/rerank", extra={"return_documents": False}, max_pairs=2048)
+
+
+def tei_dialect(max_client_batch: int | None = None) -> TeiDialect:
+    return TeiDialect(max_pairs=max_client_batch or TEI_DEFAULT_MAX_CLIENT_BATCH)
+
+
+def qwen3_score_dialects(instruction: str) -> tuple[Qwen3ScoreDialect, Qwen3ScoreDialect]:
+    """``/score`` (canonical since vLLM v0.7) and ``/v1/score`` (older builds only have this one)."""
+    return Qwen3ScoreDialect(instruction), Qwen3ScoreDialect(instruction, path="/v1/score")

@@ -1,0 +1,101 @@
+"""Read each server's error body into one short message, and recognise "input too long".
+
+Shapes (PROTOCOLS.md): Cohere ``{"message"}``; OpenAI-style ``{"error": {"message", "type"}}`` (Infinity,
+vLLM ≥ 0.10.1, llama.cpp); TEI ``{"error": "...", "error_type"}``; old vLLM ``{"object": "error",
+"message"}``; FastAPI ``{"detail": "..."}`` or ``{"detail": [{"loc", "msg"}]}``; vLLM auth ``{"error":
+"Unauthorized"}``; TEI's text/plain 422 and empty 401/404 bodies; HTML pages from proxies.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import TYPE_CHECKING, Any, Final
+
+from ..errors import InputTooLong, ServerError
+
+if TYPE_CHECKING:
+    from .base import WireAnswer
+
+MAX_MESSAGE_CHARS: Final = 300
+
+_TOO_LONG: Final = re.compile(
+    r"maximum context length|too large to process|exceed_context_size|context size|must have less than"
+    r"|too long|maximum sequence length|exceeds? the maximum|token limit|should have at most",
+    re.IGNORECASE,
+)
+
+_STATUS_HINTS: Final = {
+    401: "unauthorized: check the API key",
+    403: "forbidden: check the API key and its permissions",
+    404: "not found",
+    405: "method not allowed",
+    413: "request too large",
+    429: "rate limited or overloaded",
+    498: "invalid API token",
+    501: "not supported by this server",
+    502: "bad gateway",
+    503: "service unavailable",
+    504: "gateway timeout",
+}
+
+
+def raise_for_status(answer: WireAnswer) -> None:
+    """Raise ``ServerError`` (or ``InputTooLong``) unless the status is 2xx."""
+    if 200 <= answer.status < 300:
+        return
+    message = error_message(answer)
+    if answer.status == 413 or (answer.status in (400, 422, 500) and _TOO_LONG.search(message)):
+        raise InputTooLong(answer.status, message)
+    raise ServerError(answer.status, message)
+
+
+def error_message(answer: WireAnswer) -> str:
+    """The server's own words for a failed request, or a plain hint when it gave none."""
+    text = answer.body.decode("utf-8", errors="replace").strip()
+    message = ""
+    if text.startswith(("{", "[")):
+        try:
+            message = _message_from_json(json.loads(text))
+        except ValueError:
+            message = ""
+    elif "html" in answer.content_type.lower() or text.lower().startswith(("<!doctype", "<html")):
+        message = "an HTML page instead of an API answer"
+    else:
+        message = text
+    if not message:
+        message = _STATUS_HINTS.get(answer.status, "no error details")
+    return _shorten(message)
+
+
+def _message_from_json(data: Any) -> str:
+    if isinstance(data, dict):
+        error = data.get("error")
+        if isinstance(error, dict):
+            return _text(error.get("message")) or _text(error.get("type"))
+        if isinstance(error, str):
+            kind = _text(data.get("error_type"))
+            return f"{error} ({kind})" if kind else error
+        if "message" in data:
+            return _text(data.get("message"))
+        detail = data.get("detail")
+        if isinstance(detail, str):
+            return detail
+        if isinstance(detail, list):
+            return "; ".join(_fastapi_problem(d) for d in detail[:3] if isinstance(d, dict))
+    return ""
+
+
+def _fastapi_problem(problem: dict[str, Any]) -> str:
+    location = ".".join(str(part) for part in problem.get("loc", []) if part != "body")
+    message = _text(problem.get("msg"))
+    return f"{location}: {message}" if location else message
+
+
+def _text(value: Any) -> str:
+    return value.strip() if isinstance(value, str) else ""
+
+
+def _shorten(message: str) -> str:
+    flat = " ".join(message.split())
+    return flat if len(flat) <= MAX_MESSAGE_CHARS else flat[: MAX_MESSAGE_CHARS - 1] + "…"

@@ -1,0 +1,77 @@
+"""The one error tree of the engine. Transport and dialect failures are translated into it at one
+boundary each, so the service can name a fallback reason without knowing aiohttp or any wire format."""
+
+from __future__ import annotations
+
+
+class RerankError(Exception):
+    """Base of every error the engine raises internally (never past the public API)."""
+
+    reason = "error"
+
+
+class ConfigError(RerankError, ValueError):
+    """Settings are missing or invalid; ``problems`` lists one readable line per bad key."""
+
+    reason = "config"
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        super().__init__("; ".join(self.problems))
+
+
+class TransportError(RerankError):
+    """The server could not be reached or the connection broke (refused, DNS, TLS, reset, redirect)."""
+
+    reason = "connect"
+
+
+class DeadlineExceeded(RerankError):
+    """The caller's deadline passed before an answer arrived."""
+
+    reason = "timeout"
+
+
+class ServerError(RerankError):
+    """The server answered with a non-success status; ``message`` is its own error text, trimmed."""
+
+    reason = "http_status"
+
+    def __init__(self, status: int, message: str) -> None:
+        self.status = status
+        self.message = message
+        super().__init__(f"HTTP {status}: {message}" if message else f"HTTP {status}")
+
+
+class InputTooLong(ServerError):
+    """The server refused the input as longer than the model accepts (retried once with tighter cuts)."""
+
+    reason = "input_too_long"
+
+
+class MalformedAnswer(RerankError):
+    """The answer was not what the protocol promises (bad JSON, wrong count, bad indices or scores)."""
+
+    reason = "malformed"
+
+
+class DetectionFailed(RerankError):
+    """No protocol answered correctly at the endpoint; ``attempts`` says what each candidate did."""
+
+    reason = "detection"
+
+    def __init__(self, message: str, attempts: tuple[str, ...] = ()) -> None:
+        self.attempts = attempts
+        super().__init__(message)
+
+
+class Overloaded(RerankError):
+    """The local queue is full: the recall falls back at once rather than waiting."""
+
+    reason = "queue_full"
+
+
+class BreakerOpen(RerankError):
+    """The endpoint failed repeatedly; calls skip it until the breaker's probe succeeds."""
+
+    reason = "breaker_open"

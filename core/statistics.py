@@ -1,0 +1,153 @@
+"""Counters for status: one thread-safe recorder, read as a frozen snapshot.
+
+The recorder is written from the owner loop (requests, pairs, latency, fallbacks) and from A0's
+threads (shadow-mode order changes), so every write takes a lock. The UI, the status tool and the
+CLI all read ``snapshot()`` and nothing else.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import Counter, deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Final
+
+LATENCY_WINDOW: Final = 2048  # recent reranks kept for the percentiles
+
+
+@dataclass(frozen=True)
+class RerankerStatistics:
+    """A consistent snapshot of every counter (``fallbacks`` maps a reason to its count)."""
+
+    reranks: int = 0
+    reranked: int = 0
+    http_requests: int = 0
+    pairs_scored: int = 0
+    fallbacks: Mapping[str, int] = field(default_factory=dict)
+    latency_p50_ms: float | None = None
+    latency_p95_ms: float | None = None
+    breakers: Mapping[str, str] = field(default_factory=dict)
+    queued_pairs: int = 0
+    in_flight: int = 0
+    shadow_recalls: int = 0
+    shadow_mean_kept_fraction: float | None = None
+    shadow_mean_displacement: float | None = None
+    last_api: str = ""
+    last_error: str = ""
+
+    @property
+    def mean_pairs_per_request(self) -> float | None:
+        return self.pairs_scored / self.http_requests if self.http_requests else None
+
+    @property
+    def fallback_total(self) -> int:
+        return sum(self.fallbacks.values())
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-ready form for the API handlers and the CLI."""
+        return {
+            "reranks": self.reranks,
+            "reranked": self.reranked,
+            "http_requests": self.http_requests,
+            "pairs_scored": self.pairs_scored,
+            "mean_pairs_per_request": _round(self.mean_pairs_per_request),
+            "fallbacks": dict(self.fallbacks),
+            "fallback_total": self.fallback_total,
+            "latency_p50_ms": _round(self.latency_p50_ms),
+            "latency_p95_ms": _round(self.latency_p95_ms),
+            "breakers": dict(self.breakers),
+            "queued_pairs": self.queued_pairs,
+            "in_flight": self.in_flight,
+            "shadow_recalls": self.shadow_recalls,
+            "shadow_mean_kept_fraction": _round(self.shadow_mean_kept_fraction),
+            "shadow_mean_displacement": _round(self.shadow_mean_displacement),
+            "last_api": self.last_api,
+            "last_error": self.last_error,
+        }
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
+
+
+class StatsRecorder:
+    """Mutable counters behind a lock; ``snapshot`` copies them out."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        with self._lock:
+            self._reranks = 0
+            self._reranked = 0
+            self._requests = 0
+            self._pairs = 0
+            self._fallbacks: Counter[str] = Counter()
+            self._latencies: deque[float] = deque(maxlen=LATENCY_WINDOW)
+            self._shadow = 0
+            self._shadow_kept = 0.0
+            self._shadow_displacement = 0.0
+            self._last_api = ""
+            self._last_error = ""
+
+    def rerank_started(self) -> None:
+        with self._lock:
+            self._reranks += 1
+
+    def rerank_succeeded(self, latency_s: float, api: str) -> None:
+        with self._lock:
+            self._reranked += 1
+            self._latencies.append(latency_s * 1000.0)
+            self._last_api = api
+
+    def fallback(self, reason: str, message: str = "") -> None:
+        with self._lock:
+            self._fallbacks[reason] += 1
+            if message:
+                self._last_error = message
+
+    def request_sent(self, pairs: int) -> None:
+        with self._lock:
+            self._requests += 1
+            self._pairs += pairs
+
+    def shadow_compared(self, kept_fraction: float, displacement: float) -> None:
+        with self._lock:
+            self._shadow += 1
+            self._shadow_kept += kept_fraction
+            self._shadow_displacement += displacement
+
+    def snapshot(
+        self, *, breakers: Mapping[str, str] | None = None, queued_pairs: int = 0, in_flight: int = 0
+    ) -> RerankerStatistics:
+        with self._lock:
+            ordered = sorted(self._latencies)
+            return RerankerStatistics(
+                reranks=self._reranks,
+                reranked=self._reranked,
+                http_requests=self._requests,
+                pairs_scored=self._pairs,
+                fallbacks=MappingProxyType(dict(self._fallbacks)),
+                latency_p50_ms=_percentile(ordered, 0.50),
+                latency_p95_ms=_percentile(ordered, 0.95),
+                breakers=MappingProxyType(dict(breakers or {})),
+                queued_pairs=queued_pairs,
+                in_flight=in_flight,
+                shadow_recalls=self._shadow,
+                shadow_mean_kept_fraction=self._shadow_kept / self._shadow if self._shadow else None,
+                shadow_mean_displacement=self._shadow_displacement / self._shadow if self._shadow else None,
+                last_api=self._last_api,
+                last_error=self._last_error,
+            )
+
+
+def _percentile(ordered: list[float], fraction: float) -> float | None:
+    """Nearest-rank percentile of an already sorted list."""
+    if not ordered:
+        return None
+    rank = max(1, math.ceil(fraction * len(ordered)))
+    return ordered[min(rank, len(ordered)) - 1]

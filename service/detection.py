@@ -1,0 +1,152 @@
+"""The I/O half of detection: run the identifying GETs and the correctness probes through the transport.
+
+``resolve_route`` is what a rerank needs (cached by the service); ``probe_endpoint`` is the live check
+behind Test connection, the status tool and ``a0-reranker probe``: it always runs the probe and
+returns a report instead of raising.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..core import detection as det
+from ..core.config import RerankerConfig
+from ..core.dialects import Dialect, ScoreBatch, WireRequest
+from ..core.errors import DetectionFailed, RerankError
+from ..core.probe_report import ProbeReport
+from .transport import HttpTransport, TlsSettings
+
+GET_TIMEOUT_CAP = 3.0  # identifying GETs are cheap; do not let a slow one eat the whole budget
+
+
+@dataclass(frozen=True)
+class Route:
+    """How to talk to one endpoint: the dialect and model to use, and what the probe saw."""
+
+    endpoint: str
+    dialect: Dialect
+    model: str
+    server: str
+    probe: det.ProbeOutcome | None = None
+
+
+def tls_of(config: RerankerConfig) -> TlsSettings:
+    return TlsSettings(verify=config.tls_verify, ca_bundle=config.ca_bundle)
+
+
+async def identify_endpoint(transport: HttpTransport, config: RerankerConfig, deadline: float) -> det.ServerIdentity:
+    """Hosted APIs by host name; otherwise the GETs that name a server without any compute."""
+    hosted = det.hosted_kind(config.endpoint)
+    if hosted:
+        return det.ServerIdentity(kind=hosted)
+    get_deadline = min(deadline, time.monotonic() + GET_TIMEOUT_CAP)
+    paths = det.IDENTIFYING_GETS
+    bodies = await asyncio.gather(*(_get_json(transport, config, path, get_deadline) for path in paths))
+    return det.identify(dict(zip(paths, bodies, strict=True)))
+
+
+async def _get_json(transport: HttpTransport, config: RerankerConfig, path: str, deadline: float) -> object:
+    try:
+        answer = await transport.send(
+            config.endpoint, WireRequest("GET", path), deadline=deadline, api_key=config.api_key, tls=tls_of(config)
+        )
+        return answer.json() if answer.status == 200 else None
+    except RerankError:
+        return None
+
+
+async def probe_dialect(
+    transport: HttpTransport, config: RerankerConfig, dialect: Dialect, model: str, deadline: float
+) -> det.ProbeOutcome:
+    """Score the fixed probe documents with one dialect; never raises."""
+    if getattr(dialect, "requires_model", False) and not model:
+        return det.ProbeOutcome(dialect, error="this API needs a model id (set rerank_model)")
+    batch = ScoreBatch.single(det.PROBE_QUERY, det.PROBE_DOCUMENTS)
+    started = time.monotonic()
+    try:
+        answer = await transport.send(
+            config.endpoint, dialect.build(batch, model), deadline=deadline, api_key=config.api_key, tls=tls_of(config)
+        )
+        scores = dialect.parse(answer, batch)
+    except RerankError as exc:
+        return det.ProbeOutcome(dialect, error=str(exc), latency_s=time.monotonic() - started)
+    return det.ProbeOutcome(dialect, scores=tuple(scores), latency_s=time.monotonic() - started)
+
+
+async def _first_answer(
+    transport: HttpTransport, config: RerankerConfig, group: Sequence[Dialect], model: str, deadline: float
+) -> list[det.ProbeOutcome]:
+    """Try a group's dialects in order until one answers; return every attempt, the answer last."""
+    attempts: list[det.ProbeOutcome] = []
+    for dialect in group:
+        outcome = await probe_dialect(transport, config, dialect, model, deadline)
+        attempts.append(outcome)
+        if outcome.answered or time.monotonic() >= deadline:
+            break
+    return attempts
+
+
+async def _probe_groups(
+    transport: HttpTransport, config: RerankerConfig, groups: list[list[Dialect]], model: str, deadline: float
+) -> list[list[det.ProbeOutcome]]:
+    return list(await asyncio.gather(*(_first_answer(transport, config, g, model, deadline) for g in groups)))
+
+
+async def resolve_route(transport: HttpTransport, config: RerankerConfig, deadline: float) -> Route:
+    """The route a rerank uses. ``auto`` judges the probe; a forced API only finds its path."""
+    identity = await identify_endpoint(transport, config, deadline)
+    model = config.model or identity.default_model
+    groups = det.candidates(identity, config.api, config.instruction)
+    if config.api != "auto" and det.is_known(identity):
+        return Route(config.endpoint, groups[0][0], model, identity.kind)  # the GETs pinned the path: no probe
+    results = await _probe_groups(transport, config, groups, model, deadline)
+    winners = [attempts[-1] for attempts in results if attempts and attempts[-1].answered]
+    everything = tuple(o.describe() for attempts in results for o in attempts)
+    if config.api == "auto":
+        chosen = det.judge(winners) if winners else None
+    else:
+        chosen = winners[0] if winners else None
+    if chosen is None:
+        raise DetectionFailed(_nothing_answered(everything), everything)
+    return Route(config.endpoint, chosen.dialect, model, _server_name(identity, chosen), chosen)
+
+
+async def probe_endpoint(transport: HttpTransport, config: RerankerConfig, deadline: float) -> ProbeReport:
+    """A live Test connection: identify, probe every candidate, report in plain words. Never raises."""
+    started = time.monotonic()
+    try:
+        identity = await identify_endpoint(transport, config, deadline)
+        model = config.model or identity.default_model
+        groups = det.candidates(identity, config.api, config.instruction)
+        results = await _probe_groups(transport, config, groups, model, deadline)
+    except DetectionFailed as exc:
+        return ProbeReport.failure(config.endpoint, str(exc), exc.attempts, time.monotonic() - started)
+    except RerankError as exc:
+        return ProbeReport.failure(config.endpoint, str(exc), (), time.monotonic() - started)
+    attempts = tuple(o.describe() for group in results for o in group)
+    winners = [group[-1] for group in results if group and group[-1].answered]
+    if not winners:
+        return ProbeReport.failure(config.endpoint, _nothing_answered(attempts), attempts, time.monotonic() - started)
+    if config.api == "auto":
+        correct = [o for o in winners if o.ranks_correctly]
+        best = max(correct, key=lambda o: o.margin) if correct else max(winners, key=lambda o: o.margin)
+    else:
+        best = winners[0]
+    return ProbeReport.from_outcome(
+        config.endpoint, best, server=_server_name(identity, best), model=model, attempts=attempts,
+        forced=config.api != "auto",
+    )
+
+
+def _server_name(identity: det.ServerIdentity, outcome: det.ProbeOutcome) -> str:
+    if identity.kind not in ("unknown", "xinference"):
+        return identity.kind
+    return outcome.dialect.name if outcome.dialect.name not in ("rerank",) else "rerank-compatible"
+
+
+def _nothing_answered(attempts: Sequence[str]) -> str:
+    first = attempts[0].split(": ", 1)[-1] if attempts else "no candidate API to try"
+    return f"no reranker API answered ({first})"

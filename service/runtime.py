@@ -1,0 +1,183 @@
+"""The public engine API: reach the one owner loop of this process from any thread or event loop.
+
+``rerank_async`` and ``rerank`` compute the deadline once, hand the work to the owner loop and wait
+for it no longer than that deadline; they return None instead of raising. The sync facade has no
+logic of its own, and refuses to run on the owner thread, where it would deadlock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..batching.owner_loop import OwnerLoop
+from ..batching.process_state import discard, peek, shared
+from ..core.config import RerankerConfig
+from ..core.probe_report import ProbeReport
+from ..core.statistics import RerankerStatistics, StatsRecorder
+from .reranker_service import Ranking, RerankService
+
+log = logging.getLogger("a0_reranker")
+
+_RUNTIME = "runtime"
+_STATS = "stats"
+
+
+@dataclass(frozen=True)
+class Runtime:
+    owner: OwnerLoop
+    service: RerankService
+
+
+def stats_recorder() -> StatsRecorder:
+    """The process's counters (they outlive a restarted owner loop)."""
+    return shared(_STATS, StatsRecorder)
+
+
+def runtime() -> Runtime:
+    """The process's owner loop and service, started on first use (and again after a fork)."""
+    current: Runtime = shared(_RUNTIME, _start)
+    if not current.owner.alive:
+        discard(_RUNTIME)
+        current = shared(_RUNTIME, _start)
+    return current
+
+
+def _start() -> Runtime:
+    owner = OwnerLoop().start()
+    current = Runtime(owner, RerankService(stats_recorder()))
+    atexit.register(_stop, current)
+    return current
+
+
+def shutdown() -> None:
+    """Stop the owner loop and close its HTTP session (tests, uninstall). The next call starts afresh."""
+    current = discard(_RUNTIME)
+    if current is not None:
+        _stop(current)
+
+
+def _stop(current: Runtime) -> None:
+    if current.owner.alive and not current.owner.is_current_thread():
+        try:
+            current.owner.call(current.service.close)
+        except Exception:  # shutting down: nothing useful to do with the error
+            log.debug("a0_reranker: error while closing the service", exc_info=True)
+        current.owner.stop()
+
+
+def _valid_input(query: Any, documents: Any) -> bool:
+    if not isinstance(query, str) or isinstance(documents, str | bytes):
+        log.warning("a0_reranker: rerank() needs a query string and a list of document strings")
+        return False
+    if not isinstance(documents, Sequence) or not all(isinstance(d, str) for d in documents):
+        log.warning("a0_reranker: rerank() needs a list of document strings")
+        return False
+    return True
+
+
+async def rerank_async(query: str, documents: Sequence[str], *, config: RerankerConfig) -> Ranking | None:
+    """Best-first ``(index, score)`` pairs, or None. Awaitable from any event loop; cancellation propagates."""
+    if not (config.enabled and config.configured and _valid_input(query, documents)):
+        return None
+    deadline = time.monotonic() + config.timeout
+    try:
+        current = runtime()
+        if current.owner.is_current_thread():
+            return await current.service.rerank(query, list(documents), config, deadline)
+        future = current.owner.submit(current.service.rerank, query, list(documents), config, deadline)
+    except Exception:
+        log.exception("a0_reranker: could not reach the reranker's event loop")
+        return None
+    try:
+        return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), deadline - time.monotonic())
+    except TimeoutError:
+        return _abandon(future)
+    except asyncio.CancelledError:
+        future.cancel()
+        raise
+    except Exception:
+        log.exception("a0_reranker: unexpected error while waiting for a rerank")
+        return None
+
+
+def rerank(query: str, documents: Sequence[str], *, config: RerankerConfig) -> Ranking | None:
+    """The blocking form, for threads (also one whose own event loop is running). Never raises."""
+    if not (config.enabled and config.configured and _valid_input(query, documents)):
+        return None
+    deadline = time.monotonic() + config.timeout
+    try:
+        current = runtime()
+        if current.owner.is_current_thread():
+            log.error("a0_reranker: rerank() was called on the reranker's own loop; use rerank_async()")
+            return None
+        future = current.owner.submit(current.service.rerank, query, list(documents), config, deadline)
+        return future.result(timeout=max(0.0, deadline - time.monotonic()))
+    except concurrent.futures.TimeoutError:
+        return _abandon(future)
+    except Exception:
+        log.exception("a0_reranker: unexpected error in rerank()")
+        return None
+
+
+def _abandon(future: concurrent.futures.Future[Ranking | None]) -> Ranking | None:
+    """The caller's deadline passed: take a result that just arrived, else cancel and count a timeout."""
+    if future.done() and not future.cancelled() and future.exception() is None:
+        return future.result()
+    future.cancel()
+    stats_recorder().fallback("timeout", "no answer before rerank_timeout")
+    return None
+
+
+async def probe_async(config: RerankerConfig) -> ProbeReport:
+    """Live connection test (bypasses the detection cache). Never raises."""
+    if not config.configured:
+        return ProbeReport.failure("", "no endpoint is set", (), 0.0)
+    deadline = time.monotonic() + config.timeout
+    try:
+        current = runtime()
+        if current.owner.is_current_thread():
+            return await current.service.probe(config, deadline)
+        future = current.owner.submit(current.service.probe, config, deadline)
+        return await asyncio.wait_for(asyncio.wrap_future(future), deadline - time.monotonic() + 0.5)
+    except TimeoutError:
+        return ProbeReport.failure(config.endpoint, f"no answer within {config.timeout:g} s", (), config.timeout)
+    except Exception as exc:
+        log.exception("a0_reranker: connection test failed unexpectedly")
+        return ProbeReport.failure(config.endpoint, f"unexpected error: {type(exc).__name__}", (), 0.0)
+
+
+def probe(config: RerankerConfig) -> ProbeReport:
+    """Blocking form of ``probe_async`` for threads and the CLI."""
+    if not config.configured:
+        return ProbeReport.failure("", "no endpoint is set", (), 0.0)
+    try:
+        current = runtime()
+        if current.owner.is_current_thread():
+            return ProbeReport.failure(config.endpoint, "probe() called on the reranker's own loop", (), 0.0)
+        deadline = time.monotonic() + config.timeout
+        return current.owner.call(current.service.probe, config, deadline)
+    except Exception as exc:
+        log.exception("a0_reranker: connection test failed unexpectedly")
+        return ProbeReport.failure(config.endpoint, f"unexpected error: {type(exc).__name__}", (), 0.0)
+
+
+def statistics() -> RerankerStatistics:
+    """Counters plus the live state (breakers, queue, in flight); does not start the owner loop."""
+    current: Runtime | None = peek(_RUNTIME)
+    if current is None or not current.owner.alive or current.owner.is_current_thread():
+        return stats_recorder().snapshot()
+    try:
+        return current.owner.call(_async_statistics, current.service)
+    except Exception:
+        return stats_recorder().snapshot()
+
+
+async def _async_statistics(service: RerankService) -> RerankerStatistics:
+    return service.statistics()

@@ -1,0 +1,1 @@
+"""Test support: protocol servers, the A0 stand-in layout, and helpers shared by the tests."""

@@ -1,0 +1,38 @@
+"""Build the folder layout A0 gives a user plugin: ``<root>/usr/plugins/a0_reranker`` -> this repo.
+
+Tests import the plugin exactly as A0 does (``usr.plugins.a0_reranker...``). The A0 stand-in
+(``tests/a0_standin``), when present, is copied into the same root so that its top-level packages
+(``helpers``, ``plugins``, ``agent`` ...) are importable beside ``usr``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+STANDIN_SOURCE = REPO_ROOT / "tests" / "a0_standin"
+PLUGIN_NAME = "a0_reranker"
+
+
+def build_a0_root(base: Path | None = None) -> Path:
+    """Create an A0-like root with the plugin linked in; return the root."""
+    root = Path(base or tempfile.mkdtemp(prefix="a0root-"))
+    plugins = root / "usr" / "plugins"
+    plugins.mkdir(parents=True, exist_ok=True)
+    link = plugins / PLUGIN_NAME
+    if not link.exists():
+        link.symlink_to(REPO_ROOT, target_is_directory=True)
+    if STANDIN_SOURCE.is_dir():
+        shutil.copytree(STANDIN_SOURCE, root, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("__pycache__", "README.md"))
+    return root
+
+
+def install_on_sys_path(root: Path) -> None:
+    """Put the A0 root first on sys.path, as A0's own working directory is."""
+    text = str(root)
+    if text not in sys.path:
+        sys.path.insert(0, text)
