@@ -1,0 +1,113 @@
+"""Circuit breaker states on a fake clock; the coalescing rule of the pending queue."""
+
+from __future__ import annotations
+
+import asyncio
+
+from usr.plugins.a0_reranker.batching.breaker import CircuitBreaker
+from usr.plugins.a0_reranker.batching.jobs import Job
+from usr.plugins.a0_reranker.batching.plans import PendingQueue
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_breaker_opens_after_consecutive_failures_and_one_probe_closes_it() -> None:
+    clock = Clock()
+    breaker = CircuitBreaker(failures=3, cooldown=10, clock=clock)
+    for _ in range(2):
+        assert breaker.allow()
+        breaker.record_failure()
+    breaker.record_success()  # a success resets the count
+    for _ in range(3):
+        breaker.record_failure()
+    assert breaker.state == "open" and not breaker.allow()
+    clock.now += 10
+    assert breaker.state == "half_open"
+    assert breaker.allow()  # the probe
+    assert not breaker.allow()  # only one
+    breaker.record_failure()
+    assert breaker.state == "open"
+    clock.now += 10
+    assert breaker.allow()
+    breaker.record_success()
+    assert breaker.state == "closed" and breaker.allow()
+
+
+def test_a_probe_that_never_reached_the_server_can_be_retried() -> None:
+    clock = Clock()
+    breaker = CircuitBreaker(failures=1, cooldown=1, clock=clock)
+    breaker.record_failure()
+    clock.now += 1
+    assert breaker.allow() and not breaker.allow()
+    breaker.release_probe()
+    assert breaker.allow()
+
+
+def make_job(loop: asyncio.AbstractEventLoop, query: str, docs: list[str]) -> Job:
+    return Job(query=query, documents=docs, deadline=1e12, future=loop.create_future())
+
+
+def test_same_query_merges_and_dedupes_other_queries_wait() -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        queue = PendingQueue()
+        a = make_job(loop, "q1", ["x", "y", "x"])
+        b = make_job(loop, "q2", ["z"])
+        c = make_job(loop, "q1", ["y", "w"])
+        for job in (a, b, c):
+            queue.add(job)
+        assert queue.pairs == 5  # x, y | z | y, w
+        plan = queue.take(max_pairs=10, mixes_queries=False)
+        assert plan is not None
+        assert plan.batch.queries == ("q1",)
+        assert plan.batch.documents == ["x", "y", "w"]
+        assert plan.routes[("q1", "y")] == [a, c]
+        assert queue.pairs == 1
+        rest = queue.take(max_pairs=10, mixes_queries=False)
+        assert rest is not None and rest.batch.queries == ("q2",) and not queue
+        plan.deliver([0.1, 0.2, 0.3])
+        assert a.future.result() == [0.1, 0.2, 0.1]
+        assert c.future.result() == [0.2, 0.3]
+        assert not b.future.done()
+    finally:
+        loop.close()
+
+
+def test_mixed_queries_share_a_request_and_big_jobs_split() -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        queue = PendingQueue()
+        big = make_job(loop, "q1", [f"d{i}" for i in range(5)])
+        small = make_job(loop, "q2", ["e"])
+        queue.add(big)
+        queue.add(small)
+        first = queue.take(max_pairs=3, mixes_queries=True)
+        second = queue.take(max_pairs=3, mixes_queries=True)
+        assert first is not None and second is not None and queue.take(max_pairs=3, mixes_queries=True) is None
+        assert first.batch.pairs == ((0, "d0"), (0, "d1"), (0, "d2"))
+        assert second.batch.queries == ("q1", "q2")
+        assert second.batch.pairs == ((0, "d3"), (0, "d4"), (1, "e"))
+        second.deliver([4.0, 5.0, 9.0])
+        assert small.future.result() == [9.0] and not big.future.done()
+        first.deliver([1.0, 2.0, 3.0])
+        assert big.future.result() == [1.0, 2.0, 3.0, 4.0, 5.0]
+    finally:
+        loop.close()
+
+
+def test_discard_forgets_unsent_pairs() -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        queue = PendingQueue()
+        job = make_job(loop, "q", ["a", "b"])
+        queue.add(job)
+        queue.discard(job)
+        assert queue.pairs == 0 and not queue and queue.take(max_pairs=5, mixes_queries=True) is None
+    finally:
+        loop.close()
