@@ -46,9 +46,9 @@ class RerankerConfig:
     max_doc_chars: int = 8000
     max_query_chars: int = 1000
     timeout: float = 10.0
-    batch_window_ms: float = 5.0
+    batch_window_ms: float = 10.0
     max_concurrency: int = 4
-    max_pairs_per_request: int = 128
+    max_pairs_per_request: int = 512
     max_queued_pairs: int = 4096
     breaker_failures: int = 3
     breaker_cooldown: float = 15.0

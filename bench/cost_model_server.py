@@ -1,0 +1,118 @@
+"""A loopback reranker that costs time the way one GPU does, for the batching benchmark.
+
+Each request pays ``request_ms`` of overhead (parsing, tokenising, scheduling) that overlaps with
+other requests, then waits for the one "GPU": a forward pass costs ``forward_ms`` plus ``pair_ms``
+per pair, one pass at a time. It speaks vLLM's ``/score`` (1:N and N:N) and ``/rerank``, and
+``GET /v1/models`` so auto-detection finds it. Scores are word overlap, so rankings are meaningful.
+
+It runs in a child process so that its event loop never competes with the client's for the GIL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+@dataclass(frozen=True)
+class CostModel:
+    request_ms: float = 1.0
+    forward_ms: float = 10.0
+    pair_ms: float = 0.1
+
+
+def overlap_score(query: str, document: str) -> float:
+    """Share of the query's words found in the document, in [0, 1]."""
+    words = set(_WORD.findall(query.lower()))
+    return len(words & set(_WORD.findall(document.lower()))) / len(words) if words else 0.0
+
+
+class _Gpu:
+    def __init__(self, cost: CostModel) -> None:
+        self.cost = cost
+        self.lock = asyncio.Lock()
+        self.requests = 0
+        self.pairs = 0
+
+    async def run(self, pairs: list[tuple[str, str]]) -> list[float]:
+        self.requests += 1
+        self.pairs += len(pairs)
+        await asyncio.sleep(self.cost.request_ms / 1000)
+        async with self.lock:
+            await asyncio.sleep((self.cost.forward_ms + self.cost.pair_ms * len(pairs)) / 1000)
+        return [overlap_score(q, d) for q, d in pairs]
+
+
+def build_app(cost: CostModel) -> web.Application:
+    gpu = _Gpu(cost)
+
+    async def score(request: web.Request) -> web.Response:
+        body: dict[str, Any] = await request.json()
+        text_1, text_2 = body["text_1"], body["text_2"]
+        queries = [text_1] * len(text_2) if isinstance(text_1, str) else text_1
+        scores = await gpu.run(list(zip(queries, text_2, strict=True)))
+        data = [{"index": i, "object": "score", "score": s} for i, s in enumerate(scores)]
+        return web.json_response({"id": "score-bench", "object": "list", "model": "bench", "data": data})
+
+    async def rerank(request: web.Request) -> web.Response:
+        body: dict[str, Any] = await request.json()
+        documents = body["documents"]
+        scores = await gpu.run([(body["query"], d) for d in documents])
+        results = sorted(({"index": i, "relevance_score": s} for i, s in enumerate(scores)),
+                         key=lambda r: -r["relevance_score"])
+        return web.json_response({"id": "score-bench", "model": "bench", "results": results})
+
+    async def models(_: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": "bench", "object": "model", "owned_by": "vllm"}]})
+
+    async def stats(_: web.Request) -> web.Response:
+        return web.json_response({"requests": gpu.requests, "pairs": gpu.pairs})
+
+    app = web.Application()
+    app.router.add_post("/score", score)
+    app.router.add_post("/rerank", rerank)
+    app.router.add_get("/v1/models", models)
+    app.router.add_get("/stats", stats)
+    return app
+
+
+def _serve(cost: CostModel, port_queue: Any, stop: Any) -> None:
+    async def main() -> None:
+        runner = web.AppRunner(build_app(cost), access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port_queue.put(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+        await asyncio.to_thread(stop.wait)
+        await runner.cleanup()
+
+    asyncio.run(main())
+
+
+class CostModelServer:
+    """Context manager: start the server in a child process; ``url`` is its base URL."""
+
+    def __init__(self, cost: CostModel = CostModel()) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._ports = context.Queue()
+        self._stop = context.Event()
+        self._process = context.Process(target=_serve, args=(cost, self._ports, self._stop), daemon=True)
+        self.url = ""
+
+    def __enter__(self) -> CostModelServer:
+        self._process.start()
+        self.url = f"http://127.0.0.1:{self._ports.get(timeout=60)}"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._process.join(timeout=5)
+        if self._process.is_alive():
+            self._process.kill()
