@@ -1,0 +1,72 @@
+"""SGLang's rerank endpoint (PROTOCOLS.md section 8): a bare list with ``meta_info``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from .hosted_input import Fields, InputError, read_input
+from .protocol_app import ProtocolApp
+from .ranking import best_first, cut
+from .scoring import Scorer, lexical_scorer, pair_tokens
+from .wire import body_text, empty_response, hex_id, json_response, key_accepted, parse_json, unix_now
+
+
+class SglangApp(ProtocolApp):
+    """``POST /v1/rerank`` (``query``, ``documents``, ``instruct``, ``top_n``, ``return_documents``),
+    ``GET /v1/models`` (``owned_by: "sglang"``), ``GET /health``.
+
+    Not in PROTOCOLS.md, so plain choices: results sorted best first and cut to ``top_n``;
+    ``document`` is the text unless ``return_documents`` is false (then null); ``meta_info`` holds an
+    id and the prompt tokens; errors use the flat OpenAI-style body SGLang's OpenAI layer sends
+    (``{"object": "error", "message", "type", "param", "code"}``); unknown routes are FastAPI's 404.
+    Options: ``api_key``, ``model``.
+    """
+
+    kind = "sglang"
+
+    def __init__(self, *, scorer: Scorer = lexical_scorer, api_key: str | None = None,
+                 model: str = "BAAI/bge-reranker-v2-m3") -> None:
+        super().__init__(scorer=scorer)
+        self.api_key = api_key
+        self.model = model
+
+    def routes(self) -> list[web.RouteDef]:
+        return [web.post("/v1/rerank", self.rerank), web.get("/v1/models", self.models),
+                web.get("/health", self.health)]
+
+    def guard(self, request: web.Request, matched: bool) -> web.StreamResponse | None:
+        if matched and request.path != "/health" and not key_accepted(request, self.api_key):
+            return _error(401, "Unauthorized", "AuthenticationError")
+        return None
+
+    def route_miss(self, request: web.Request, status: int) -> web.StreamResponse:
+        return json_response({"detail": "Not Found" if status == 404 else "Method Not Allowed"}, status)
+
+    async def rerank(self, request: web.Request) -> web.Response:
+        try:
+            data = read_input(parse_json(await body_text(request)), Fields())
+            with_docs = data.flag("return_documents", True)
+        except InputError as problem:
+            return _error(400, str(problem), "BadRequestError")
+        scores = [self.scorer(data.query, text) for text in data.texts]
+        items: list[dict[str, Any]] = [
+            {"score": scores[i], "document": data.texts[i] if with_docs else None, "index": i,
+             "meta_info": {"id": hex_id(""), "prompt_tokens": pair_tokens(data.query, data.texts[i])}}
+            for i in cut(best_first(scores), data.top)
+        ]
+        return json_response(items)
+
+    async def models(self, request: web.Request) -> web.Response:
+        entry = {"id": self.model, "object": "model", "created": unix_now(), "owned_by": "sglang",
+                 "root": self.model}
+        return json_response({"object": "list", "data": [entry]})
+
+    async def health(self, request: web.Request) -> web.Response:
+        return empty_response(200)
+
+
+def _error(status: int, message: str, kind: str) -> web.Response:
+    return json_response({"object": "error", "message": message, "type": kind, "param": None,
+                          "code": status}, status)
