@@ -66,15 +66,19 @@ def identify(gets: Mapping[str, Any]) -> ServerIdentity:
     info = gets.get("/info")
     if isinstance(info, dict) and {"model_type", "max_client_batch_size", "version"} <= info.keys():
         return _identify_tei(info)
+    listed: tuple[str, ...] = ()
     for path, prefix in (("/v1/models", "/v1"), ("/models", "")):
         listing = gets.get(path)
         owners = _owners(listing)
         if owners:
-            return _identify_listing(owners, _model_ids(listing), listing, prefix)
+            identity = _identify_listing(owners, _model_ids(listing), listing, prefix)
+            if identity.kind != "unknown":
+                return identity
+            listed = listed or identity.models
     version = gets.get("/api/version")
     if isinstance(version, dict) and "version" in version:
         return ServerIdentity(kind="ollama", problem="Ollama has no rerank API (ollama#3368); use another server")
-    return ServerIdentity()
+    return ServerIdentity(models=listed)
 
 
 def _identify_tei(info: dict[str, Any]) -> ServerIdentity:

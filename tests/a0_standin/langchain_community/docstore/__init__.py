@@ -1,0 +1,1 @@
+"""Stand-in package: `langchain_community.docstore`."""
