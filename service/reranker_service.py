@@ -44,6 +44,16 @@ DETECTION_TTL_S: Final = 600.0
 Ranking = list[tuple[int, float]]
 
 
+@dataclass(frozen=True)
+class RerankResult:
+    """A rerank's outcome: the ranking, or None with the fallback reason and its message."""
+
+    ranking: Ranking | None
+    api: str = ""
+    reason: str = ""
+    message: str = ""
+
+
 @dataclass
 class _Endpoint:
     limiter: EndpointLimiter
@@ -62,21 +72,19 @@ class RerankService:
 
     async def rerank(
         self, query: str, documents: Sequence[str], config: RerankerConfig, deadline: float
-    ) -> Ranking | None:
-        """Best-first ``(index, score)`` pairs, or None with the reason counted. Never raises."""
+    ) -> RerankResult:
+        """Best-first ``(index, score)`` pairs, or no ranking with the reason counted. Never raises."""
         started = time.monotonic()
         self._stats.rerank_started()
         try:
             ranking, api = await self._rerank(query, documents, config, deadline)
         except RerankError as exc:
-            self._record_fallback(exc.reason, str(exc), config)
-            return None
+            return self._fallback(exc.reason, str(exc), config)
         except Exception as exc:
             log.exception("a0_reranker: unexpected error while reranking (recall keeps its stock order)")
-            self._record_fallback("error", f"unexpected error: {type(exc).__name__}", config)
-            return None
+            return self._fallback("error", f"unexpected error: {type(exc).__name__}", config)
         self._stats.rerank_succeeded(time.monotonic() - started, api)
-        return ranking
+        return RerankResult(ranking, api=api)
 
     async def probe(self, config: RerankerConfig, deadline: float) -> ProbeReport:
         """A live connection test that bypasses the detection cache (a fixed URL tests right at once)."""
@@ -203,10 +211,11 @@ class RerankService:
 
         return send
 
-    def _record_fallback(self, reason: str, message: str, config: RerankerConfig) -> None:
+    def _fallback(self, reason: str, message: str, config: RerankerConfig) -> RerankResult:
         text = redact(message, config.api_key)
         self._stats.fallback(reason, text)
         log.debug("a0_reranker: fallback to the stock order (%s): %s", reason, text)
+        return RerankResult(None, reason=reason, message=text)
 
 
 def _endpoint_is_failing(exc: RerankError) -> bool:

@@ -21,7 +21,7 @@ from ..batching.process_state import discard, peek, shared
 from ..core.config import RerankerConfig
 from ..core.probe_report import ProbeReport
 from ..core.statistics import RerankerStatistics, StatsRecorder
-from .reranker_service import Ranking, RerankService
+from .reranker_service import Ranking, RerankResult, RerankService
 
 log = logging.getLogger("a0_reranker")
 
@@ -82,10 +82,15 @@ def _valid_input(query: Any, documents: Any) -> bool:
     return True
 
 
-async def rerank_async(query: str, documents: Sequence[str], *, config: RerankerConfig) -> Ranking | None:
-    """Best-first ``(index, score)`` pairs, or None. Awaitable from any event loop; cancellation propagates."""
-    if not (config.enabled and config.configured and _valid_input(query, documents)):
-        return None
+async def rerank_result_async(query: str, documents: Sequence[str], *, config: RerankerConfig) -> RerankResult:
+    """The ranking with how it went (API used, or why it fell back). Awaitable from any event loop;
+    cancellation propagates, nothing else is raised."""
+    if not config.enabled:
+        return RerankResult(None, reason="disabled", message="rerank_enabled is off")
+    if not config.configured:
+        return RerankResult(None, reason="not_configured", message="no endpoint is set")
+    if not _valid_input(query, documents):
+        return RerankResult(None, reason="bad_input", message="needs a query string and a list of strings")
     deadline = time.monotonic() + config.timeout
     try:
         current = runtime()
@@ -94,7 +99,7 @@ async def rerank_async(query: str, documents: Sequence[str], *, config: Reranker
         future = current.owner.submit(current.service.rerank, query, list(documents), config, deadline)
     except Exception:
         log.exception("a0_reranker: could not reach the reranker's event loop")
-        return None
+        return RerankResult(None, reason="error", message="the reranker's event loop is not available")
     try:
         return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), deadline - time.monotonic())
     except TimeoutError:
@@ -104,7 +109,12 @@ async def rerank_async(query: str, documents: Sequence[str], *, config: Reranker
         raise
     except Exception:
         log.exception("a0_reranker: unexpected error while waiting for a rerank")
-        return None
+        return RerankResult(None, reason="error", message="unexpected error while waiting")
+
+
+async def rerank_async(query: str, documents: Sequence[str], *, config: RerankerConfig) -> Ranking | None:
+    """Best-first ``(index, score)`` pairs, or None. Awaitable from any event loop; cancellation propagates."""
+    return (await rerank_result_async(query, documents, config=config)).ranking
 
 
 def rerank(query: str, documents: Sequence[str], *, config: RerankerConfig) -> Ranking | None:
@@ -118,21 +128,22 @@ def rerank(query: str, documents: Sequence[str], *, config: RerankerConfig) -> R
             log.error("a0_reranker: rerank() was called on the reranker's own loop; use rerank_async()")
             return None
         future = current.owner.submit(current.service.rerank, query, list(documents), config, deadline)
-        return future.result(timeout=max(0.0, deadline - time.monotonic()))
-    except concurrent.futures.TimeoutError:
-        return _abandon(future)
+        return future.result(timeout=max(0.0, deadline - time.monotonic())).ranking
+    except TimeoutError:
+        return _abandon(future).ranking
     except Exception:
         log.exception("a0_reranker: unexpected error in rerank()")
         return None
 
 
-def _abandon(future: concurrent.futures.Future[Ranking | None]) -> Ranking | None:
+def _abandon(future: concurrent.futures.Future[RerankResult]) -> RerankResult:
     """The caller's deadline passed: take a result that just arrived, else cancel and count a timeout."""
     if future.done() and not future.cancelled() and future.exception() is None:
         return future.result()
     future.cancel()
-    stats_recorder().fallback("timeout", "no answer before rerank_timeout")
-    return None
+    message = "no answer before rerank_timeout"
+    stats_recorder().fallback("timeout", message)
+    return RerankResult(None, reason="timeout", message=message)
 
 
 async def probe_async(config: RerankerConfig) -> ProbeReport:
