@@ -1,0 +1,153 @@
+"""The micro-batcher through the public API against real loopback servers (issue: micro-batcher,
+acceptance 1-3): coalescing across agents, the concurrency cap, deadlines, the breaker, threads and loops."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from support.servers import Hang, lexical_scorer, start_server
+from usr.plugins.a0_reranker.core.config import RerankerConfig
+from usr.plugins.a0_reranker.service import runtime
+
+pytestmark = pytest.mark.anyio
+
+
+def encoding_scorer(query: str, document: str) -> float:
+    """A score that names the pair it was computed from: query number / 100 + document number / 10000."""
+    q = int(query.split("#")[1].split()[0])
+    d = int(document.split("#")[1].split()[0])
+    return q / 100 + d / 10000
+
+
+def recall(q: int, n: int = 20) -> tuple[str, list[str]]:
+    return f"agent query #{q} about backups", [f"memory #{d} for agent {q}" for d in range(n)]
+
+
+def score_posts(server) -> list:  # type: ignore[no-untyped-def]
+    return [r for r in server.requests if r.method == "POST" and r.path == "/score"]
+
+
+async def test_sixteen_agents_share_at_most_two_score_requests_and_get_their_own_scores() -> None:
+    server = await start_server("vllm_qwen3", scorer=encoding_scorer)
+    try:
+        config = RerankerConfig(endpoint=server.url, api="qwen3_score", batch_window_ms=10, timeout=10)
+        assert await runtime.rerank_async(*recall(99, 2), config=config) is not None  # detection now cached
+        server.reset()
+        server.gate.hold(lambda r: r.path == "/score")
+        calls = [asyncio.create_task(runtime.rerank_async(*recall(q), config=config)) for q in range(16)]
+        await server.gate.wait_held(1)
+        server.gate.release()
+        results = await asyncio.gather(*calls)
+        assert len(score_posts(server)) <= 2
+        for q, ranking in enumerate(results):
+            assert ranking is not None
+            assert sorted(ranking) == [(d, q / 100 + d / 10000) for d in range(20)]
+    finally:
+        await server.close()
+
+
+async def test_same_query_recalls_merge_with_documents_deduplicated() -> None:
+    server = await start_server("tei")
+    try:
+        config = RerankerConfig(endpoint=server.url, timeout=10)
+        docs = ["backup keys rotate", "cafeteria menu", "keys for the backup vault"]
+        assert await runtime.rerank_async("warm up", ["a", "b"], config=config) is not None
+        server.reset()
+        server.gate.hold()
+        first = asyncio.create_task(runtime.rerank_async("other question", ["x", "y"], config=config))
+        await server.gate.wait_held(1)
+        same = [asyncio.create_task(runtime.rerank_async("rotate backup keys", docs[:k], config=config))
+                for k in (3, 2, 3, 1)]
+        await server.gate.wait_held(2)  # the merged request reached the server while the first was held
+        server.gate.release()
+        assert await first is not None
+        results = await asyncio.gather(*same)
+        expected = sorted(range(3), key=lambda i: -lexical_scorer("rotate backup keys", docs[i]))
+        assert [i for i, _ in results[0]] == expected
+        merged = [r.json["texts"] for r in server.requests if r.json and r.json.get("query") == "rotate backup keys"]
+        assert merged == [docs]  # one request, each document once
+    finally:
+        await server.close()
+
+
+async def test_different_queries_on_a_rerank_server_never_exceed_the_cap() -> None:
+    server = await start_server("infinity")
+    try:
+        config = RerankerConfig(endpoint=server.url, max_concurrency=3, timeout=10)
+        assert await runtime.rerank_async("warm up", ["a", "b"], config=config) is not None
+        server.reset()
+        server.gate.hold()
+        calls = [asyncio.create_task(runtime.rerank_async(f"question {i} backup", ["backup a", "b"], config=config))
+                 for i in range(12)]
+        await server.gate.wait_held(3)
+        held_max = server.in_flight
+        server.gate.release()
+        results = await asyncio.gather(*calls)
+        assert all(r is not None and r[0][0] == 0 for r in results)
+        assert held_max == 3 and server.max_in_flight <= 3
+    finally:
+        await server.close()
+
+
+async def test_a_silent_server_times_out_64_callers_together_then_the_breaker_opens_and_closes() -> None:
+    server = await start_server("vllm_qwen3", scorer=encoding_scorer)
+    try:
+        config = RerankerConfig(endpoint=server.url, api="qwen3_score", timeout=0.5, breaker_failures=1,
+                                breaker_cooldown=0.3)
+        assert await runtime.rerank_async(*recall(1), config=config) is not None
+        server.set_fault(lambda r: Hang() if r.path == "/score" else None)
+        started = time.perf_counter()
+        results = await asyncio.gather(*(runtime.rerank_async(*recall(q), config=config) for q in range(64)))
+        elapsed = time.perf_counter() - started
+        assert results == [None] * 64
+        assert elapsed <= 0.6, elapsed
+        assert runtime.statistics().breakers[server.url] == "open"
+
+        started = time.perf_counter()
+        assert await runtime.rerank_async(*recall(2), config=config) is None
+        assert time.perf_counter() - started < 0.005
+        assert runtime.statistics().fallbacks["breaker_open"] >= 1
+
+        server.set_fault(None)
+        deadline = time.monotonic() + 5
+        ranking = None
+        while ranking is None and time.monotonic() < deadline:  # the cooldown is the behaviour under test
+            await asyncio.sleep(0.05)
+            ranking = await runtime.rerank_async(*recall(3), config=config)
+        assert ranking is not None
+        assert runtime.statistics().breakers[server.url] == "closed"
+    finally:
+        await server.close()
+
+
+async def test_cancelling_one_caller_leaves_the_others_intact() -> None:
+    server = await start_server("vllm_qwen3", scorer=encoding_scorer)
+    try:
+        config = RerankerConfig(endpoint=server.url, api="qwen3_score", timeout=10)
+        assert await runtime.rerank_async(*recall(1), config=config) is not None
+        server.gate.hold(lambda r: r.path == "/score")
+        leaving = asyncio.create_task(runtime.rerank_async(*recall(5), config=config))
+        staying = asyncio.create_task(runtime.rerank_async(*recall(6), config=config))
+        await server.gate.wait_held(1)
+        leaving.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await leaving
+        server.gate.release()
+        ranking = await staying
+        assert ranking is not None and sorted(ranking)[0] == (0, 0.06)
+        assert runtime.statistics().fallbacks.get("error", 0) == 0
+    finally:
+        await server.close()
+
+
+async def test_rerank_on_the_owner_thread_is_refused_not_deadlocked() -> None:
+    current = runtime.runtime()
+    config = RerankerConfig(endpoint="http://127.0.0.1:9", timeout=1)
+
+    async def call_sync_from_owner() -> object:
+        return runtime.rerank("q", ["a", "b"], config=config)
+
+    assert await asyncio.wrap_future(current.owner.submit(call_sync_from_owner)) is None
