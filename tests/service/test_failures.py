@@ -1,0 +1,139 @@
+"""Every kind of failure gives None (the caller keeps its order), never an exception, within
+rerank_timeout + 100 ms, and the counters name the reason (issue: core engine, acceptance 4)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from typing import Any
+
+import pytest
+
+from support.servers import Delay, Disconnect, Hang, InvalidJson, Respond, StallBody, start_server
+from usr.plugins.a0_reranker.core.config import RerankerConfig
+from usr.plugins.a0_reranker.helpers import reranker
+from usr.plugins.a0_reranker.service import runtime
+
+pytestmark = pytest.mark.anyio
+
+TIMEOUT = 1.0
+QUERY = "rotate the backup key"
+DOCS = ["rotate the backup key monthly", "lunch menu", "backup schedule", "key rotation policy"]
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def timed_rerank(config: RerankerConfig) -> tuple[Any, float]:
+    started = time.perf_counter()
+    result = await reranker.rerank_async(QUERY, DOCS, config=config)
+    return result, time.perf_counter() - started
+
+
+async def test_refused_connection() -> None:
+    config = RerankerConfig(endpoint=f"http://127.0.0.1:{closed_port()}", timeout=TIMEOUT)
+    result, elapsed = await timed_rerank(config)
+    assert result is None and elapsed <= TIMEOUT + 0.1
+    stats = runtime.statistics()
+    assert stats.fallback_total == 1 and "connect" in stats.last_error
+    report = await runtime.probe_async(config)
+    assert not report.ok and "cannot connect" in report.message
+
+
+def posts_only(fault: Any) -> Any:
+    return lambda request: fault if request.method == "POST" else None
+
+
+ERRORS_AFTER_DETECTION = [
+    ("tei", {}, Respond(503, {"error": "Model is overloaded", "error_type": "Unhealthy"}), "http_status"),
+    ("tei", {}, Respond(424, {"error": "model is not a re-ranker model", "error_type": "Backend"}), "http_status"),
+    ("vllm", {}, Respond(500, {"error": {"message": "boom", "type": "InternalServerError", "param": None,
+                                         "code": 500}}), "http_status"),
+    ("infinity", {}, Respond(429, {"error": {"message": "model minilm is currently overloaded", "type": None,
+                                             "param": None, "code": 429}}), "http_status"),
+    ("cohere", {}, Respond(498, {"message": "invalid api token"}), "http_status"),
+    ("llamacpp", {}, InvalidJson(), "malformed"),
+    ("vllm", {}, Respond(200, {"id": "x", "results": [{"index": 0, "relevance_score": 0.5}]}), "malformed"),
+    ("vllm", {}, Respond(200, {"id": "x", "results": [{"index": i % 2, "relevance_score": 0.5} for i in range(4)]}),
+     "malformed"),
+    ("tei", {}, Respond(200, [{"index": i + 1, "score": 0.5} for i in range(4)]), "malformed"),
+    ("tei", {}, Respond(200, "<html><body>Proxy error</body></html>", content_type="text/html"), "malformed"),
+    ("infinity", {}, Disconnect(), "connect"),
+    ("infinity", {}, Hang(), "timeout"),
+    ("vllm", {}, StallBody(partial=b'{"results": ['), "timeout"),
+    ("vllm", {}, Delay(5.0), "timeout"),
+]
+
+
+@pytest.mark.parametrize(("kind", "options", "fault", "reason"), ERRORS_AFTER_DETECTION,
+                         ids=[f"{c[0]}-{type(c[2]).__name__}-{c[3]}-{i}" for i, c in enumerate(ERRORS_AFTER_DETECTION)])
+async def test_failures_of_a_detected_server(kind: str, options: dict[str, Any], fault: Any, reason: str) -> None:
+    server = await start_server(kind, **options)
+    try:
+        config = RerankerConfig(endpoint=server.url, timeout=TIMEOUT, model="m" if kind == "cohere" else "")
+        assert await reranker.rerank_async(QUERY, DOCS, config=config) is not None  # detection cached
+        runtime.stats_recorder().reset()
+        server.set_fault(posts_only(fault))
+        result, elapsed = await timed_rerank(config)
+        assert result is None
+        assert elapsed <= TIMEOUT + 0.1, elapsed
+        assert dict(runtime.statistics().fallbacks) == {reason: 1}
+    finally:
+        await server.close()
+
+
+SERVER_ERRORS = [
+    ("vllm", {}, {"model": "nope"}, "does not exist"),
+    ("infinity", {"models": ("a-ce", "b-ce")}, {"model": "nope"}, "Invalid model"),
+    ("infinity", {"api_key": "right-key"}, {"api_key": "wrong-key"}, "Unauthorized"),
+    ("tei", {"api_key": "right-key"}, {"api_key": "wrong-key"}, "unauthorized"),
+    ("llamacpp", {"api_key": "right-key"}, {}, "Invalid API Key"),
+    ("llamacpp", {"reranking": False}, {}, "does not support reranking"),
+]
+
+
+@pytest.mark.parametrize(("kind", "options", "settings", "words"), SERVER_ERRORS,
+                         ids=[f"{c[0]}-{c[3]}" for c in SERVER_ERRORS])
+async def test_each_servers_own_error_is_reported(kind: str, options: dict[str, Any], settings: dict[str, Any],
+                                                   words: str) -> None:
+    server = await start_server(kind, **options)
+    try:
+        config = RerankerConfig(endpoint=server.url, timeout=TIMEOUT, **settings)
+        result, elapsed = await timed_rerank(config)
+        assert result is None and elapsed <= TIMEOUT + 0.1
+        report = await runtime.probe_async(config)
+        assert not report.ok
+        assert words.lower() in (report.message + " ".join(report.attempts)).lower()
+        assert "wrong-key" not in json.dumps(report.as_dict()) + repr(runtime.statistics())
+    finally:
+        await server.close()
+
+
+async def test_a_redirect_is_not_followed_and_is_explained() -> None:
+    server = await start_server("vllm")
+    try:
+        config = RerankerConfig(endpoint=server.url, timeout=TIMEOUT, api="rerank")
+        assert await reranker.rerank_async(QUERY, DOCS, config=config) is not None
+        from support.servers import Redirect
+
+        server.set_fault(posts_only(Redirect(location="http://example.invalid/rerank")))
+        assert await reranker.rerank_async(QUERY, DOCS, config=config) is None
+        assert "redirected" in runtime.statistics().last_error
+    finally:
+        await server.close()
+
+
+async def test_invalid_input_and_settings_give_none_not_exceptions() -> None:
+    assert await reranker.rerank_async(QUERY, DOCS, config={"rerank_endpoint": "ftp://nope"}) is None
+    assert await reranker.rerank_async(QUERY, DOCS, config={"rerank_timeout": "soon"}) is None
+    assert await reranker.rerank_async(QUERY, DOCS, config={}) is None  # no endpoint configured
+    config = RerankerConfig(endpoint="http://127.0.0.1:9")
+    assert await reranker.rerank_async(123, DOCS, config=config) is None  # type: ignore[arg-type]
+    assert await reranker.rerank_async(QUERY, "not a list", config=config) is None  # type: ignore[arg-type]
+    assert await reranker.rerank_async(QUERY, [1, 2], config=config) is None  # type: ignore[list-item]
+    assert reranker.rerank(QUERY, DOCS, config={"rerank_enabled": False, "rerank_endpoint": "http://h:1"}) is None
+    assert await reranker.rerank_async(QUERY, [], config=RerankerConfig(endpoint="http://127.0.0.1:9")) == []
