@@ -244,7 +244,7 @@ _TYPES: Final[dict[str, type | tuple[type, ...]]] = {
 
 def _check_field(name: str, value: Any) -> str | None:
     key = setting_key(name)
-    expected = _TYPES.get(name, int if name in NUMERIC_RANGES else str)
+    expected: Any = _TYPES.get(name, int if name in NUMERIC_RANGES else str)
     if isinstance(value, bool) and expected is not bool:
         return f"{key}: expected {'a number' if name in NUMERIC_RANGES else 'text'}, got {value!r}"
     if not isinstance(value, expected):

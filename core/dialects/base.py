@@ -64,11 +64,26 @@ class WireAnswer:
 class Dialect(Protocol):
     """A wire dialect: how one family of servers wants pairs sent and how it answers."""
 
-    name: str
-    api: str  # "rerank" or "qwen3_score": the rerank_api setting this dialect serves
-    path: str
-    mixes_queries: bool  # True when one request may carry pairs of different queries
-    max_pairs: int  # the server's own per-request limit
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def api(self) -> str:
+        """``rerank`` or ``qwen3_score``: the rerank_api setting this dialect serves."""
+        ...
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def mixes_queries(self) -> bool:
+        """True when one request may carry pairs of different queries."""
+        ...
+
+    @property
+    def max_pairs(self) -> int:
+        """The server's own per-request limit."""
+        ...
 
     def build(self, batch: ScoreBatch, model: str) -> WireRequest: ...
 

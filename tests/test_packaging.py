@@ -1,0 +1,44 @@
+"""The repository is an A0 plugin folder and also a standalone package: check both shapes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_plugin_manifest_follows_a0_rules() -> None:
+    manifest = yaml.safe_load((REPO / "plugin.yaml").read_text())
+    assert manifest["name"] == "a0_reranker"
+    assert isinstance(manifest["version"], str)  # a float version makes A0 refuse to load the plugin
+    assert manifest["settings_sections"] == ["agent"]
+    assert manifest["per_project_config"] is True
+    assert (REPO / "LICENSE").is_file() and (REPO / "default_config.yaml").is_file()
+    ignored = (REPO / ".gitignore").read_text().split()
+    assert {"config.json", ".toggle-*", "execute_record.json"} <= set(ignored)
+
+
+def test_the_public_import_path_is_the_one_other_plugins_use() -> None:
+    from usr.plugins.a0_reranker.helpers import reranker
+
+    assert reranker.__all__ == ["rerank", "rerank_async"]
+    assert reranker.rerank.__module__ == "usr.plugins.a0_reranker.helpers.reranker"
+
+
+def test_the_package_builds_as_a_standalone_wheel(tmp_path: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path),
+         str(REPO)],
+        check=True, capture_output=True, timeout=300,
+    )
+    [wheel] = tmp_path.glob("a0_reranker-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for required in ("a0_reranker/__init__.py", "a0_reranker/helpers/reranker.py", "a0_reranker/default_config.yaml",
+                     "a0_reranker/plugin.yaml", "a0_reranker/service/runtime.py", "a0_reranker/core/config.py"):
+        assert required in names, required
+    assert not any(name.startswith("a0_reranker/tests/") for name in names)
