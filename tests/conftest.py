@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -19,3 +20,12 @@ import pytest  # noqa: E402
 def anyio_backend() -> str:
     """A0 runs on asyncio; our async tests do too."""
     return "asyncio"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def owner_loop_shutdown() -> Iterator[None]:
+    """Close the plugin's owner loop and HTTP session once, after the last test."""
+    yield
+    from usr.plugins.a0_reranker.service import runtime
+
+    runtime.shutdown()

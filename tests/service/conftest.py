@@ -13,9 +13,3 @@ from usr.plugins.a0_reranker.service import runtime
 def fresh_counters() -> Iterator[None]:
     runtime.stats_recorder().reset()
     yield
-
-
-@pytest.fixture(scope="session", autouse=True)
-def owner_loop_shutdown() -> Iterator[None]:
-    yield
-    runtime.shutdown()
