@@ -1,1 +1,1 @@
-"""Benchmarks: the cost-model server and the naive-versus-batched comparison (run: python -m bench)."""
+"""Benchmarks: the cost-model server and the naive-versus-batched comparison (run: a0-reranker bench)."""

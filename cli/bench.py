@@ -1,0 +1,169 @@
+"""``bench``: naive (one HTTP request per recall) against the micro-batcher, at several concurrencies.
+
+By default it runs against the built-in cost-model server (a child process that costs time the way
+one GPU does); ``--endpoint`` measures a real server, which must speak vLLM's ``/score`` because both
+modes send the same Qwen3 ``/score`` requests. Writes ``bench.json`` and ``bench.png`` into ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import queue
+import signal
+import statistics
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from ..bench.batching_bench import DEFAULT_CONCURRENCY, BenchResult, batched_config, run_benchmark
+from ..bench.cost_model_server import CostModel, CostModelServer
+from ..core.errors import ConfigError
+from ..service import runtime
+from .bench_report import INSTALL_HINT, bench_document, bench_table, write_plot
+from .errors import FAILED, CliError
+from .options import config_problem, int_list, positive_int
+from .progress import ProgressBar
+
+QUICK_CONCURRENCY = (1, 4, 16)
+
+
+@dataclass(frozen=True)
+class Plan:
+    concurrencies: tuple[int, ...]
+    documents: int
+    recalls: Callable[[int], int]
+    recalls_rule: str
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Plan:
+        concurrencies = args.concurrency or (QUICK_CONCURRENCY if args.quick else DEFAULT_CONCURRENCY)
+        if args.recalls is not None:
+            if args.recalls < 2:
+                raise CliError("--recalls: at least 2 recalls per level are needed for latency percentiles")
+            count = args.recalls
+            return cls(concurrencies, args.documents, lambda c: count, f"{count}")
+        if args.quick:
+            return cls(concurrencies, args.documents, lambda c: max(24, 2 * c), "max(24, 2 x concurrency)")
+        return cls(concurrencies, args.documents, lambda c: max(200, 8 * c), "max(200, 8 x concurrency)")
+
+
+def add_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "bench", help="measure what micro-batching buys: naive vs batched at several concurrencies",
+        description="Run concurrent recalls in a closed loop, once sending one HTTP request per recall (naive) "
+                    "and once through the plugin's micro-batcher, against the built-in cost-model server or "
+                    "--endpoint (which must speak vLLM's /score). Writes bench.json and bench.png.",
+    )
+    parser.add_argument("--endpoint", metavar="URL", help="benchmark this vLLM /score server instead")
+    parser.add_argument("--concurrency", type=int_list, metavar="LIST",
+                        help="concurrent recalls per level (default: 1,4,16,64; with --quick: 1,4,16)")
+    parser.add_argument("--documents", type=positive_int, default=20, metavar="N",
+                        help="documents per recall (default: 20, the plugin's candidate pool)")
+    parser.add_argument("--recalls", type=positive_int, metavar="N",
+                        help="recalls per level (default: max(200, 8 x concurrency); "
+                             "with --quick: max(24, 2 x concurrency))")
+    parser.add_argument("--out", default="bench/results", metavar="DIR",
+                        help="where bench.json and bench.png go (default: bench/results)")
+    parser.add_argument("--quick", action="store_true", help="a short run (seconds) to see that it works")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    plan = Plan.from_args(args)
+    out = _output_folder(args.out)
+    if args.endpoint:
+        _check_endpoint(args.endpoint)
+    with _server(args.endpoint) as endpoint:
+        result = _measure(endpoint, plan)
+    print("\n".join(bench_table(result)))
+    meta = {"server": "endpoint" if args.endpoint else "cost-model",
+            "cost_model": None if args.endpoint else asdict(CostModel()),
+            "settings": _batcher_settings(endpoint), "recalls_per_level": plan.recalls_rule}
+    _write(out / "bench.json", json.dumps(bench_document(result, meta), indent=2) + "\n")
+    print(f"wrote {out / 'bench.json'}")
+    title = (f"a0-reranker: micro-batched vs one request per recall, {plan.documents} documents per recall\n"
+             + (args.endpoint if args.endpoint else _cost_model_label(CostModel())))
+    if write_plot(result, out / "bench.png", title):
+        print(f"wrote {out / 'bench.png'}")
+    else:
+        print(f"no plot: matplotlib is not installed; for bench.png run  {INSTALL_HINT}")
+    return 0
+
+
+def _measure(endpoint: str, plan: Plan) -> BenchResult:
+    weights = [plan.recalls(c) for c in plan.concurrencies for _ in ("naive", "batched")]
+    try:
+        with ProgressBar(weights) as bar:
+            return asyncio.run(run_benchmark(endpoint, concurrencies=plan.concurrencies, documents=plan.documents,
+                                             recalls=plan.recalls, progress=bar.step))
+    except (aiohttp.ClientError, OSError, RuntimeError, statistics.StatisticsError) as exc:
+        raise CliError(f"the benchmark failed against {endpoint}: {exc}", FAILED) from None
+
+
+@contextlib.contextmanager
+def _server(endpoint: str | None) -> Iterator[str]:
+    """The given endpoint (normalized), or the URL of a cost-model server running for the block."""
+    if endpoint:
+        yield batched_config(endpoint).endpoint
+        return
+    with contextlib.ExitStack() as stack:
+        try:
+            with _child_ignores_ctrl_c():
+                server = stack.enter_context(CostModelServer())
+        except (OSError, queue.Empty) as exc:
+            raise CliError(f"the cost-model server did not start: {exc or 'no port within 60 s'}", FAILED) from None
+        yield server.url
+
+
+@contextlib.contextmanager
+def _child_ignores_ctrl_c() -> Iterator[None]:
+    """Start the server with SIGINT ignored, which the child inherits: on Ctrl-C this process stops it
+    cleanly instead of the child printing a traceback (a Ctrl-C during the start, under a second, is lost)."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _cost_model_label(cost: CostModel) -> str:
+    return (f"built-in cost-model server: one GPU, {cost.forward_ms:g} ms per forward pass + {cost.pair_ms:g} ms "
+            f"per pair, {cost.request_ms:g} ms per request")
+
+
+def _check_endpoint(endpoint: str) -> None:
+    try:
+        config = batched_config(endpoint, timeout=10.0)
+    except ConfigError as exc:
+        raise CliError(config_problem(exc, endpoint)) from None
+    report = runtime.probe(config)
+    if not report.ok:
+        raise CliError(f"--endpoint must speak vLLM's /score for the benchmark: {report.message}", FAILED)
+
+
+def _batcher_settings(endpoint: str) -> dict[str, Any]:
+    config = batched_config(endpoint)
+    return {"api": config.api, "batch_window_ms": config.batch_window_ms, "max_concurrency": config.max_concurrency,
+            "max_pairs_per_request": config.max_pairs_per_request}
+
+
+def _output_folder(path: str) -> Path:
+    folder = Path(path)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CliError(f"--out {path}: cannot create the folder ({exc.strerror or exc})") from None
+    return folder
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise CliError(f"cannot write {path}: {exc.strerror or exc}") from None

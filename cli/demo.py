@@ -1,0 +1,95 @@
+"""``demo``: one memory recall, before and after reranking, with no setup at all.
+
+Without ``--endpoint`` it starts the embedded demo server (word overlap, Infinity's API) on 127.0.0.1.
+The "before" is an embedding-like order (bag-of-words cosine); the "after" is what the plugin's own
+recall path, ``rerank_pool``, returns for it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from ..a0_hooks.recall import RecallOutcome, rerank_pool
+from ..core.config import RerankerConfig
+from ..core.probe_report import ProbeReport
+from ..demo import memories
+from ..demo.embedding_order import embedding_order
+from ..demo.server import LABEL, DemoServer
+from ..service import runtime
+from .demo_view import render
+from .errors import FAILED, CliError
+from .options import add_server_options, positive_int, server_config
+from .probe import report_dict
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    """Everything the demo shows: which server, its probe, the stock order and the reranked outcome."""
+
+    endpoint: str
+    embedded: bool
+    probe: ProbeReport
+    stock: list[tuple[int, float]]  # (memory index, similarity), best first
+    outcome: RecallOutcome[str]
+    limit: int
+
+
+def add_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "demo", help="see a memory recall before and after reranking (no setup needed)",
+        description="Recall sample memories for SEED.md's question, in plain embedding order and reranked "
+                    "through the plugin's own recall path. With no --endpoint, an embedded demo server "
+                    "(word-overlap scorer, Infinity's API) runs on 127.0.0.1.",
+    )
+    parser.add_argument("--endpoint", metavar="URL", help="use this reranker server instead of the embedded demo")
+    add_server_options(parser)
+    parser.add_argument("--limit", type=positive_int, default=memories.KEEP, metavar="N",
+                        help=f"memories the recall keeps (default: {memories.KEEP}, as Agent Zero)")
+    parser.add_argument("--json", action="store_true", help="print the before and after as JSON")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    given = server_config(args, args.endpoint) if args.endpoint else None  # bad input fails before anything starts
+    demo = asyncio.run(_run(args, given))
+    print(json.dumps(as_dict(demo), indent=2) if args.json else render(demo, LABEL))
+    return 0
+
+
+async def _run(args: argparse.Namespace, given: RerankerConfig | None) -> DemoRun:
+    if given is not None:
+        return await recall(given, args.limit, embedded=False)
+    async with DemoServer() as server:
+        return await recall(server_config(args, server.url), args.limit, embedded=True)
+
+
+async def recall(config: RerankerConfig, limit: int, *, embedded: bool) -> DemoRun:
+    """Probe the server, then rerank the sample pool in embedding order through ``rerank_pool``."""
+    report = await runtime.probe_async(config)
+    if not report.ok:
+        raise CliError(f"the reranker at {config.endpoint} is not usable: {report.message}", FAILED)
+    stock = embedding_order(memories.QUERY, memories.MEMORIES)
+    pool = [memories.MEMORIES[index] for index, _ in stock]
+    outcome = await rerank_pool(memories.QUERY, pool, limit=limit, config=config)
+    if not outcome.applied or outcome.ranking is None:
+        raise CliError(f"the recall kept its stock order ({outcome.reason}: {outcome.message})", FAILED)
+    return DemoRun(config.endpoint, embedded, report, stock, outcome, limit)
+
+
+def as_dict(demo: DemoRun) -> dict[str, Any]:
+    ranking = demo.outcome.ranking or []
+    return {
+        "query": memories.QUERY,
+        "reranker": {"endpoint": demo.endpoint, "embedded": demo.embedded,
+                     "scorer": LABEL if demo.embedded else None, "probe": report_dict(demo.probe)},
+        "limit": demo.limit,
+        "before": [{"position": p, "similarity": round(s, 4), "memory": memories.MEMORIES[i]}
+                   for p, (i, s) in enumerate(demo.stock, 1)],
+        "after": [{"position": p, "score": score, "was": index + 1, "memory": memories.MEMORIES[demo.stock[index][0]]}
+                  for p, (index, score) in enumerate(ranking[: demo.limit], 1)],
+        "rerank_ms": round(demo.outcome.elapsed_s * 1000, 1),
+    }

@@ -1,0 +1,53 @@
+"""Plain-text rendering shared by the commands: widths, shortening, aligned tables, emphasis.
+
+Output is ASCII apart from the user's own text, so it prints on any terminal; bold is used only on a
+terminal and never when ``NO_COLOR`` is set.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Sequence
+from typing import TextIO
+
+MIN_WIDTH, MAX_WIDTH = 60, 120
+
+
+def terminal_width() -> int:
+    columns = shutil.get_terminal_size((100, 24)).columns
+    return max(MIN_WIDTH, min(MAX_WIDTH, columns))
+
+
+def shorten(text: str, width: int) -> str:
+    """One line of at most ``width`` characters, with "..." where it was cut."""
+    flat = " ".join(text.split())
+    if len(flat) <= width:
+        return flat
+    return flat[: max(0, width - 3)].rstrip() + "..."
+
+
+def bold(text: str, stream: TextIO | None = None) -> str:
+    stream = stream or sys.stdout
+    if os.environ.get("NO_COLOR") or not getattr(stream, "isatty", lambda: False)():
+        return text
+    return f"\033[1m{text}\033[0m"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], align: str, width: int | None = None) -> list[str]:
+    """Aligned columns (``align``: one "<" or ">" per column); the last column is shortened to ``width``."""
+    cells = [list(headers), *[list(row) for row in rows]]
+    sizes = [max(len(row[i]) for row in cells) for i in range(len(headers) - 1)]
+    lines = []
+    for row in cells:
+        parts = [f"{cell:{a}{size}}" for cell, a, size in zip(row, align, sizes, strict=False)]
+        head = "  ".join(parts)
+        room = (width - len(head) - 2) if width else len(row[-1])
+        lines.append(f"{head}  {shorten(row[-1], max(room, 12))}".rstrip())
+    return lines
+
+
+def number(value: float | None, digits: int = 3) -> str:
+    """A score as people read it: 3 significant digits, "-" when missing."""
+    return "-" if value is None else f"{value:.{digits}g}"

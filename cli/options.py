@@ -1,0 +1,72 @@
+"""Options shared by the commands that talk to a reranker server, and the config they build."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from ..core.config import API_MODES, RerankerConfig
+from ..core.errors import ConfigError
+from .errors import CliError
+
+
+def add_server_options(parser: argparse.ArgumentParser) -> None:
+    """``--api --model --key-env --timeout`` (the endpoint itself is added by each command)."""
+    parser.add_argument("--api", choices=API_MODES, default="auto",
+                        help="the protocol to speak (default: auto-detect, as the plugin does)")
+    parser.add_argument("--model", default="", help="model id the server expects (default: what it lists)")
+    parser.add_argument("--key-env", metavar="VAR", default="",
+                        help="name of the environment variable that holds the API key (never pass the key itself)")
+    parser.add_argument("--timeout", type=float, default=10.0, metavar="S", help="seconds to wait (default: 10)")
+
+
+def api_key_from_env(variable: str) -> str:
+    """The key held by ``variable``; a missing or empty variable is a user error (the key is never shown)."""
+    if not variable:
+        return ""
+    key = os.environ.get(variable, "").strip()
+    if not key:
+        raise CliError(f"--key-env {variable}: the environment variable {variable} is not set or empty")
+    return key
+
+
+def server_config(args: argparse.Namespace, endpoint: str) -> RerankerConfig:
+    """The plugin's own config model, validated the same way as the settings panel."""
+    try:
+        return RerankerConfig(endpoint=endpoint, api=args.api, model=args.model.strip(),
+                              api_key=api_key_from_env(args.key_env), timeout=args.timeout)
+    except ConfigError as exc:
+        raise CliError(config_problem(exc, endpoint)) from None
+
+
+def config_problem(error: ConfigError, endpoint: str) -> str:
+    """ConfigError's lines, with the settings named as the options that set them."""
+    names = {"rerank_endpoint": f"endpoint {endpoint!r}", "rerank_timeout": "--timeout", "rerank_model": "--model",
+             "rerank_api": "--api", "rerank_api_key": "--key-env"}
+    problems = []
+    for problem in error.problems:
+        key, _, text = problem.partition(": ")
+        problems.append(f"{names[key]}: {text}" if key in names and text else problem)
+    return "; ".join(problems)
+
+
+def positive_int(text: str) -> int:
+    """argparse type: a whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of at least 1, got {value}")
+    return value
+
+
+def int_list(text: str) -> tuple[int, ...]:
+    """argparse type: ``1,4,16,64`` -> (1, 4, 16, 64), each >= 1, no duplicates."""
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    if not parts:
+        raise argparse.ArgumentTypeError("expected a comma-separated list such as 1,4,16,64")
+    values = tuple(positive_int(part) for part in parts)
+    if len(set(values)) != len(values):
+        raise argparse.ArgumentTypeError(f"repeated value in {text!r}")
+    return values

@@ -1,0 +1,64 @@
+"""``probe ENDPOINT``: the settings panel's Test connection, from a terminal.
+
+Exit 0 only when the server ranks the probe correctly. When nothing answered, one line on stderr says
+why; when a server answered but ranks wrongly, the full report shows what it did.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from ..core.probe_report import ProbeReport
+from ..service import runtime
+from .errors import FAILED, CliError
+from .formatting import bold, number
+from .options import add_server_options, server_config
+
+
+def add_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "probe", help="test a reranker server as the settings panel's Test connection does",
+        description="Detect which API ENDPOINT speaks and check that it ranks a relevant document above an "
+                    "irrelevant one. Exit code 0 only when it does.",
+    )
+    parser.add_argument("endpoint", metavar="ENDPOINT", help="the server's base URL, e.g. http://127.0.0.1:7997")
+    add_server_options(parser)
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    report = runtime.probe(server_config(args, args.endpoint))
+    if args.json:
+        print(json.dumps(report_dict(report), indent=2))
+        return 0 if report.ok else FAILED
+    if not report.ok and not report.api:
+        raise CliError(report.message, FAILED)
+    print("\n".join(report_lines(report)))
+    return 0 if report.ok else FAILED
+
+
+def report_dict(report: ProbeReport) -> dict[str, Any]:
+    data = report.as_dict()
+    data.pop("note", None)  # the panel's "Test does not save" hint has no meaning here
+    return data
+
+
+def report_lines(report: ProbeReport) -> list[str]:
+    data = report_dict(report)
+    verdict = bold("OK" if report.ok else "FAIL")
+    rows = [
+        ("endpoint", report.endpoint),
+        ("server", report.server or "-"),
+        ("api", f"{report.api} at {report.path}  (POST {data['url']})"),
+        ("model", report.model or "(server default)"),
+        ("latency", f"{report.latency_ms:g} ms" if report.latency_ms is not None else "-"),
+        ("relevant", number(report.relevant_score)),
+        ("irrelevant", number(report.irrelevant_score)),
+        ("margin", f"{report.margin:+.3f}" if report.margin is not None else "-"),
+    ]
+    lines = [f"{verdict}  {report.message}", *(f"  {name:<11}{value}" for name, value in rows)]
+    lines += [f"  {'tried' if i == 0 else '':<11}{attempt}" for i, attempt in enumerate(report.attempts)]
+    return lines

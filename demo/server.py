@@ -1,0 +1,114 @@
+"""A reference rerank server for the demo: Infinity's API on 127.0.0.1, scored by word overlap.
+
+It answers ``POST /rerank``, ``GET /models`` and ``GET /health`` with the bodies, status codes and
+error shapes Infinity uses (PROTOCOLS.md section 3), so the plugin detects and talks to it exactly as
+it would to a real Infinity server. The scores come from ``word_overlap_score``: a demo, not a model.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any, Final
+
+from aiohttp import web
+
+from .word_overlap import word_overlap_score
+
+MODEL: Final = "demo-word-overlap"
+LABEL: Final = "word overlap, a demo stand-in for a cross-encoder (not a neural model)"
+_MAX_DOCUMENTS: Final = 2048
+
+
+def _invalid(field: str, message: str, kind: str = "value_error") -> web.Response:
+    """FastAPI's 422 validation shape, as Infinity answers it."""
+    return web.json_response({"detail": [{"type": kind, "loc": ["body", field], "msg": message}]}, status=422)
+
+
+def _problem(body: Any) -> web.Response | None:
+    if not isinstance(body, dict):
+        return _invalid("body", "Input should be a valid dictionary", "model_attributes_type")
+    if not isinstance(body.get("query"), str):
+        return _invalid("query", "Field required" if "query" not in body else "Input should be a valid string")
+    documents = body.get("documents")
+    if not isinstance(documents, list) or not all(isinstance(d, str) for d in documents):
+        return _invalid("documents", "Input should be a valid list of strings")
+    if not 1 <= len(documents) <= _MAX_DOCUMENTS:
+        return _invalid("documents", f"List should have between 1 and {_MAX_DOCUMENTS} items", "too_short")
+    top_n = body.get("top_n")
+    if top_n is not None and (not isinstance(top_n, int) or isinstance(top_n, bool) or top_n <= 0):
+        return _invalid("top_n", "Input should be greater than 0", "greater_than")
+    return None
+
+
+async def rerank(request: web.Request) -> web.Response:
+    try:
+        body = await request.json()
+    except ValueError:
+        return _invalid("body", "JSON decode error", "json_invalid")
+    problem = _problem(body)
+    if problem is not None:
+        return problem
+    query, documents = body["query"].strip(), [d.strip() for d in body["documents"]]
+    scores = sorted(((word_overlap_score(query, d), i) for i, d in enumerate(documents)), key=lambda s: (-s[0], s[1]))
+    echo = bool(body.get("return_documents"))
+    results = [{"relevance_score": score, "index": i, "document": documents[i] if echo else None}
+               for score, i in scores]
+    tokens = sum(len(query.split()) + len(d.split()) for d in documents)
+    return web.json_response({
+        "object": "rerank", "results": results[: body.get("top_n") or len(results)], "model": MODEL,
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        "id": f"infinity-{uuid.uuid4()}", "created": int(time.time()),
+    })
+
+
+async def models(_: web.Request) -> web.Response:
+    model = {"id": MODEL, "object": "model", "owned_by": "infinity", "created": int(time.time()),
+             "backend": "demo", "capabilities": ["rerank"]}
+    return web.json_response({"object": "list", "data": [model]})
+
+
+async def health(_: web.Request) -> web.Response:
+    return web.json_response({"unix": time.time()})
+
+
+@web.middleware
+async def fastapi_errors(request: web.Request, handler: Any) -> web.StreamResponse:
+    """Unknown routes and methods answer as FastAPI does: ``{"detail": "Not Found"}`` (404) or 405."""
+    try:
+        response: web.StreamResponse = await handler(request)
+    except web.HTTPNotFound:
+        return web.json_response({"detail": "Not Found"}, status=404)
+    except web.HTTPMethodNotAllowed:
+        return web.json_response({"detail": "Method Not Allowed"}, status=405)
+    return response
+
+
+def build_app() -> web.Application:
+    app = web.Application(middlewares=[fastapi_errors])
+    app.router.add_post("/rerank", rerank)
+    app.router.add_get("/models", models)
+    app.router.add_get("/health", health)
+    return app
+
+
+class DemoServer:
+    """``async with DemoServer() as server``: serve on 127.0.0.1 (a free port) on the running loop."""
+
+    def __init__(self, port: int = 0) -> None:
+        self._port = port
+        self._runner: web.AppRunner | None = None
+        self.url = ""
+
+    async def __aenter__(self) -> DemoServer:
+        self._runner = web.AppRunner(build_app(), access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", self._port).start()
+        host, port = self._runner.addresses[0][:2]
+        self.url = f"http://{host}:{port}"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None

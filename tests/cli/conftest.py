@@ -1,0 +1,73 @@
+"""CLI tier: run ``python -m a0_reranker`` as a subprocess, the way a user does.
+
+The repository root is linked as the package ``a0_reranker`` in a temporary folder put on the child's
+PYTHONPATH, exactly what ``pip install`` maps it to (pyproject's ``package-dir``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from support.a0_layout import REPO_ROOT
+from support.servers import RunningServer, serve_in_thread
+
+Cli = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture(scope="session")
+def package_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("site")
+    (folder / "a0_reranker").symlink_to(REPO_ROOT, target_is_directory=True)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def cli(package_path: Path) -> Cli:
+    """``cli("probe", url, input=..., env={...}, path=[...])`` runs the command and returns the finished process."""
+
+    def run(*args: str, input: str | None = None, env: dict[str, str] | None = None,
+            path: tuple[Path, ...] = (), timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        child_env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "A0_TEST_KEY"))}
+        child_env["PYTHONPATH"] = os.pathsep.join(str(p) for p in (*path, package_path))
+        child_env["PYTHONIOENCODING"] = "utf-8"
+        child_env.update(env or {})
+        return subprocess.run([sys.executable, "-m", "a0_reranker", *args], input=input, env=child_env,
+                              capture_output=True, text=True, timeout=timeout, check=False)
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def infinity() -> Iterator[RunningServer]:
+    with serve_in_thread("infinity") as server:
+        yield server
+
+
+def _one_error_line(result: subprocess.CompletedProcess[str]) -> str:
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert result.stdout == ""
+    return lines[0]
+
+
+@pytest.fixture(scope="session")
+def one_error_line() -> Callable[[subprocess.CompletedProcess[str]], str]:
+    """The contract for user errors: one line on stderr (returned), nothing on stdout, no traceback."""
+    return _one_error_line
+
+
+@pytest.fixture
+def unused_port() -> int:
+    """A port nothing listens on (bound, then released)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

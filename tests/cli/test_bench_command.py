@@ -1,0 +1,77 @@
+"""``bench``: the batching benchmark with a progress bar, its table, bench.json and bench.png."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+SMALL = ("--quick", "--concurrency", "1,4", "--documents", "4", "--recalls", "8")
+
+
+def test_quick_bench_writes_json_and_plot(cli, tmp_path) -> None:
+    out = tmp_path / "results"
+    result = cli("bench", *SMALL, "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "100%" in result.stderr and "batched at concurrency 4" in result.stderr  # the progress bar
+    assert "speed-up" in result.stdout.splitlines()[0]
+    document = json.loads((out / "bench.json").read_text(encoding="utf-8"))
+    assert document["server"] == "cost-model"
+    assert document["documents"] == 4
+    assert [row["concurrency"] for row in document["rows"]] == [1, 4]
+    assert {level["mode"] for level in document["levels"]} == {"naive", "batched"}
+    assert all(level["recalls"] == 8 for level in document["levels"])
+    assert document["rows"][0]["naive_requests"] == 8  # naive: one HTTP request per recall
+    if importlib.util.find_spec("matplotlib") is not None:
+        assert (out / "bench.png").read_bytes().startswith(b"\x89PNG")
+        assert f"wrote {out / 'bench.png'}" in result.stdout
+
+
+def test_without_matplotlib_it_says_how_to_install_and_still_writes_json(cli, tmp_path) -> None:
+    blocker = tmp_path / "no_matplotlib"
+    (blocker / "matplotlib").mkdir(parents=True)
+    (blocker / "matplotlib" / "__init__.py").write_text("raise ImportError('blocked for this test')\n")
+    out = tmp_path / "results"
+    result = cli("bench", *SMALL, "--concurrency", "2", "--out", str(out), path=(blocker,))
+    assert result.returncode == 0, result.stderr
+    assert "pip install 'a0-reranker[bench]'" in result.stdout
+    assert (out / "bench.json").is_file()
+    assert not (out / "bench.png").exists()
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--concurrency", "1,x"], "--concurrency"),
+    (["--concurrency", "0"], "at least 1"),
+    (["--documents", "-3"], "--documents"),
+    (["--recalls", "1"], "--recalls"),
+])
+def test_bad_numbers_are_one_line_and_exit_2(cli, one_error_line, args, needle) -> None:
+    result = cli("bench", *args)
+    assert result.returncode == 2
+    assert needle in one_error_line(result)
+
+
+def test_an_output_folder_that_cannot_be_created_is_one_line(cli, one_error_line, tmp_path) -> None:
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    result = cli("bench", *SMALL, "--out", str(blocker / "results"))
+    assert result.returncode == 2
+    assert "--out" in one_error_line(result)
+
+
+def test_an_unreachable_endpoint_is_one_line(cli, unused_port, one_error_line) -> None:
+    result = cli("bench", "--endpoint", f"http://127.0.0.1:{unused_port}", *SMALL)
+    assert result.returncode == 1
+    assert "vLLM's /score" in one_error_line(result)
+
+
+def test_a_vllm_score_endpoint_is_benchmarked(cli, tmp_path) -> None:
+    from support.servers import serve_in_thread
+
+    with serve_in_thread("vllm_qwen3") as server:
+        result = cli("bench", "--endpoint", server.url, *SMALL, "--concurrency", "2", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    document = json.loads((tmp_path / "bench.json").read_text(encoding="utf-8"))
+    assert document["server"] == "endpoint" and document["cost_model"] is None
+    assert "n/a" in result.stdout  # a real server has no /stats request counter

@@ -1,0 +1,62 @@
+"""``demo``: with no setup, a recall before and after reranking through ``rerank_pool``; or a given server."""
+
+from __future__ import annotations
+
+import json
+
+from usr.plugins.a0_reranker.demo.memories import MEMORIES, QUERY
+
+RELEASE_NOTES = next(m for m in MEMORIES if m.startswith("Release notes"))
+CONNECTIVITY = next(m for m in MEMORIES if "lost the connection" in m)
+
+
+def test_demo_runs_with_no_setup(cli) -> None:
+    result = cli("demo")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert QUERY in out
+    assert "embedded demo server http://127.0.0.1:" in out
+    assert "not a neural model" in out
+    assert "detected  Reranks correctly: infinity speaks rerank at /rerank" in out
+    before, after = out.index("BEFORE"), out.index("AFTER")
+    assert before < after
+    first_after = out[after:].splitlines()[2]
+    rank, _score, was = first_after.split()[:3]
+    assert (rank, was) == ("1", "#8")
+    assert RELEASE_NOTES[:40] in first_after
+    assert CONNECTIVITY[:40] in out[before:after].splitlines()[2]
+
+
+def test_demo_json_shows_the_relevant_memory_rising_to_the_top(cli) -> None:
+    result = cli("demo", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["reranker"]["embedded"] is True
+    assert data["reranker"]["probe"]["api"] == "rerank"
+    assert data["before"][0]["memory"] == CONNECTIVITY
+    assert RELEASE_NOTES not in [b["memory"] for b in data["before"][: data["limit"]]]
+    assert data["after"][0]["memory"] == RELEASE_NOTES
+    assert data["after"][0]["was"] > data["limit"]
+    assert len(data["after"]) == data["limit"] == 5
+
+
+def test_demo_with_an_endpoint_uses_that_server(cli, infinity) -> None:
+    infinity.reset()
+    result = cli("demo", "--endpoint", infinity.url, "--limit", "3", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["reranker"] == {**data["reranker"], "endpoint": infinity.url, "embedded": False, "scorer": None}
+    assert len(data["after"]) == 3
+    assert infinity.count("/rerank") >= 2  # the probe and the recall
+
+
+def test_demo_text_names_your_server(cli, infinity) -> None:
+    result = cli("demo", "--endpoint", infinity.url)
+    assert result.returncode == 0, result.stderr
+    assert f"your server at {infinity.url}" in result.stdout
+
+
+def test_demo_at_a_dead_server_is_one_line(cli, unused_port, one_error_line) -> None:
+    result = cli("demo", "--endpoint", f"http://127.0.0.1:{unused_port}", "--timeout", "3")
+    assert result.returncode == 1
+    assert "not usable" in one_error_line(result)

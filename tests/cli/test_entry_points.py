@@ -1,0 +1,35 @@
+"""The entry points themselves: ``python -m a0_reranker`` help and version; the demo's parts."""
+
+from __future__ import annotations
+
+from usr.plugins.a0_reranker import __version__
+from usr.plugins.a0_reranker.core.detection import PROBE_IRRELEVANT, PROBE_QUERY, PROBE_RELEVANT, to_probabilities
+from usr.plugins.a0_reranker.demo.embedding_order import embedding_order
+from usr.plugins.a0_reranker.demo.memories import MEMORIES, QUERY
+from usr.plugins.a0_reranker.demo.word_overlap import word_overlap_score
+
+
+def test_help_lists_every_command(cli) -> None:
+    result = cli("--help")
+    assert result.returncode == 0
+    for command in ("demo", "probe", "rerank", "bench"):
+        assert command in result.stdout
+
+
+def test_version(cli) -> None:
+    result = cli("--version")
+    assert (result.returncode, result.stdout.strip()) == (0, f"a0-reranker {__version__}")
+
+
+def test_the_demo_scorer_passes_the_plugins_correctness_probe() -> None:
+    """The embedded server must be detected as ranking correctly, like any real reranker."""
+    scores = [word_overlap_score(PROBE_QUERY, d) for d in (*PROBE_RELEVANT, *PROBE_IRRELEVANT)]
+    probabilities = to_probabilities(scores)
+    assert min(probabilities[: len(PROBE_RELEVANT)]) - max(probabilities[len(PROBE_RELEVANT):]) >= 0.5
+
+
+def test_the_embedding_stand_in_puts_the_connectivity_memory_first() -> None:
+    """SEED.md's example: plain embedding order tops the recall with an unrelated memory."""
+    order = [MEMORIES[i] for i, _ in embedding_order(QUERY, MEMORIES)]
+    assert "lost the connection" in order[0]
+    assert order.index(next(m for m in MEMORIES if m.startswith("Release notes"))) >= 5
