@@ -1,0 +1,78 @@
+"""The panel's two endpoints: Test connection (``api/test_connection.py``) and live status (``api/status.py``).
+
+Test probes the settings shown in the form, which are not saved yet: ``{"config": {rerank_* ...}}``
+merged over the defaults, validated first (one message per bad key), then probed live, never from the
+detection cache, so a URL the user just fixed tests right at once. Both always answer JSON and never
+raise; neither ever returns the API key.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from ..core.config import RerankerConfig, load_default_settings
+from ..core.errors import ConfigError
+from ..core.probe_report import NOT_SAVED
+from ..service import runtime
+from . import status as plugin_status
+
+log = logging.getLogger("a0_reranker")
+
+
+async def test_connection(payload: Any) -> dict[str, Any]:
+    """Probe the posted, unsaved settings. The reply is ``ProbeReport.as_dict()`` plus ``success``."""
+    posted = payload.get("config") if isinstance(payload, Mapping) else None
+    if not isinstance(posted, Mapping):
+        return _failure('Send the settings to test as {"config": {...}}.', "")
+    key = str(posted.get("rerank_api_key") or "")
+    try:
+        config, errors = _validated({**load_default_settings(), **posted})
+        if config is None:
+            names = ", ".join(errors)
+            return _failure(f"Fix these settings first: {names}.", key, errors=errors)
+        if not config.configured:
+            return _failure("Set the Reranker endpoint first (the server's base URL, e.g. http://HOST:8002).", key)
+        report = await runtime.probe_async(config)
+        return plugin_status.scrub({**report.as_dict(), "success": report.ok}, key)
+    except Exception as exc:
+        log.exception("a0_reranker: Test connection failed unexpectedly")
+        return _failure(f"Unexpected error while testing: {type(exc).__name__}.", key)
+
+
+def _validated(settings: Mapping[str, Any]) -> tuple[RerankerConfig | None, dict[str, str]]:
+    """The config, or None and one message per bad key (``{"rerank_timeout": "must be between ..."}``).
+
+    Values that cannot even be read (text in a number field) are reported together with the range
+    and URL checks of the other keys, so one click lists everything to fix.
+    """
+    errors: dict[str, str] = {}
+    remaining = dict(settings)
+    for _ in range(2):
+        try:
+            config = RerankerConfig.from_settings(remaining)
+        except ConfigError as exc:
+            for problem in exc.problems:
+                name, _, message = problem.partition(": ")
+                errors[name] = f"{errors[name]}; {message}" if name in errors else message
+                remaining.pop(name, None)
+            continue
+        return (config, {}) if not errors else (None, errors)
+    return None, errors
+
+
+def _failure(message: str, key: str, *, errors: Mapping[str, str] | None = None) -> dict[str, Any]:
+    reply: dict[str, Any] = {"ok": False, "success": False, "message": message, "note": NOT_SAVED}
+    if errors:
+        reply["errors"] = dict(errors)
+    return plugin_status.scrub(reply, key)
+
+
+def status(payload: Any = None) -> dict[str, Any]:
+    """The counters, breaker states and whether the plugin is configured and enabled (global scope)."""
+    try:
+        return {"success": True, **plugin_status.snapshot(None)}
+    except Exception as exc:
+        log.exception("a0_reranker: status failed unexpectedly")
+        return {"success": False, "message": f"Unexpected error: {type(exc).__name__}."}

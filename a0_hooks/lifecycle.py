@@ -1,0 +1,120 @@
+"""Install, uninstall and update: what ``hooks.py`` runs (plain sync functions, as A0 calls them).
+
+``install`` makes the runtime dependencies A0's own environment may lack importable (async-lru is
+not used by A0 at all), pip-installing into the framework's interpreter only what is missing.
+``uninstall`` restores the original memory search and stops our event loop and HTTP session.
+This module imports only the standard library at the top, so it works before the dependencies exist.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import importlib.util
+import logging
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from . import memory_patch
+
+log = logging.getLogger("a0_reranker")
+
+REQUIREMENTS_FILE: Final = Path(__file__).resolve().parent.parent / "requirements.txt"
+PIP_TIMEOUT_S: Final = 600
+# distribution name -> import name, where they differ
+IMPORT_NAMES: Final = {"pyyaml": "yaml", "async-lru": "async_lru"}
+_REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:>=\s*([0-9][0-9.]*))?")
+
+Runner = Callable[..., "subprocess.CompletedProcess[str]"]
+
+
+def install(run: Runner = subprocess.run) -> None:
+    """Make every requirement importable; raises with pip's reason when that fails (A0 then aborts the install)."""
+    missing = missing_requirements(REQUIREMENTS_FILE)
+    if missing:
+        pip_install(missing, run=run)
+
+
+def uninstall() -> None:
+    """Restore the original memory search and stop our runtime (thread, HTTP session)."""
+    restored = memory_patch.uninstall()
+    log.info("a0_reranker: memory search restored on %d class(es)", restored)
+    _shutdown_runtime()
+
+
+def pre_update() -> None:
+    """Before ``git pull``: unwrap and stop, so the updated code installs itself afresh on next use."""
+    uninstall()
+
+
+def _shutdown_runtime() -> None:
+    try:
+        runtime = importlib.import_module(__name__.rsplit(".", 2)[0] + ".service.runtime")
+    except Exception:  # dependencies missing: nothing of ours can be running
+        return
+    try:
+        runtime.shutdown()
+    except Exception:
+        log.exception("a0_reranker: error while stopping the reranker runtime")
+
+
+def missing_requirements(path: Path) -> list[str]:
+    """The requirement lines of ``path`` that are not importable (or older than their ``>=`` bound)."""
+    missing = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        text = line.split("#", 1)[0].strip()
+        match = _REQUIREMENT.match(text)
+        if match and not _satisfied(match.group(1), match.group(2)):
+            missing.append(text)
+    return missing
+
+
+def _satisfied(name: str, minimum: str | None) -> bool:
+    module = IMPORT_NAMES.get(name.lower(), name.lower().replace("-", "_"))
+    try:
+        if importlib.util.find_spec(module) is None:
+            return False
+    except (ImportError, ValueError):
+        return False
+    if minimum is None:
+        return True
+    try:
+        installed = importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return True  # importable but not pip-managed (vendored): trust it
+    return _version_tuple(installed) >= _version_tuple(minimum)
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    parts = []
+    for piece in version.split("."):
+        digits = re.match(r"\d+", piece)
+        if digits is None:
+            break
+        parts.append(int(digits.group()))
+    return tuple(parts)
+
+
+def pip_install(requirements: Sequence[str], run: Runner = subprocess.run) -> None:
+    """Install into the interpreter A0 runs on (``sys.executable``); uv if that venv has no pip."""
+    command = _installer_command(list(requirements))
+    log.info("a0_reranker: installing %s", ", ".join(requirements))
+    result: Any = run(command, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, check=False)
+    importlib.invalidate_caches()
+    if result.returncode != 0:
+        tail = (result.stderr or result.stdout or "").strip().splitlines()[-5:]
+        raise RuntimeError(
+            f"a0_reranker could not install {', '.join(requirements)} "
+            f"(exit {result.returncode}): {' | '.join(tail) or 'no output'}"
+        )
+
+
+def _installer_command(requirements: list[str]) -> list[str]:
+    if importlib.util.find_spec("pip") is None and (uv := shutil.which("uv")):
+        return [uv, "pip", "install", "--python", sys.executable, *requirements]
+    return [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", *requirements]

@@ -1,0 +1,46 @@
+"""Is the plugin on for this agent? A0 calls no hook on disable, so we ask at the time of use.
+
+``get_enabled_plugins(agent)`` reads the toggle files (``.toggle-0``/``.toggle-1``) at global,
+project and agent-profile scope; A0 caches it until a plugin change, so asking per recall is cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from typing import Any
+
+from . import PLUGIN_NAME
+
+log = logging.getLogger("a0_reranker")
+
+
+def _plugins() -> Any | None:
+    """A0's ``helpers.plugins``, or None outside Agent Zero."""
+    try:
+        return importlib.import_module("helpers.plugins")
+    except Exception:
+        return None
+
+
+def enabled_for(agent: Any) -> bool:
+    """The plugin is installed and switched on in this agent's scope (False outside A0 or on error)."""
+    plugins = _plugins()
+    if plugins is None:
+        return False
+    try:
+        return PLUGIN_NAME in plugins.get_enabled_plugins(agent)
+    except Exception:
+        log.debug("a0_reranker: could not read the enabled plugins", exc_info=True)
+        return False
+
+
+def installed() -> bool:
+    """The plugin folder is still there (a manual ``rm -rf`` calls no hook)."""
+    plugins = _plugins()
+    if plugins is None:
+        return False
+    try:
+        return plugins.find_plugin_dir(PLUGIN_NAME) is not None
+    except Exception:
+        return False

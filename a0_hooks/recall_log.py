@@ -1,0 +1,46 @@
+"""One short line in the agent's A0 log per reranked or shadow-scored recall, so a user can watch it work.
+
+It says how many candidates were scored, how many were returned, how long it took, which API
+answered and how much the order changed (memories kept in the top ``limit`` and their mean shift);
+on a fallback, why. Never document text (a server's error body may echo documents) and never the key.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from .recall import RecallOutcome
+
+log = logging.getLogger("a0_reranker")
+
+
+def describe(outcome: RecallOutcome[Any], source: str) -> str:
+    """The log line for one recall whose pool went to the reranker."""
+    ms = round(outcome.elapsed_s * 1000)
+    returned = len(outcome.documents)
+    change = outcome.change
+    if not outcome.scored or change is None:
+        return (f"Reranker fell back to the stock order ({outcome.reason or 'error'}): {source}, "
+                f"{outcome.candidates} candidates, {returned} returned, {ms} ms")
+    order = f"kept {change.kept}/{change.limit} of the stock top, mean shift {change.mean_displacement:.1f}"
+    if outcome.applied:
+        return (f"Reranked {source}: {outcome.candidates} candidates -> {returned} returned in {ms} ms "
+                f"via {outcome.api}; {order}")
+    return (f"Reranker shadow mode, {source}: {outcome.candidates} candidates scored in {ms} ms via {outcome.api}; "
+            f"would have {order}; stock order returned ({returned})")
+
+
+def fallback_line(reason: str, source: str, candidates: int, returned: int, elapsed_s: float) -> str:
+    """The log line when the recall code itself gave up (deadline guard, unexpected error, bad settings)."""
+    return (f"Reranker fell back to the stock order ({reason}): {source}, {candidates} candidates, "
+            f"{returned} returned, {round(elapsed_s * 1000)} ms")
+
+
+def write(agent: Any, line: str) -> None:
+    """Add ``line`` to the agent's log (the chat's log in the UI); never raises."""
+    log.debug("a0_reranker: %s", line)
+    try:
+        agent.context.log.log(type="util", heading=line)
+    except Exception:
+        log.debug("a0_reranker: could not write to the agent's log", exc_info=True)

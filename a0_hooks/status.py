@@ -1,0 +1,152 @@
+"""What the plugin reports about itself: one snapshot for the panel's live status and the agent's
+``reranker_status`` tool, and the tool's plain-text report (with a live probe).
+
+The API key is never part of it: only whether one is set, and every text is scrubbed of the key
+before it leaves (a server's error message could quote it back).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from ..core.config import RerankerConfig
+from ..core.errors import ConfigError
+from ..core.probe_report import ProbeReport
+from ..core.redaction import redact
+from ..service import runtime
+from . import memory_patch, plugin_state, settings
+
+log = logging.getLogger("a0_reranker")
+
+
+def snapshot(agent: Any = None) -> dict[str, Any]:
+    """Settings summary, whether the plugin is on and wired in, and the counters. Never raises."""
+    raw, config, problems = _settings(agent)
+    key = str(raw.get("rerank_api_key") or "")
+    info: dict[str, Any] = {
+        "plugin_enabled": plugin_state.enabled_for(agent),
+        "memory_wrapper_installed": memory_patch.is_installed(),
+        "configured": bool(config and config.configured),
+        "rerank_enabled": bool(config and config.enabled),
+        "mode": _mode(config, problems),
+        "endpoint": config.endpoint if config else str(raw.get("rerank_endpoint") or ""),
+        "api_setting": config.api if config else "",
+        "model": config.model if config else "",
+        "api_key_set": bool(key),
+        "candidates": config.candidates if config else None,
+        "timeout_s": config.timeout if config else None,
+        "settings_problems": problems,
+        "statistics": _statistics(),
+    }
+    return scrub(info, key)
+
+
+def _settings(agent: Any) -> tuple[dict[str, Any], RerankerConfig | None, list[str]]:
+    try:
+        raw = settings.plugin_settings(agent)
+    except Exception as exc:
+        return {}, None, [f"settings could not be read: {type(exc).__name__}"]
+    try:
+        return raw, RerankerConfig.from_settings(raw), []
+    except ConfigError as exc:
+        return raw, None, list(exc.problems)
+
+
+def _mode(config: RerankerConfig | None, problems: list[str]) -> str:
+    if config is None:
+        return "invalid settings" if problems else "unknown"
+    if not config.enabled:
+        return "off"
+    if not config.configured:
+        return "not configured"
+    return "live" if config.apply else "shadow"
+
+
+def _statistics() -> dict[str, Any]:
+    try:
+        return runtime.statistics().as_dict()
+    except Exception:
+        log.exception("a0_reranker: could not read the counters")
+        return {}
+
+
+async def report(agent: Any = None) -> str:
+    """The ``reranker_status`` tool's answer: settings, a live probe and the counters, in plain text."""
+    info = snapshot(agent)
+    probe: ProbeReport | None = None
+    try:
+        config = settings.resolve_config(agent=agent)
+        if config.configured:
+            probe = await runtime.probe_async(config)
+        key = config.api_key
+    except ConfigError:
+        key = ""
+    return redact(format_report(info, probe), key)
+
+
+def format_report(info: Mapping[str, Any], probe: ProbeReport | None) -> str:
+    """Plain text for the agent (and, through it, the user)."""
+    lines = ["Reranker status (a0_reranker)", f"- Mode: {_mode_text(info)}"]
+    key_state = "set" if info["api_key_set"] else "not set"
+    lines.append(f"- Endpoint: {info['endpoint'] or '(not set)'}; API setting: {info['api_setting'] or '-'}; "
+                 f"model: {info['model'] or '(server default)'}; API key: {key_state}")
+    for problem in info["settings_problems"]:
+        lines.append(f"- Invalid setting: {problem}")
+    if probe is not None:
+        lines.append(f"- Live test: {probe.message}")
+        if probe.ok:
+            lines.append(f"- Resolved API: {probe.api} at {probe.path} (server {probe.server}, "
+                         f"model {probe.model or 'default'})")
+    lines.append(f"- Memory search wrapped: {'yes' if info['memory_wrapper_installed'] else 'no (not yet)'}")
+    lines.extend(_counter_lines(info.get("statistics") or {}))
+    return "\n".join(lines)
+
+
+def _mode_text(info: Mapping[str, Any]) -> str:
+    texts = {
+        "live": "live: recalled memories are reranked",
+        "shadow": "shadow: the reranker scores each recall, but the stock order is returned",
+        "off": "off (rerank_enabled is false): recall is stock",
+        "not configured": "inert: no endpoint is set (Settings > Agent > Reranker)",
+        "invalid settings": "inert: the settings are invalid",
+    }
+    mode = texts.get(info["mode"], info["mode"])
+    return mode if info["plugin_enabled"] else f"plugin disabled here; {mode}"
+
+
+def _counter_lines(stats: Mapping[str, Any]) -> list[str]:
+    if not stats:
+        return []
+    fallbacks = ", ".join(f"{reason} {count}" for reason, count in sorted(stats["fallbacks"].items())) or "none"
+    lines = [
+        f"- Reranks: {stats['reranked']} of {stats['reranks']} succeeded; fallbacks: {fallbacks}",
+        f"- Latency p50/p95: {_ms(stats['latency_p50_ms'])} / {_ms(stats['latency_p95_ms'])}; HTTP requests "
+        f"{stats['http_requests']} ({stats['mean_pairs_per_request'] or 0} pairs each on average)",
+    ]
+    if stats["shadow_recalls"]:
+        kept = stats["shadow_mean_kept_fraction"] or 0.0
+        lines.append(f"- Shadow mode: recalls compared {stats['shadow_recalls']}; {kept:.0%} of the stock top kept "
+                     f"on average, mean shift {stats['shadow_mean_displacement']}")
+    if stats["breakers"]:
+        states = ", ".join(f"{url}: {state}" for url, state in sorted(stats["breakers"].items()))
+        lines.append(f"- Circuit breakers: {states}")
+    if stats["last_api"] or stats["last_error"]:
+        lines.append(f"- Last API used: {stats['last_api'] or '-'}; last error: {stats['last_error'] or '-'}")
+    return lines
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:g} ms"
+
+
+def scrub(value: Any, *secrets: str) -> Any:
+    """``value`` with every string (nested in dicts and lists too) redacted of ``secrets``."""
+    if isinstance(value, str):
+        return redact(value, *secrets)
+    if isinstance(value, Mapping):
+        return {scrub(k, *secrets): scrub(v, *secrets) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [scrub(item, *secrets) for item in value]
+    return value

@@ -1,0 +1,12 @@
+"""a0_reranker: wrap the memory search for every new agent (idempotent; see a0_hooks/memory_patch.py)."""
+
+from typing import Any
+
+from helpers.extension import Extension
+
+from usr.plugins.a0_reranker.a0_hooks import seams
+
+
+class A0RerankerAgentInit(Extension):
+    def execute(self, **kwargs: Any) -> None:
+        seams.on_agent_init(self.agent)

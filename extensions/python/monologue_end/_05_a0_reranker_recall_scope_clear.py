@@ -1,0 +1,12 @@
+"""a0_reranker: clear a recall scope left open by a failed step, before memorize starts (``_50``)."""
+
+from typing import Any
+
+from helpers.extension import Extension
+
+from usr.plugins.a0_reranker.a0_hooks import seams
+
+
+class A0RerankerRecallScopeClear(Extension):
+    async def execute(self, **kwargs: Any) -> None:
+        seams.on_monologue_end(self.agent)

@@ -1,0 +1,12 @@
+"""a0_reranker: close the ``memory_load`` scope after the tool ran."""
+
+from typing import Any
+
+from helpers.extension import Extension
+
+from usr.plugins.a0_reranker.a0_hooks import seams
+
+
+class A0RerankerMemoryLoadScopeEnd(Extension):
+    async def execute(self, tool_name: str = "", **kwargs: Any) -> None:
+        seams.after_tool(self.agent, tool_name)

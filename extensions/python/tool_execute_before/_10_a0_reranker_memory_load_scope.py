@@ -1,0 +1,12 @@
+"""a0_reranker: the ``memory_load`` tool's search is reranked like a recall; open its scope."""
+
+from typing import Any
+
+from helpers.extension import Extension
+
+from usr.plugins.a0_reranker.a0_hooks import seams
+
+
+class A0RerankerMemoryLoadScope(Extension):
+    async def execute(self, tool_name: str = "", **kwargs: Any) -> None:
+        seams.before_tool(self.agent, tool_name)

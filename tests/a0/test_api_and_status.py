@@ -1,0 +1,193 @@
+"""The panel's API handlers, the ``reranker_status`` tool and its skill (issue 4, acceptance 3): the right
+API and a positive margin for each server kind from unsaved settings, clear messages for a dead
+endpoint and bad input, and the API key in no response, log line or status text."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from typing import Any
+
+import pytest
+import yaml
+
+from support.a0_layout import REPO_ROOT
+from support.servers import serve_in_thread, start_server
+from usr.plugins.a0_reranker.core.probe_report import NOT_SAVED
+
+from .conftest import A0, SECRET_KEY, prio_scorer
+
+# kind, server options, settings the panel would post besides the endpoint, expected API
+KINDS: list[tuple[str, dict[str, Any], dict[str, Any], str]] = [
+    ("cohere", {}, {"rerank_model": "rerank-v3.5"}, "rerank"),
+    ("jina", {}, {"rerank_model": "jina-reranker-v2-base-multilingual"}, "rerank"),
+    ("voyage", {}, {"rerank_model": "rerank-2.5"}, "rerank"),
+    ("mixedbread", {}, {"rerank_model": "mixedbread-ai/mxbai-rerank-large-v1"}, "rerank"),
+    ("together", {}, {"rerank_model": "Salesforce/Llama-Rank-V1"}, "rerank"),
+    ("xinference", {}, {"rerank_model": "bge-reranker-v2-m3"}, "rerank"),
+    ("localai", {}, {"rerank_model": "jina-reranker-v1-base-en"}, "rerank"),
+    ("siliconflow", {}, {"rerank_model": "BAAI/bge-reranker-v2-m3"}, "rerank"),
+    ("infinity", {}, {}, "rerank"),
+    ("tei", {}, {}, "rerank"),
+    ("vllm", {}, {}, "rerank"),
+    ("vllm_qwen3", {}, {}, "qwen3_score"),
+    ("llamacpp", {}, {}, "rerank"),
+    ("sglang", {}, {}, "rerank"),
+]
+
+
+def post(a0: A0, handler: str, body: Any, **kwargs: Any) -> Any:
+    """Call ``/api/plugins/a0_reranker/<handler>`` as A0's Flask route does (its own thread and loop)."""
+    return a0.mod("helpers.api").dispatch_plugin_api("a0_reranker", handler, body, **kwargs)
+
+
+@pytest.mark.parametrize("case", KINDS, ids=[case[0] for case in KINDS])
+def test_test_connection_reports_the_api_and_a_positive_margin(a0: A0, case: Any) -> None:
+    kind, options, settings, api = case
+    with serve_in_thread(kind, **options) as server:
+        form = {"rerank_endpoint": server.url, "rerank_timeout": "5", **settings}
+        first = post(a0, "test_connection", {"config": form})
+        probes_after_first = server.count()
+        second = post(a0, "test_connection", {"config": form})
+    assert first.status == 200 and first.mimetype == "application/json"
+    reply = first.json()
+    assert reply["ok"] is True and reply["success"] is True, reply["message"]
+    assert reply["api"] == api and reply["margin"] > 0
+    assert reply["message"].startswith("Reranks correctly") and reply["note"] == NOT_SAVED
+    assert second.json()["ok"] is True and server.count() > probes_after_first > 0  # live each click, no cache
+    assert not (a0.plugin_dir / "config.json").exists()  # Test does not save
+
+
+def test_test_connection_to_a_dead_endpoint_says_so_clearly(a0: A0) -> None:
+    with serve_in_thread("infinity") as server:
+        url = server.url
+    reply = post(a0, "test_connection", {"config": {"rerank_endpoint": url, "rerank_timeout": 2}}).json()
+    assert reply["ok"] is False and reply["success"] is False
+    assert reply["message"].startswith("Not working:") and reply["note"] == NOT_SAVED
+    assert re.search(r"connect|refused|reach", reply["message"], re.IGNORECASE)
+
+
+def test_test_connection_validates_the_form_key_by_key(a0: A0) -> None:
+    form = {"rerank_endpoint": "ftp://host", "rerank_timeout": "soon", "rerank_candidates": 0,
+            "rerank_api_key": SECRET_KEY}
+    response = post(a0, "test_connection", {"config": form})
+    reply = response.json()
+    assert response.status == 200 and reply["ok"] is False
+    assert set(reply["errors"]) == {"rerank_endpoint", "rerank_timeout", "rerank_candidates"}
+    assert "http://" in reply["errors"]["rerank_endpoint"] and "number" in reply["errors"]["rerank_timeout"]
+    assert "between 1 and 1000" in reply["errors"]["rerank_candidates"]
+    assert reply["message"].startswith("Fix these settings first")
+    assert SECRET_KEY not in response.body
+
+
+@pytest.mark.parametrize("body", [None, [], {"config": "x"}, {"other": 1}])
+def test_test_connection_answers_json_to_any_body(a0: A0, body: Any) -> None:
+    response = post(a0, "test_connection", body)
+    assert response.status == 200 and response.json()["ok"] is False
+    assert "config" in response.json()["message"]
+
+
+def test_test_connection_without_endpoint_asks_for_one(a0: A0) -> None:
+    reply = post(a0, "test_connection", {"config": {"rerank_endpoint": "  "}}).json()
+    assert reply["ok"] is False and "endpoint" in reply["message"]
+
+
+def test_handlers_keep_a0s_auth_and_csrf_and_work_while_disabled(a0: A0) -> None:
+    assert post(a0, "status", {}, csrf_ok=False).status == 403
+    assert post(a0, "test_connection", {"config": {}}, csrf_ok=False).status == 403
+    a0.plugins.toggle_plugin("a0_reranker", False)
+    reply = post(a0, "status", {}).json()
+    assert reply["success"] is True and reply["plugin_enabled"] is False
+
+
+@pytest.mark.anyio
+async def test_status_reports_counters_and_state_without_the_key(a0: A0) -> None:
+    server = await start_server("infinity", scorer=prio_scorer, api_key=SECRET_KEY)
+    try:
+        a0.configure_global(endpoint=server.url, api_key=SECRET_KEY, timeout=10)
+        agent = a0.new_agent(profile="")
+        await a0.seed(agent, 16)
+        agent.hist_add_user_message("alpha beta")
+        await agent.run_message_loop()
+        response = await asyncio.to_thread(post, a0, "status", {})
+    finally:
+        await server.close()
+    reply = response.json()
+    assert reply["configured"] and reply["rerank_enabled"] and reply["plugin_enabled"]
+    assert reply["mode"] == "live" and reply["memory_wrapper_installed"] and reply["api_key_set"]
+    stats = reply["statistics"]
+    assert stats["reranked"] == 1 and stats["last_api"] == "rerank" and stats["breakers"] == {server.url: "closed"}
+    assert SECRET_KEY not in response.body
+
+
+@pytest.mark.anyio
+async def test_the_key_never_appears_in_logs_replies_or_status(a0: A0, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    server = await start_server("infinity", scorer=prio_scorer, api_key=SECRET_KEY)
+    texts: list[str] = []
+    try:
+        a0.configure(endpoint=server.url, api_key=SECRET_KEY, timeout=5)
+        agent = a0.new_agent()
+        await a0.seed(agent, 16)
+        agent.hist_add_user_message("alpha beta")
+        await agent.run_message_loop()  # reranked with the key
+        wrong = SECRET_KEY[::-1]
+        a0.configure(endpoint=server.url, api_key=wrong, timeout=5)
+        agent.hist_add_user_message("alpha beta again")
+        await agent.run_message_loop()  # 401: falls back
+        texts.append((await agent.call_tool("reranker_status", {})).message)
+        for key, works in ((wrong, False), (SECRET_KEY, True)):
+            form = {"rerank_endpoint": server.url, "rerank_api_key": key}
+            reply = await asyncio.to_thread(post, a0, "test_connection", {"config": form})
+            assert reply.json()["ok"] is works
+            texts.append(reply.body)
+        texts.append((await asyncio.to_thread(post, a0, "status", {})).body)
+    finally:
+        await server.close()
+    lines = a0.recall_lines(agent)
+    assert lines[0].startswith("Reranked recall") and "fell back" in lines[-1]
+    texts += [str(item.output()) for item in agent.context.log.logs] + [caplog.text]
+    for text in texts:
+        assert SECRET_KEY not in text and SECRET_KEY[::-1] not in text
+
+
+@pytest.mark.anyio
+async def test_status_tool_reports_a_live_probe_and_the_counters(a0: A0) -> None:
+    server = await start_server("tei", scorer=prio_scorer)
+    try:
+        a0.configure(endpoint=server.url, timeout=10)
+        agent = a0.new_agent()
+        await a0.seed(agent, 16)
+        agent.hist_add_user_message("alpha beta")
+        await agent.run_message_loop()
+        probes_before = server.count("/rerank")
+        response = await agent.call_tool("reranker_status", {})
+        assert server.count("/rerank") > probes_before  # the tool probes live
+    finally:
+        await server.close()
+    text = response.message
+    assert response.break_loop is False
+    assert "Mode: live" in text and f"Endpoint: {server.url}" in text and "API key: not set" in text
+    assert "Live test: Reranks correctly" in text and "Resolved API: rerank at /rerank (server tei" in text
+    assert "Reranks: 1 of 1 succeeded; fallbacks: none" in text and "Memory search wrapped: yes" in text
+
+
+@pytest.mark.anyio
+async def test_status_tool_when_not_configured(a0: A0) -> None:
+    response = await a0.new_agent().call_tool("reranker_status", {})
+    assert "inert: no endpoint is set" in response.message and "Live test" not in response.message
+
+
+def test_tool_prompt_and_skill_are_what_a0_expects() -> None:
+    prompt = (REPO_ROOT / "prompts" / "agent.system.tool.reranker_status.md").read_text(encoding="utf-8")
+    assert prompt.startswith("### reranker_status\n") and '"tool_name": "reranker_status"' in prompt
+    text = (REPO_ROOT / "skills" / "reranker-status" / "SKILL.md").read_text(encoding="utf-8")
+    _, front, body = text.split("---", 2)
+    meta = yaml.safe_load(front)
+    assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", meta["name"]) and meta["name"] == "reranker-status"
+    assert 0 < len(meta["description"]) <= 1024
+    wanted = ("is the reranker working", "test the reranker", "which reranker API")
+    for phrase in wanted:
+        assert phrase in meta["triggers"] and phrase in meta["description"]
+    assert "reranker_status" in body
