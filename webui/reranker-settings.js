@@ -1,0 +1,116 @@
+// The settings panel's plain logic, no Alpine: where the defaults and limits come from, filling the
+// keys an older config.json lacks, and the checks run before anything is sent.
+//
+// Defaults come from Agent Zero's own plugin API (get_default_config reads default_config.yaml);
+// the limits come from settings-schema.json, which a test keeps equal to core/config.py.
+
+export const PLUGIN_NAME = "a0_reranker";
+export const SCHEMA_URL = `/plugins/${PLUGIN_NAME}/webui/settings-schema.json`;
+
+/** The plugin's defaults, as Agent Zero's "Default" button gets them. */
+export async function loadDefaults(callJsonApi) {
+  const reply = await callJsonApi("plugins", { action: "get_default_config", plugin_name: PLUGIN_NAME });
+  if (!reply?.ok || !isPlainObject(reply.data)) {
+    throw new Error(reply?.error || "Agent Zero sent no defaults for the reranker");
+  }
+  return reply.data;
+}
+
+/** `{settings: {key: {type, min, max, choices}}}` from the plugin's webui folder. */
+export async function loadSchema(fetchFn = fetch) {
+  const response = await fetchFn(SCHEMA_URL, { credentials: "same-origin" });
+  if (!response.ok) throw new Error(`settings-schema.json: HTTP ${response.status}`);
+  const schema = await response.json();
+  if (!isPlainObject(schema?.settings)) throw new Error("settings-schema.json has no settings");
+  return schema;
+}
+
+/** Keys of `defaults` that `config` lacks (missing or null). */
+export function missingKeys(config, defaults) {
+  return Object.keys(defaults).filter((key) => config[key] === undefined || config[key] === null);
+}
+
+/** Set every missing key to its default; returns the keys it set. */
+export function fillMissing(config, defaults) {
+  const keys = missingKeys(config, defaults);
+  for (const key of keys) config[key] = defaults[key];
+  return keys;
+}
+
+/** A plain copy of the form's values (no Alpine proxies), as JSON would send them. */
+export function plainCopy(config) {
+  return JSON.parse(JSON.stringify(config ?? {}));
+}
+
+/**
+ * One message per bad value: `{rerank_timeout: "Enter a number from 0.05 to 600."}`.
+ * With `requireEndpoint` an empty endpoint is a problem too (Test needs a server; Save does not).
+ */
+export function settingProblems(config, schema, { requireEndpoint = false } = {}) {
+  const problems = {};
+  for (const [key, rule] of Object.entries(schema.settings)) {
+    const problem = valueProblem(config?.[key], rule);
+    if (problem) problems[key] = problem;
+  }
+  if (requireEndpoint && !problems.rerank_endpoint && !String(config?.rerank_endpoint ?? "").trim()) {
+    problems.rerank_endpoint = "Enter your reranker server's base URL to test it, e.g. http://HOST:8002.";
+  }
+  return problems;
+}
+
+/** Why `value` breaks `rule`, or "" (a missing value is left to the defaults). */
+export function valueProblem(value, rule) {
+  if (value === undefined || value === null) return "";
+  switch (rule.type) {
+    case "bool":
+      return typeof value === "boolean" ? "" : "Must be on or off.";
+    case "choice":
+      return rule.choices.includes(value) ? "" : `Choose one of: ${rule.choices.join(", ")}.`;
+    case "url":
+      return typeof value === "string" ? endpointProblem(value) : "Enter the URL as text.";
+    case "integer":
+    case "number":
+      return numberProblem(value, rule);
+    default:
+      return typeof value === "string" ? "" : "Must be text.";
+  }
+}
+
+/** The checks of core/config.py endpoint_problem, in words for the panel. Empty is allowed. */
+export function endpointProblem(text) {
+  const value = text.trim();
+  if (!value) return "";
+  if (!/^https?:\/\//i.test(value)) return "The URL must start with http:// or https://.";
+  let url;
+  try {
+    url = new URL(value);
+  } catch {
+    return "This is not a valid URL: check the host name and the port.";
+  }
+  if (!url.hostname) return "The URL has no host name.";
+  if (url.username || url.password) {
+    return "Leave the user name and password out of the URL (put a key in API key).";
+  }
+  if (value.includes("?") || value.includes("#")) return "Leave ?query and #fragment out of the URL.";
+  return "";
+}
+
+/** Whole numbers for integer settings, any finite number otherwise, inside the inclusive range. */
+export function numberProblem(value, rule) {
+  const wanted = rule.type === "integer" ? "a whole number" : "a number";
+  const ask = `Enter ${wanted} from ${formatNumber(rule.min)} to ${formatNumber(rule.max)}.`;
+  const number = typeof value === "string" && value.trim() !== "" ? Number(value) : value;
+  if (typeof number !== "number" || !Number.isFinite(number)) return ask;
+  if (rule.type === "integer" && !Number.isInteger(number)) return ask;
+  return number < rule.min || number > rule.max ? ask : "";
+}
+
+export function formatNumber(value, digits = 6) {
+  return typeof value === "number" && Number.isFinite(value)
+    ? value.toLocaleString("en-US", { maximumFractionDigits: digits })
+    : "–";
+}
+
+function isPlainObject(value) {
+  return value !== null && typeof value === "object" && !Array.isArray(value);
+}

@@ -1,0 +1,101 @@
+// What the panel shows for the plugin's two API replies, in plain words. No Alpine, no I/O.
+//   test_connection: ProbeReport.as_dict() + success (or {ok: false, message, errors})
+//   status:          {success, mode, plugin_enabled, ..., statistics: RerankerStatistics.as_dict()}
+
+import { formatNumber } from "./reranker-settings.js";
+
+const MODES = {
+  live: ["Live", "recalled memories are reranked", "good"],
+  shadow: ["Shadow", "the reranker scores each recall, the stock order is kept", "warn"],
+  off: ["Off", "Enabled is off: recall is stock", "muted"],
+  "not configured": ["Inert", "no endpoint is saved yet", "muted"],
+  "invalid settings": ["Inert", "the saved settings are invalid", "bad"],
+};
+
+const BREAKER_STATES = {
+  closed: ["closed", "healthy", "good"],
+  open: ["open", "skipping the server", "bad"],
+  half_open: ["half-open", "probing the server", "warn"],
+};
+
+/** Rows for the inline Test result; `sent: false` when the panel refused to send the test. */
+export function testView(reply, { sent = true } = {}) {
+  const ok = reply?.ok === true;
+  const rows = [
+    ["Detected API", reply?.api],
+    ["Server", reply?.server],
+    ["Path", reply?.path],
+    ["Latency", milliseconds(reply?.latency_ms)],
+    ["Relevant score", score(reply?.relevant_score)],
+    ["Irrelevant score", score(reply?.irrelevant_score)],
+    ["Margin", signed(reply?.margin)],
+    ["Model", reply?.api ? reply?.model || "server default" : ""],
+    ["URL", reply?.url],
+  ].filter(([, value]) => value);
+  const problems = Object.entries(reply?.errors ?? {}).map(([key, text]) => `${key}: ${text}`);
+  return {
+    ok,
+    tone: ok ? "good" : "bad",
+    headline: ok ? "Reranks correctly" : !sent ? "Not tested" : reply?.api ? "Answers, but ranks wrongly" : "Not working",
+    message: reply?.message || (ok ? "" : "No answer from the test."),
+    rows,
+    problems,
+    attempts: ok ? [] : [...(reply?.attempts ?? [])],
+    note: reply?.note || "",
+  };
+}
+
+/** Tiles and lists for the live status block. */
+export function statusView(reply) {
+  const stats = reply?.statistics ?? {};
+  const [modeName, modeText, modeTone] = MODES[reply?.mode] ?? [reply?.mode || "Unknown", "", "muted"];
+  const fallbacks = Object.entries(stats.fallbacks ?? {})
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([reason, count]) => ({ reason: reason.replaceAll("_", " "), count }));
+  const breakers = Object.entries(stats.breakers ?? {})
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([endpoint, state]) => {
+      const [name, meaning, tone] = BREAKER_STATES[state] ?? [state, "", "muted"];
+      return { endpoint, state: name, meaning, tone };
+    });
+  return {
+    mode: reply?.plugin_enabled === false ? `${modeName} (plugin disabled here)` : modeName,
+    modeText,
+    modeTone: reply?.plugin_enabled === false ? "muted" : modeTone,
+    reranked: `${count(stats.reranked)} of ${count(stats.reranks)}`,
+    fallbackTotal: count(stats.fallback_total),
+    fallbacks,
+    meanPairs: stats.mean_pairs_per_request == null ? "–" : formatNumber(stats.mean_pairs_per_request, 1),
+    httpRequests: count(stats.http_requests),
+    latency: `${milliseconds(stats.latency_p50_ms) || "–"} / ${milliseconds(stats.latency_p95_ms) || "–"}`,
+    breakers,
+    shadow: stats.shadow_recalls
+      ? `${count(stats.shadow_recalls)} recalls compared; ${percent(stats.shadow_mean_kept_fraction)} of the stock ` +
+        `top kept, mean shift ${formatNumber(stats.shadow_mean_displacement, 2)}`
+      : "",
+    lastError: stats.last_error || "",
+    problems: [...(reply?.settings_problems ?? [])],
+  };
+}
+
+function count(value) {
+  return typeof value === "number" ? value.toLocaleString("en-US") : "0";
+}
+
+function milliseconds(value) {
+  if (typeof value !== "number") return "";
+  return `${formatNumber(value, value < 10 ? 1 : 0)} ms`;
+}
+
+function score(value) {
+  return typeof value === "number" && Number.isFinite(value) ? String(Number(value.toPrecision(3))) : "";
+}
+
+function signed(value) {
+  const text = score(value);
+  return text && value >= 0 ? `+${text}` : text;
+}
+
+function percent(value) {
+  return typeof value === "number" ? `${Math.round(value * 100)}%` : "–";
+}
