@@ -13,7 +13,7 @@ import importlib
 import json
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -22,28 +22,16 @@ from typing import Any
 import pytest
 from helpers.standin import use_root
 
-from support.a0_layout import PLUGIN_NAME, REPO_ROOT, build_a0_root
-from support.servers import lexical_scorer
+from support.a0_layout import PLUGIN_NAME, build_overlay_root
+from support.servers import RunningServer, lexical_scorer, start_server
 from usr.plugins.a0_reranker.service import runtime
 
 PROFILE = "agent0"
 MEM_FILTER = "area == 'main' or area == 'fragments'"
 SOL_FILTER = "area == 'solutions'"
 SECRET_KEY = "sk-test-a0r-7f3c9e1d4b"
-_SKIP = {"tests", "bench", "__pycache__", "config.json", "execute_record.json", "state"}
 
 
-def build_overlay_root(base: Path) -> Path:
-    """An A0 root whose ``usr/plugins/a0_reranker`` is a real folder linking each repository entry."""
-    root = build_a0_root(base)
-    plugin = root / "usr" / "plugins" / PLUGIN_NAME
-    plugin.unlink()
-    plugin.mkdir()
-    for entry in REPO_ROOT.iterdir():
-        if entry.name.startswith(".") or entry.name in _SKIP:
-            continue
-        (plugin / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
-    return root
 
 
 def prio_scorer(query: str, document: str) -> float:
@@ -150,3 +138,12 @@ def a0(tmp_path: Path) -> Iterator[A0]:
 def fresh_counters() -> Iterator[None]:
     runtime.stats_recorder().reset()
     yield
+
+
+@pytest.fixture
+async def server(a0: A0) -> AsyncIterator[RunningServer]:
+    """An Infinity-speaking reranker that scores by the memories' priority, set as the agent's endpoint."""
+    srv = await start_server("infinity", scorer=prio_scorer)
+    a0.configure(endpoint=srv.url, timeout=10)
+    yield srv
+    await srv.close()

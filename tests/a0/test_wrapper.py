@@ -10,22 +10,16 @@ from typing import Any
 
 import pytest
 
-from support.servers import RunningServer, start_server
+from support.servers import RunningServer
 from usr.plugins.a0_reranker.service import runtime
 
-from .conftest import A0, memory_text, prio_scorer
+from .conftest import A0, memory_text
 
 pytestmark = pytest.mark.anyio
 
 METHOD = "search_similarity_threshold"
 
 
-@pytest.fixture
-async def server(a0: A0) -> Any:
-    srv = await start_server("infinity", scorer=prio_scorer)
-    a0.configure(endpoint=srv.url, timeout=10)
-    yield srv
-    await srv.close()
 
 
 def contents(docs: list[Any]) -> list[str]:

@@ -8,22 +8,12 @@ import time
 
 import pytest
 
+from support.encoding import encoding_scorer, recall
 from support.servers import Hang, lexical_scorer, start_server
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.service import runtime
 
 pytestmark = pytest.mark.anyio
-
-
-def encoding_scorer(query: str, document: str) -> float:
-    """A score that names the pair it was computed from: query number / 100 + document number / 10000."""
-    q = int(query.split("#")[1].split()[0])
-    d = int(document.split("#")[1].split()[0])
-    return q / 100 + d / 10000
-
-
-def recall(q: int, n: int = 20) -> tuple[str, list[str]]:
-    return f"agent query #{q} about backups", [f"memory #{d} for agent {q}" for d in range(n)]
 
 
 def score_posts(server) -> list:  # type: ignore[no-untyped-def]

@@ -9,19 +9,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from support.encoding import encoding_scorer, recall
 from support.servers import serve_in_thread
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.service import runtime
-
-
-def encoding_scorer(query: str, document: str) -> float:
-    q = int(query.split("#")[1].split()[0])
-    d = int(document.split("#")[1].split()[0])
-    return q / 100 + d / 10000
-
-
-def recall(q: int, n: int = 20) -> tuple[str, list[str]]:
-    return f"agent query #{q} about backups", [f"memory #{d} for agent {q}" for d in range(n)]
 
 
 @pytest.fixture

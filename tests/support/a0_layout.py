@@ -36,3 +36,23 @@ def install_on_sys_path(root: Path) -> None:
     text = str(root)
     if text not in sys.path:
         sys.path.insert(0, text)
+
+
+_NOT_IN_OVERLAY = {"tests", "bench", "docs", "__pycache__", "config.json", "execute_record.json", "state"}
+
+
+def build_overlay_root(base: Path) -> Path:
+    """An A0 root whose plugin folder is a real directory of links to each repository entry.
+
+    Files a test makes A0 write into the plugin folder (``config.json``, ``.toggle-*``) and an
+    uninstall's delete then stay in the temporary root instead of touching the working tree.
+    """
+    root = build_a0_root(base)
+    plugin = root / "usr" / "plugins" / PLUGIN_NAME
+    plugin.unlink()
+    plugin.mkdir()
+    for entry in REPO_ROOT.iterdir():
+        if entry.name.startswith(".") or entry.name in _NOT_IN_OVERLAY:
+            continue
+        (plugin / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
+    return root

@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 import pytest
 from helpers.standin import use_root
 
-from support.a0_layout import PLUGIN_NAME, REPO_ROOT, build_a0_root
+from support.a0_layout import PLUGIN_NAME, build_overlay_root
 
 from .panel_host import PanelHost, serve_panel_host
 
@@ -32,7 +32,6 @@ CHROMIUM_ARGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
 _TRUTHY = {"1", "true", "yes", "on"}
-_SKIP_IN_OVERLAY = {"tests", "bench", "docs", "__pycache__", "config.json", "execute_record.json", "state"}
 
 
 def _env_flag(name: str) -> bool:
@@ -99,17 +98,6 @@ def browser(alpine_js: Path) -> Iterator[Any]:
         playwright.stop()
 
 
-def build_overlay_root(base: Path) -> Path:
-    """An A0 root whose plugin folder is a real directory of links into the repository, so the
-    config.json that Save writes stays in the temporary root."""
-    root = build_a0_root(base)
-    plugin = root / "usr" / "plugins" / PLUGIN_NAME
-    plugin.unlink()
-    plugin.mkdir()
-    for entry in REPO_ROOT.iterdir():
-        if not entry.name.startswith(".") and entry.name not in _SKIP_IN_OVERLAY:
-            (plugin / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
-    return root
 
 
 @dataclass
