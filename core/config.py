@@ -242,13 +242,17 @@ _TYPES: Final[dict[str, type | tuple[type, ...]]] = {
 }
 
 
+_SECRET_FIELDS: Final = frozenset({"api_key"})
+
+
 def _check_field(name: str, value: Any) -> str | None:
     key = setting_key(name)
     expected: Any = _TYPES.get(name, int if name in NUMERIC_RANGES else str)
+    shown = f"a {type(value).__name__}" if name in _SECRET_FIELDS else repr(value)  # never echo a key
     if isinstance(value, bool) and expected is not bool:
-        return f"{key}: expected {'a number' if name in NUMERIC_RANGES else 'text'}, got {value!r}"
+        return f"{key}: expected {'a number' if name in NUMERIC_RANGES else 'text'}, got {shown}"
     if not isinstance(value, expected):
-        return f"{key}: expected {getattr(expected, '__name__', 'a number')}, got {value!r}"
+        return f"{key}: expected {getattr(expected, '__name__', 'a number')}, got {shown}"
     if name in NUMERIC_RANGES:
         low, high = NUMERIC_RANGES[name]
         if not (low <= value <= high) or (isinstance(value, float) and not math.isfinite(value)):

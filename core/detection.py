@@ -168,6 +168,7 @@ class ProbeOutcome:
     scores: tuple[float, ...] | None = None
     error: str = ""
     latency_s: float = 0.0
+    failure: str = ""  # the error's reason (``connect``, ``tls``, ``http_status`` ...) when it did not answer
 
     @property
     def answered(self) -> bool:

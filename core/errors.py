@@ -26,6 +26,13 @@ class TransportError(RerankError):
     reason = "connect"
 
 
+class TlsFailure(TransportError):
+    """The TLS handshake failed: an untrusted or invalid certificate, or no common protocol. Counted
+    apart from ``connect`` because the fix differs (a CA bundle, not a running server)."""
+
+    reason = "tls"
+
+
 class DeadlineExceeded(RerankError):
     """The caller's deadline passed before an answer arrived."""
 

@@ -3,11 +3,13 @@ tool and the CLI so they all say the same thing."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .detection import ProbeOutcome
+from .redaction import redact
 
 NOT_SAVED = "Test does not save: click Save to use these settings."
 
@@ -58,6 +60,12 @@ class ProbeReport:
             dialect=dialect.name, path=dialect.path, model=model, latency_ms=latency_ms,
             relevant_score=outcome.relevant_score, irrelevant_score=outcome.irrelevant_score,
             margin=margin, attempts=tuple(attempts),
+        )
+
+    def redacted(self, *secrets: str) -> ProbeReport:
+        """The same report with ``secrets`` masked in the server-written text (error bodies may echo them)."""
+        return dataclasses.replace(
+            self, message=redact(self.message, *secrets), attempts=tuple(redact(a, *secrets) for a in self.attempts)
         )
 
     def as_dict(self) -> dict[str, Any]:

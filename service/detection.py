@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from ..core import detection as det
 from ..core.config import RerankerConfig
 from ..core.dialects import Dialect, ScoreBatch, WireRequest
-from ..core.errors import DetectionFailed, RerankError
+from ..core.errors import ConfigError, DeadlineExceeded, DetectionFailed, RerankError, TlsFailure, TransportError
 from ..core.probe_report import ProbeReport
 from .transport import HttpTransport, TlsSettings
 
@@ -72,7 +72,7 @@ async def probe_dialect(
         )
         scores = dialect.parse(answer, batch)
     except RerankError as exc:
-        return det.ProbeOutcome(dialect, error=str(exc), latency_s=time.monotonic() - started)
+        return det.ProbeOutcome(dialect, error=str(exc), latency_s=time.monotonic() - started, failure=exc.reason)
     return det.ProbeOutcome(dialect, scores=tuple(scores), latency_s=time.monotonic() - started)
 
 
@@ -110,7 +110,8 @@ async def resolve_route(transport: HttpTransport, config: RerankerConfig, deadli
     else:
         chosen = winners[0] if winners else None
     if chosen is None:
-        raise DetectionFailed(_nothing_answered(everything), everything)
+        attempts = [o for group in results for o in group]
+        raise _unreachable(attempts, everything) or DetectionFailed(_nothing_answered(everything), everything)
     return Route(config.endpoint, chosen.dialect, model, _server_name(identity, chosen), chosen)
 
 
@@ -139,6 +140,22 @@ async def probe_endpoint(transport: HttpTransport, config: RerankerConfig, deadl
         config.endpoint, best, server=_server_name(identity, best), model=model, attempts=attempts,
         forced=config.api != "auto",
     )
+
+
+def _unreachable(attempts: Sequence[det.ProbeOutcome], described: Sequence[str]) -> RerankError | None:
+    """When no candidate got any HTTP answer, detection did not fail: no request got through. Say why,
+    so the counters read ``connect``, ``tls``, ``timeout`` or ``config`` for a server that is down,
+    untrusted or silent, or settings that cannot work, and ``detection`` only for a server that answered
+    but speaks no API we know."""
+    failures = {o.failure for o in attempts}
+    if not attempts or not failures <= {"connect", "tls", "timeout", "config"}:
+        return None
+    message = _nothing_answered(described)
+    if failures == {"config"}:
+        return ConfigError([message])
+    if failures == {"timeout"}:
+        return DeadlineExceeded(message)
+    return TlsFailure(message) if failures == {"tls"} else TransportError(message)
 
 
 def _server_name(identity: det.ServerIdentity, outcome: det.ProbeOutcome) -> str:

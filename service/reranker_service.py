@@ -34,13 +34,14 @@ from ..core.errors import (
 from ..core.probe_report import ProbeReport
 from ..core.ranking import cut_head, ranked, tighter_limits
 from ..core.redaction import redact
-from ..core.statistics import RerankerStatistics, StatsRecorder
+from ..core.statistics import CountOnce, RerankerStatistics, StatsRecorder
 from .detection import Route, probe_endpoint, resolve_route, tls_of
 from .transport import HttpTransport
 
 log = logging.getLogger("a0_reranker")
 
 DETECTION_TTL_S: Final = 600.0
+ABANDON_TOLERANCE_S: Final = 0.005  # a cancellation this close to the deadline is the caller abandoning at it
 Ranking = list[tuple[int, float]]
 
 
@@ -71,19 +72,25 @@ class RerankService:
         self._detect = alru_cache(maxsize=128, ttl=DETECTION_TTL_S)(self._detect_uncached)
 
     async def rerank(
-        self, query: str, documents: Sequence[str], config: RerankerConfig, deadline: float
+        self, query: str, documents: Sequence[str], config: RerankerConfig, deadline: float,
+        ticket: CountOnce | None = None,
     ) -> RerankResult:
-        """Best-first ``(index, score)`` pairs, or no ranking with the reason counted. Never raises."""
+        """Best-first ``(index, score)`` pairs, or no ranking with the reason counted. Never raises.
+
+        With a ``ticket`` the outcome is counted only if the caller has not already given up and
+        counted a timeout itself (see ``CountOnce``).
+        """
         started = time.monotonic()
         self._stats.rerank_started()
         try:
             ranking, api = await self._rerank(query, documents, config, deadline)
         except RerankError as exc:
-            return self._fallback(exc.reason, str(exc), config)
+            return self._fallback(exc.reason, _masked(str(exc), config, query, documents), config, ticket)
         except Exception as exc:
             log.exception("a0_reranker: unexpected error while reranking (recall keeps its stock order)")
-            return self._fallback("error", f"unexpected error: {type(exc).__name__}", config)
-        self._stats.rerank_succeeded(time.monotonic() - started, api)
+            return self._fallback("error", f"unexpected error: {type(exc).__name__}", config, ticket)
+        if ticket is None or ticket.claim():
+            self._stats.rerank_succeeded(time.monotonic() - started, api)
         return RerankResult(ranking, api=api)
 
     async def probe(self, config: RerankerConfig, deadline: float) -> ProbeReport:
@@ -91,7 +98,7 @@ class RerankService:
         report = await probe_endpoint(self._transport, config, deadline)
         if not report.ok:
             self._forget_route(config)
-        return report
+        return report.redacted(config.api_key)
 
     def live_state(self) -> dict[str, object]:
         breakers = {endpoint: ep.breaker.state for (endpoint, _), ep in self._endpoints.items()}
@@ -157,9 +164,16 @@ class RerankService:
         try:
             return await asyncio.wait_for(self._detect(*_detection_key(config)), remaining)
         except TimeoutError:
-            raise DeadlineExceeded("detecting the reranker API took longer than the timeout") from None
-        except (DetectionFailed, TransportError):
+            # A silent server counts against the breaker here too: otherwise one that hangs from the
+            # start (nothing detected yet) would cost every recall the whole timeout, for ever.
             endpoint.breaker.record_failure()
+            raise DeadlineExceeded("detecting the reranker API took longer than the timeout") from None
+        except (DetectionFailed, TransportError, DeadlineExceeded):
+            endpoint.breaker.record_failure()
+            raise
+        except asyncio.CancelledError:
+            if time.monotonic() >= deadline - ABANDON_TOLERANCE_S:  # the caller gave up at the deadline
+                endpoint.breaker.record_failure()
             raise
 
     async def _detect_uncached(self, *key: object) -> Route:
@@ -211,19 +225,35 @@ class RerankService:
 
         return send
 
-    def _fallback(self, reason: str, message: str, config: RerankerConfig) -> RerankResult:
+    def _fallback(
+        self, reason: str, message: str, config: RerankerConfig, ticket: CountOnce | None = None
+    ) -> RerankResult:
         text = redact(message, config.api_key)
-        self._stats.fallback(reason, text)
-        log.debug("a0_reranker: fallback to the stock order (%s): %s", reason, text)
+        if ticket is None or ticket.claim():
+            self._stats.fallback(reason, text)
+            log.debug("a0_reranker: fallback to the stock order (%s): %s", reason, text)
         return RerankResult(None, reason=reason, message=text)
 
 
+def _masked(message: str, config: RerankerConfig, query: str, documents: Sequence[str]) -> str:
+    """Error text without the key, the query or any document: servers quote what they refused, and this
+    text goes to the log and the status panel, which must not carry memory contents."""
+    return redact(message, config.api_key, query, *documents)
+
+
+# Statuses that say the route itself no longer holds (the API moved, the key or the model changed).
+# Not 5xx in general: an overloaded or crashing server still speaks the same API, and forgetting the
+# route there makes every waiting recall re-run detection against that server, which then fails too.
+_ROUTE_GONE_STATUSES: Final = frozenset({401, 403, 404, 405, 501})
+
+
 def _endpoint_is_failing(exc: RerankError) -> bool:
-    """Errors that suggest the detected route no longer holds (not: a bad input, a slow answer)."""
+    """Errors that suggest the detected route no longer holds (not: a bad input, a slow answer, an
+    overloaded server)."""
     if isinstance(exc, InputTooLong):
         return False
     if isinstance(exc, ServerError):
-        return exc.status in (401, 403, 404, 405, 501) or exc.status >= 500
+        return exc.status in _ROUTE_GONE_STATUSES
     return True
 
 

@@ -20,13 +20,15 @@ from ..batching.owner_loop import OwnerLoop
 from ..batching.process_state import discard, peek, shared
 from ..core.config import RerankerConfig
 from ..core.probe_report import ProbeReport
-from ..core.statistics import RerankerStatistics, StatsRecorder
+from ..core.statistics import CountOnce, RerankerStatistics, StatsRecorder
 from .reranker_service import Ranking, RerankResult, RerankService
 
 log = logging.getLogger("a0_reranker")
 
 _RUNTIME = "runtime"
 _STATS = "stats"
+HANDOVER_S = 1.0  # a guard only: a result the service already counted is set on its future at once
+TIMED_OUT = RerankResult(None, reason="timeout", message="no answer before rerank_timeout")
 
 
 @dataclass(frozen=True)
@@ -92,24 +94,32 @@ async def rerank_result_async(query: str, documents: Sequence[str], *, config: R
     if not _valid_input(query, documents):
         return RerankResult(None, reason="bad_input", message="needs a query string and a list of strings")
     deadline = time.monotonic() + config.timeout
+    ticket = CountOnce()
     try:
         current = runtime()
         if current.owner.is_current_thread():
             return await current.service.rerank(query, list(documents), config, deadline)
-        future = current.owner.submit(current.service.rerank, query, list(documents), config, deadline)
+        future = current.owner.submit(current.service.rerank, query, list(documents), config, deadline, ticket)
     except Exception:
         log.exception("a0_reranker: could not reach the reranker's event loop")
         return RerankResult(None, reason="error", message="the reranker's event loop is not available")
     try:
         return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), deadline - time.monotonic())
     except TimeoutError:
-        return _abandon(future)
+        pass
     except asyncio.CancelledError:
         future.cancel()
         raise
     except Exception:
         log.exception("a0_reranker: unexpected error while waiting for a rerank")
         return RerankResult(None, reason="error", message="unexpected error while waiting")
+    if _abandon(future, ticket):
+        return TIMED_OUT
+    try:
+        return await asyncio.wait_for(asyncio.wrap_future(future), HANDOVER_S)
+    except Exception:
+        log.exception("a0_reranker: a finished rerank was not handed over")
+        return TIMED_OUT
 
 
 async def rerank_async(query: str, documents: Sequence[str], *, config: RerankerConfig) -> Ranking | None:
@@ -122,28 +132,34 @@ def rerank(query: str, documents: Sequence[str], *, config: RerankerConfig) -> R
     if not (config.enabled and config.configured and _valid_input(query, documents)):
         return None
     deadline = time.monotonic() + config.timeout
+    ticket = CountOnce()
     try:
         current = runtime()
         if current.owner.is_current_thread():
             log.error("a0_reranker: rerank() was called on the reranker's own loop; use rerank_async()")
             return None
-        future = current.owner.submit(current.service.rerank, query, list(documents), config, deadline)
-        return future.result(timeout=max(0.0, deadline - time.monotonic())).ranking
-    except TimeoutError:
-        return _abandon(future).ranking
+        future = current.owner.submit(current.service.rerank, query, list(documents), config, deadline, ticket)
+        try:
+            return future.result(timeout=max(0.0, deadline - time.monotonic())).ranking
+        except TimeoutError:
+            if _abandon(future, ticket):
+                return None
+            return future.result(timeout=HANDOVER_S).ranking
     except Exception:
         log.exception("a0_reranker: unexpected error in rerank()")
         return None
 
 
-def _abandon(future: concurrent.futures.Future[RerankResult]) -> RerankResult:
-    """The caller's deadline passed: take a result that just arrived, else cancel and count a timeout."""
-    if future.done() and not future.cancelled() and future.exception() is None:
-        return future.result()
+def _abandon(future: concurrent.futures.Future[RerankResult], ticket: CountOnce) -> bool:
+    """The caller's deadline passed. True: this caller gave up first, so the work is cancelled and the
+    timeout counted here. False: the service decided at the same moment and counted its own outcome;
+    its result is being handed over (synchronously on the owner loop), so the caller takes it."""
+    if not ticket.claim():
+        return False
     future.cancel()
-    message = "no answer before rerank_timeout"
-    stats_recorder().fallback("timeout", message)
-    return RerankResult(None, reason="timeout", message=message)
+    stats_recorder().fallback("timeout", TIMED_OUT.message)
+    log.debug("a0_reranker: fallback to the stock order (timeout): %s", TIMED_OUT.message)
+    return True
 
 
 async def probe_async(config: RerankerConfig) -> ProbeReport:

@@ -16,7 +16,7 @@ import aiohttp
 
 from .. import __version__
 from ..core.dialects import WireAnswer, WireRequest
-from ..core.errors import ConfigError, DeadlineExceeded, MalformedAnswer, TransportError
+from ..core.errors import ConfigError, DeadlineExceeded, MalformedAnswer, TlsFailure, TransportError
 
 MAX_ANSWER_BYTES: Final = 8 * 1024 * 1024
 _CHUNK: Final = 64 * 1024
@@ -78,9 +78,9 @@ class HttpTransport:
         except TimeoutError:
             raise DeadlineExceeded(f"no answer from {endpoint} within {remaining:.2f} s") from None
         except aiohttp.ClientConnectorCertificateError as exc:
-            raise TransportError(f"TLS certificate of {endpoint} was not accepted: {exc.certificate_error}") from None
+            raise TlsFailure(f"TLS certificate of {endpoint} was not accepted: {exc.certificate_error}") from None
         except aiohttp.ClientSSLError as exc:
-            raise TransportError(f"TLS handshake with {endpoint} failed: {_os_reason(exc)}") from None
+            raise TlsFailure(f"TLS handshake with {endpoint} failed: {_os_reason(exc)}") from None
         except aiohttp.ClientConnectorDNSError:
             raise TransportError(f"cannot resolve the host name of {endpoint}") from None
         except aiohttp.ClientConnectorError as exc:

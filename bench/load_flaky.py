@@ -1,0 +1,278 @@
+"""Load: thousands of recalls at high concurrency against a flaky server, with every result checked.
+
+    python -m a0_reranker.bench.load_flaky                  # 10,000 recalls at concurrency 256
+    python -m a0_reranker.bench.load_flaky --recalls 2000 --concurrency 64 --json load.json
+
+``concurrency`` agents recall in a closed loop through ``rerank_pool`` (what a reranked recall
+returns), as A0's agents would, against a server that fails 10% of requests with a 503 and holds 5%
+past the client's timeout. Every recall is checked: a subset of its pool, ``min(limit, pool)`` long,
+no memory twice, exactly stock on a fallback and exactly the server's order when reranked. A thread
+samples the queue; resident memory is read after a warm-up and at the end, after a full collection.
+
+It runs twice: with the default circuit breaker, which opens under this failure rate and then answers
+most recalls at once with the stock order; and with the breaker kept shut, so that every recall goes
+through the batcher and the queue, deadlines and concurrency cap carry the whole load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..a0_hooks.recall import RecallOutcome, rerank_pool
+from ..core.config import RerankerConfig
+from ..service import runtime
+from .cost_model_server import overlap_score
+from .load_flaky_server import Flakiness, FlakyServer
+
+WORDS = ("deploy", "database", "backup", "upgrade", "network", "billing", "login", "cache", "queue", "search",
+         "vault", "key", "rotation", "schedule", "alert", "disk", "replica", "token", "quota", "release")
+
+
+@dataclass(eq=False)
+class Memory:
+    """A stand-in for a memory ``Document``: told apart by identity, as the recall must keep them."""
+
+    page_content: str
+
+
+@dataclass(frozen=True)
+class LoadPlan:
+    recalls: int = 10_000
+    concurrency: int = 256
+    warmup: int = 1_000
+    max_pool: int = 30
+    max_limit: int = 10
+    topics: int = 40
+    seed: int = 11
+
+
+@dataclass
+class LoadReport:
+    """What one run measured; ``violations`` and ``exceptions`` must stay empty."""
+
+    label: str
+    recalls: int
+    concurrency: int
+    seconds: float
+    outcomes: dict[str, int]
+    counted_fallbacks: dict[str, int]
+    violations: list[str]
+    exceptions: list[str]
+    max_queued_pairs: int
+    queue_bound: int
+    max_in_flight: int
+    queue_samples: int
+    rss_after_warmup_kb: int
+    rss_end_kb: int
+    http_requests: int
+    pairs_scored: int
+    breakers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def throughput(self) -> float:
+        return self.recalls / self.seconds if self.seconds else 0.0
+
+    @property
+    def rss_growth_mb(self) -> float:
+        return (self.rss_end_kb - self.rss_after_warmup_kb) / 1024
+
+    @property
+    def fallbacks(self) -> dict[str, int]:
+        """The fallback reasons the recalls themselves reported."""
+        return {k.split(":", 1)[1]: v for k, v in self.outcomes.items() if k.startswith("fallback:")}
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"throughput": round(self.throughput, 1), "rss_growth_mb": round(self.rss_growth_mb, 2)}
+
+    def summary(self) -> str:
+        outcomes = ", ".join(f"{k} {v}" for k, v in sorted(self.outcomes.items()))
+        per_request = self.pairs_scored / self.http_requests if self.http_requests else 0.0
+        return "\n".join([
+            f"== {self.label}",
+            f"recalls {self.recalls} at concurrency {self.concurrency} in {self.seconds:.1f} s "
+            f"= {self.throughput:.0f} recalls/s",
+            f"outcomes: {outcomes}",
+            f"counters' fallbacks: {dict(sorted(self.counted_fallbacks.items()))}",
+            f"HTTP requests {self.http_requests}, {per_request:.1f} pairs per request",
+            f"queue: max {self.max_queued_pairs} pairs queued (bound {self.queue_bound}), max {self.max_in_flight} "
+            f"in flight, {self.queue_samples} samples",
+            f"RSS {self.rss_after_warmup_kb / 1024:.1f} MB after warm-up -> {self.rss_end_kb / 1024:.1f} MB "
+            f"(growth {self.rss_growth_mb:+.2f} MB)",
+            f"exceptions {len(self.exceptions)}, violations {len(self.violations)}; breakers {self.breakers}",
+        ])
+
+
+def recall_case(plan: LoadPlan, index: int) -> tuple[str, list[Memory], int]:
+    """Recall ``index``: a query on one of ``plan.topics`` topics, a pool with repeated texts, a limit."""
+    rng = random.Random(plan.seed * 1_000_003 + index)
+    topic = index % plan.topics
+    query = f"what changed in the {WORDS[topic % len(WORDS)]} {WORDS[(topic * 7 + 3) % len(WORDS)]} setup"
+    corpus = [f"note {k}: {' '.join(rng.sample(WORDS, 3))}" for k in range(12)]
+    pool = [Memory(rng.choice(corpus)) for _ in range(rng.randint(1, plan.max_pool))]
+    return query, pool, rng.randint(1, plan.max_limit)
+
+
+def violation(query: str, pool: Sequence[Memory], limit: int, outcome: RecallOutcome[Memory]) -> str | None:
+    """Why this recall's result breaks the contract, or None."""
+    got = outcome.documents
+    if len(got) != min(limit, len(pool)):
+        return f"returned {len(got)} memories for limit {limit} and a pool of {len(pool)}"
+    if len({id(d) for d in got}) != len(got):
+        return "a memory was returned twice"
+    if not {id(d) for d in got} <= {id(d) for d in pool}:
+        return "a memory that was not in the pool was returned"
+    expected = list(pool[:limit])
+    if outcome.applied:
+        scores = [overlap_score(query, m.page_content) for m in pool]
+        expected = [pool[i] for i in sorted(range(len(pool)), key=lambda i: (-scores[i], i))[:limit]]
+    if any(a is not b for a, b in zip(got, expected, strict=True)):
+        return "the reranked order is not the server's" if outcome.applied else "a fallback was not stock"
+    return None
+
+
+def outcome_kind(pool: Sequence[Memory], outcome: RecallOutcome[Memory]) -> str:
+    if outcome.applied:
+        return "reranked"
+    return "too_small_to_rerank" if len(pool) < 2 else f"fallback:{outcome.reason}"
+
+
+class QueueSampler:
+    """Reads the live queue and in-flight counts from a thread while the load runs."""
+
+    def __init__(self, interval_s: float = 0.01) -> None:
+        self.interval_s = interval_s
+        self.max_queued = 0
+        self.max_in_flight = 0
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="queue-sampler", daemon=True)
+
+    def __enter__(self) -> QueueSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):  # a sampling period, not a synchronisation
+            stats = runtime.statistics()
+            self.max_queued = max(self.max_queued, stats.queued_pairs)
+            self.max_in_flight = max(self.max_in_flight, stats.in_flight)
+            self.samples += 1
+
+
+def resident_kb() -> int:
+    """This process's resident set size (VmRSS), in kB."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError("no VmRSS in /proc/self/status")
+
+
+@dataclass
+class _Tally:
+    outcomes: Counter[str] = field(default_factory=Counter)
+    violations: list[str] = field(default_factory=list)
+    exceptions: list[str] = field(default_factory=list)
+
+
+async def _agents(plan: LoadPlan, indices: range, config: RerankerConfig, tally: _Tally) -> None:
+    """``plan.concurrency`` agents, each recalling the next index as soon as its last recall returns."""
+    pending = iter(indices)
+
+    async def agent() -> None:
+        for index in pending:
+            query, pool, limit = recall_case(plan, index)
+            try:
+                outcome = await rerank_pool(query, pool, limit=limit, config=config)
+            except Exception as exc:  # the property under test: this never happens
+                tally.exceptions.append(f"recall {index}: {exc!r}")
+                continue
+            tally.outcomes[outcome_kind(pool, outcome)] += 1
+            if (problem := violation(query, pool, limit, outcome)) is not None:
+                tally.violations.append(f"recall {index}: {problem}")
+
+    await asyncio.gather(*(agent() for _ in range(plan.concurrency)))
+
+
+async def run_load(label: str, plan: LoadPlan, config: RerankerConfig) -> LoadReport:
+    """Warm up (connections, detection, allocator), then measure ``plan.recalls`` recalls."""
+    await _agents(plan, range(plan.warmup), config, _Tally())
+    gc.collect()
+    rss_warm = resident_kb()
+    runtime.stats_recorder().reset()
+    tally = _Tally()
+    first = plan.warmup
+    with QueueSampler() as sampler:
+        started = time.perf_counter()
+        await _agents(plan, range(first, first + plan.recalls), config, tally)
+        seconds = time.perf_counter() - started
+    stats = runtime.statistics()
+    gc.collect()
+    return LoadReport(
+        label=label, recalls=plan.recalls, concurrency=plan.concurrency, seconds=seconds,
+        outcomes=dict(tally.outcomes), counted_fallbacks=dict(stats.fallbacks), violations=tally.violations,
+        exceptions=tally.exceptions, max_queued_pairs=sampler.max_queued, queue_bound=config.max_queued_pairs,
+        max_in_flight=sampler.max_in_flight, queue_samples=sampler.samples, rss_after_warmup_kb=rss_warm,
+        rss_end_kb=resident_kb(), http_requests=stats.http_requests, pairs_scored=stats.pairs_scored,
+        breakers=dict(stats.breakers),
+    )
+
+
+def load_config(endpoint: str, **overrides: Any) -> RerankerConfig:
+    """The defaults a user gets, with a 1 s timeout: the server's holds then cost 1 s, not 10."""
+    settings: dict[str, Any] = {"endpoint": endpoint, "timeout": 1.0}
+    settings.update(overrides)
+    return RerankerConfig(**settings)
+
+
+SCENARIOS: dict[str, dict[str, Any]] = {
+    "default breaker (opens after 3 failures in a row, 15 s cooldown)": {},
+    "breaker kept shut (rerank_breaker_failures 1000): the batcher takes every recall": {"breaker_failures": 1000},
+}
+
+
+async def run_scenarios(plan: LoadPlan, flakiness: Flakiness, **overrides: Any) -> list[LoadReport]:
+    """Each scenario against its own fresh flaky server and a fresh owner loop."""
+    reports = []
+    for label, settings in SCENARIOS.items():
+        runtime.shutdown()
+        with FlakyServer(flakiness) as server:
+            reports.append(await run_load(label, plan, load_config(server.url, **settings, **overrides)))
+        runtime.shutdown()
+    return reports
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--recalls", type=int, default=LoadPlan.recalls)
+    parser.add_argument("--concurrency", type=int, default=LoadPlan.concurrency)
+    parser.add_argument("--warmup", type=int, default=LoadPlan.warmup)
+    parser.add_argument("--json", help="also write the figures to this file")
+    args = parser.parse_args(argv)
+    plan = LoadPlan(recalls=args.recalls, concurrency=args.concurrency, warmup=args.warmup)
+    reports = asyncio.run(run_scenarios(plan, Flakiness()))
+    for report in reports:
+        print(report.summary(), flush=True)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as out:
+            json.dump([r.as_dict() for r in reports], out, indent=2)
+    failed = [r for r in reports if r.violations or r.exceptions or r.max_queued_pairs > r.queue_bound]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

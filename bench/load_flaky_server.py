@@ -1,0 +1,103 @@
+"""A flaky vLLM-style reranker on 127.0.0.1 for the load run: some answers are errors, some never come.
+
+It speaks vLLM's ``GET /v1/models`` (so auto-detection knows it) and ``POST /rerank`` with word-overlap
+scores, so a correct ranking can be checked. Each POST draws from a seeded RNG: with ``error_rate`` it
+answers 503 in vLLM's error shape; with ``hang_rate`` it holds the request for ``hang_s`` (longer than
+the client's timeout) and then answers; otherwise it answers at once. Every hold is bounded, so the
+server always stops by itself.
+
+It runs in a child process, so its event loop never competes with the client's for the GIL and the
+client's resident memory is the client's alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from .cost_model_server import overlap_score
+
+
+@dataclass(frozen=True)
+class Flakiness:
+    error_rate: float = 0.10
+    hang_rate: float = 0.05
+    hang_s: float = 3.0
+    seed: int = 7
+
+
+def build_app(flakiness: Flakiness) -> web.Application:
+    rng = random.Random(flakiness.seed)
+    counts = {"answered": 0, "errors": 0, "hangs": 0}
+
+    async def rerank(request: web.Request) -> web.Response:
+        body: dict[str, Any] = await request.json()
+        draw = rng.random()
+        if draw < flakiness.error_rate:
+            counts["errors"] += 1
+            error = {"message": "The server is overloaded", "type": "ServiceUnavailableError", "param": None,
+                     "code": 503}
+            return web.json_response({"error": error}, status=503)
+        if draw < flakiness.error_rate + flakiness.hang_rate:
+            counts["hangs"] += 1
+            await asyncio.sleep(flakiness.hang_s)  # bounded; cancelled sooner when the client hangs up
+        counts["answered"] += 1
+        scores = [overlap_score(body["query"], d) for d in body["documents"]]
+        results = sorted(({"index": i, "relevance_score": s} for i, s in enumerate(scores)),
+                         key=lambda r: -r["relevance_score"])
+        return web.json_response({"id": "score-load", "model": "load", "results": results})
+
+    async def models(_: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": "load", "object": "model", "owned_by": "vllm"}]})
+
+    async def stats(_: web.Request) -> web.Response:
+        return web.json_response(counts)
+
+    app = web.Application()
+    app.router.add_post("/rerank", rerank)
+    app.router.add_get("/v1/models", models)
+    app.router.add_get("/stats", stats)
+    return app
+
+
+def _serve(flakiness: Flakiness, port_queue: Any, stop: Any) -> None:
+    async def main() -> None:
+        runner = web.AppRunner(build_app(flakiness), access_log=None, handler_cancellation=True)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port_queue.put(runner.addresses[0][1])
+        await asyncio.to_thread(stop.wait)
+        await runner.cleanup()
+
+    asyncio.run(main())
+
+
+class FlakyServer:
+    """Context manager: the flaky server in a child process; ``url`` is its base URL."""
+
+    def __init__(self, flakiness: Flakiness = Flakiness()) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._ports = context.Queue()
+        self._stop = context.Event()
+        self._process = context.Process(target=_serve, args=(flakiness, self._ports, self._stop), daemon=True)
+        self.url = ""
+
+    def __enter__(self) -> FlakyServer:
+        self._process.start()
+        self.url = f"http://127.0.0.1:{self._ports.get(timeout=60)}"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._process.join(timeout=5)
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join(timeout=5)
+        self._ports.close()
+        self._ports.join_thread()

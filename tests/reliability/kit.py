@@ -1,0 +1,89 @@
+"""What the reliability tier shares: every dialect's server settings, a recall pool of fake memories,
+faults aimed at our own rerank requests only, and the acceptance checks of one fallback.
+
+Faults are aimed with a marker word that only our test documents carry, so the detection probe (which
+scores fixed documents of its own) still gets the server's real answer and the fault hits the rerank
+path, also when a failure made the service forget the route and detect again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from support.servers import KINDS, Fault, FaultRule, RecordedRequest
+from usr.plugins.a0_reranker.core.config import RerankerConfig
+
+MARK: Final = "zephyrquill"  # in every test document, in no probe document
+TIMEOUT: Final = 0.3  # rerank_timeout of the matrix: faults that wait cost this once per test
+SLACK: Final = 0.1  # the acceptance bound is rerank_timeout + 100 ms
+QUERY: Final = "how do I rotate the backup encryption key"
+TEXTS: Final = (
+    f"{MARK} rotate the backup encryption key with the vault tool",
+    f"{MARK} the cafeteria menu changes on Tuesdays",
+    f"{MARK} backup jobs run nightly at two",
+    f"{MARK} encryption keys live in the vault",
+    f"{MARK} office plants need water twice a week",
+    f"{MARK} to rotate a key create a new one and retire the old key",
+    f"{MARK} the parking garage closes at nine",
+    f"{MARK} key rotation needs admin rights on the backup vault",
+)
+LIMIT: Final = 3
+
+# Every kind that speaks a rerank protocol (Ollama has none), with the model hosted APIs need.
+DIALECT_KINDS: Final = tuple(sorted(kind for kind in KINDS if kind != "ollama"))
+_MODELS: Final[Mapping[str, str]] = {
+    "cohere": "rerank-v3.5",
+    "jina": "jina-reranker-v2-base-multilingual",
+    "voyage": "rerank-2.5",
+    "mixedbread": "mixedbread-ai/mxbai-rerank-large-v1",
+    "together": "Salesforce/Llama-Rank-V1",
+    "xinference": "bge-reranker-v2-m3",
+    "localai": "jina-reranker-v1-base-en",
+    "siliconflow": "BAAI/bge-reranker-v2-m3",
+}
+# Kinds whose rerank route checks a bearer key (vLLM only guards /v1 paths, not /rerank or /score).
+KEYED_KINDS: Final = frozenset(DIALECT_KINDS) - {"vllm", "vllm_qwen3"}
+
+
+@dataclass(eq=False)
+class FakeDocument:
+    """A stand-in for LangChain's ``Document``: compared by identity, as the recall must preserve it."""
+
+    page_content: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def make_pool(texts: Sequence[str] = TEXTS) -> list[FakeDocument]:
+    return [FakeDocument(text, {"id": i}) for i, text in enumerate(texts)]
+
+
+def config_for(kind: str, url: str, **overrides: Any) -> RerankerConfig:
+    """The settings a user would enter for ``kind`` at ``url``, with the matrix's short timeout."""
+    settings: dict[str, Any] = {"endpoint": url, "timeout": TIMEOUT}
+    if kind in _MODELS:
+        settings["model"] = _MODELS[kind]
+    settings.update(overrides)
+    return RerankerConfig(**settings)
+
+
+def is_ours(request: RecordedRequest) -> bool:
+    return request.method == "POST" and MARK in request.text
+
+
+def on_our_requests(fault: Fault) -> FaultRule:
+    """A rule that applies ``fault`` to our rerank requests only; probes and GETs pass untouched."""
+    return lambda request: fault if is_ours(request) else None
+
+
+def same_objects(got: Sequence[Any], expected: Sequence[Any]) -> bool:
+    """The same objects in the same order (identity, not equality)."""
+    return len(got) == len(expected) and all(a is b for a, b in zip(got, expected, strict=True))
+
+
+def timed(call: Any, *args: Any, **kwargs: Any) -> tuple[Any, float]:
+    started = time.perf_counter()
+    result = call(*args, **kwargs)
+    return result, time.perf_counter() - started

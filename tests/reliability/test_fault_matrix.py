@@ -1,0 +1,275 @@
+"""The fault matrix: every dialect's server, every kind of failure (issue 7).
+
+For each fault the public ``rerank()`` (blocking, from a worker thread) and a recall through
+``rerank_pool`` run side by side, as A0's threads and loops would. Each must give the stock answer
+(None; exactly the stock top-``limit`` objects in stock order) within ``rerank_timeout`` + 100 ms,
+raise nothing, and the counters must name the reason, once per call.
+
+Faults on the answer are aimed at our rerank requests only and come after detection (the route is
+cached), so they hit the rerank path; the cold cases at the end fail detection itself.
+"""
+
+from __future__ import annotations
+
+import socket
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import anyio
+import anyio.to_thread
+import pytest
+import trustme
+from reliability.answer_faults import HTML_PAGE, MUTATIONS, SERVER_TROUBLE, DamagedAnswer, trouble_answer
+from reliability.kit import (
+    DIALECT_KINDS,
+    KEYED_KINDS,
+    LIMIT,
+    QUERY,
+    SLACK,
+    TIMEOUT,
+    FakeDocument,
+    config_for,
+    is_ours,
+    make_pool,
+    on_our_requests,
+    same_objects,
+    timed,
+)
+from reliability.tls_server import tls_server
+
+from support.servers import (
+    Delay,
+    Disconnect,
+    Fault,
+    Hang,
+    InvalidJson,
+    Redirect,
+    Respond,
+    RunningServer,
+    SizedBody,
+    StallBody,
+    serve_in_thread,
+)
+from usr.plugins.a0_reranker.a0_hooks.recall import RecallOutcome, rerank_pool
+from usr.plugins.a0_reranker.core.config import RerankerConfig
+from usr.plugins.a0_reranker.helpers import reranker
+from usr.plugins.a0_reranker.service import runtime
+from usr.plugins.a0_reranker.service.transport import MAX_ANSWER_BYTES
+
+pytestmark = pytest.mark.anyio
+
+SERVER_KEY = "matrix-key-5d1f"
+
+
+@dataclass
+class Calls:
+    """What the two public entry points gave for the same recall, and how long each took."""
+
+    pool: list[FakeDocument]
+    ranking: Any = "not called"
+    ranking_s: float = -1.0
+    recall: RecallOutcome[FakeDocument] | None = None
+    recall_s: float = -1.0
+
+
+async def call_both(config: RerankerConfig) -> Calls:
+    """The blocking ``rerank()`` in a worker thread and the async recall, started together."""
+    calls = Calls(make_pool())
+    texts = [d.page_content for d in calls.pool]
+
+    async def blocking_api() -> None:
+        calls.ranking, calls.ranking_s = await anyio.to_thread.run_sync(
+            lambda: timed(reranker.rerank, QUERY, texts, config=config))
+
+    async def recall() -> None:
+        started = anyio.current_time()
+        calls.recall = await rerank_pool(QUERY, calls.pool, limit=LIMIT, config=config)
+        calls.recall_s = anyio.current_time() - started
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(blocking_api)
+        group.start_soon(recall)
+    return calls
+
+
+def assert_stock_fallback(calls: Calls, reason: str, config: RerankerConfig) -> None:
+    assert calls.ranking is None
+    assert calls.recall is not None and not calls.recall.applied
+    assert same_objects(calls.recall.documents, calls.pool[:LIMIT])
+    bound = config.timeout + SLACK
+    assert calls.ranking_s <= bound and calls.recall_s <= bound, (calls.ranking_s, calls.recall_s)
+    stats = runtime.statistics()
+    assert dict(stats.fallbacks) == {reason: 2}, (stats.fallbacks, stats.last_error)
+    assert calls.recall.reason == reason
+
+
+async def detected(server: RunningServer, **settings: Any) -> RerankerConfig:
+    """Settings for ``server``, with detection done and cached by one successful recall."""
+    config = config_for(server.kind, server.url, **settings)
+    warm = await rerank_pool(QUERY, make_pool(), limit=LIMIT, config=config)
+    assert warm.applied, runtime.statistics().last_error
+    runtime.stats_recorder().reset()
+    return config
+
+
+async def after_detection(server: RunningServer, fault: Fault, reason: str, **settings: Any) -> None:
+    config = await detected(server, **settings)
+    server.set_fault(on_our_requests(fault))
+    assert_stock_fallback(await call_both(config), reason, config)
+    assert any(is_ours(r) for r in server.requests[-4:]), "the fault must have met our request"
+
+
+# --- the answer, damaged -----------------------------------------------------------------------
+
+DAMAGE = {**{name: DamagedAnswer(mutate) for name, mutate in MUTATIONS.items()},
+          "truncated_json": DamagedAnswer(cut_in_half=True)}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+@pytest.mark.parametrize("kind", DIALECT_KINDS)
+async def test_a_damaged_answer_falls_back(serve: Any, kind: str, damage: str) -> None:
+    await after_detection(serve(kind), DAMAGE[damage], "malformed")
+
+
+# --- the connection and the HTTP exchange ------------------------------------------------------
+
+EXCHANGE: dict[str, tuple[Fault, str]] = {
+    "no_answer_before_timeout": (Hang(), "timeout"),
+    "answer_later_than_timeout": (Delay(TIMEOUT * 10), "timeout"),
+    "headers_then_stalled_body": (StallBody(partial=b'{"results": [{"index": 0, '), "timeout"),
+    "connection_dropped": (Disconnect(), "connect"),
+    "redirect": (Redirect(location="/moved/rerank"), "connect"),
+    "huge_answer_declared": (SizedBody(MAX_ANSWER_BYTES + 1), "malformed"),
+    "huge_answer_chunked": (SizedBody(MAX_ANSWER_BYTES + 1, chunked=True), "malformed"),
+    "cut_off_json": (InvalidJson(), "malformed"),
+    "html_page_200": (Respond(200, HTML_PAGE, content_type="text/html"), "malformed"),
+    "html_error_page_502": (Respond(502, HTML_PAGE, content_type="text/html"), "http_status"),
+    "empty_body_200": (Respond(200, b"", content_type="application/json"), "malformed"),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(EXCHANGE))
+@pytest.mark.parametrize("kind", DIALECT_KINDS)
+async def test_an_exchange_fault_falls_back(serve: Any, kind: str, fault: str) -> None:
+    rule, reason = EXCHANGE[fault]
+    await after_detection(serve(kind), rule, reason)
+
+
+@pytest.mark.parametrize("case", sorted(SERVER_TROUBLE))
+@pytest.mark.parametrize("kind", DIALECT_KINDS)
+async def test_an_overloaded_or_failing_server_falls_back(serve: Any, kind: str, case: str) -> None:
+    await after_detection(serve(kind), trouble_answer(kind, case), "http_status")
+
+
+async def captured(server: RunningServer, method: str, path: str, body: bytes, key: str) -> Respond:
+    """The server's own answer to a raw request, to replay on our rerank requests."""
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {key}"}
+    async with aiohttp.ClientSession() as session, session.request(
+            method, server.url + path, data=body if method == "POST" else None, headers=headers) as answer:
+        payload = await answer.read()
+        content_type = answer.content_type if answer.headers.get("Content-Type") else None
+        return Respond(answer.status, payload, content_type=content_type)
+
+
+@pytest.mark.parametrize("error", ["wrong_key", "invalid_json_body"])
+@pytest.mark.parametrize("kind", DIALECT_KINDS)
+async def test_each_servers_real_error_answer_falls_back(serve: Any, kind: str, error: str) -> None:
+    server = serve(kind, api_key=SERVER_KEY)
+    config = await detected(server, api_key=SERVER_KEY)
+    ours = next(r for r in reversed(server.requests) if is_ours(r))
+    if error == "wrong_key" and kind in KEYED_KINDS:
+        answer = await captured(server, "POST", ours.path, ours.text.encode(), "wrong-key")
+    elif error == "wrong_key":  # vLLM checks keys under /v1 only
+        answer = await captured(server, "GET", "/v1/models", b"", "wrong-key")
+    else:
+        answer = await captured(server, "POST", ours.path, b'{"query": "unterminated', SERVER_KEY)
+    assert 400 <= answer.status < 500, answer
+    server.set_fault(on_our_requests(answer))
+    assert_stock_fallback(await call_both(config), "http_status", config)
+
+
+@pytest.mark.parametrize("kind", DIALECT_KINDS)
+async def test_a_server_gone_after_detection_falls_back(kind: str) -> None:
+    stack = ExitStack()
+    server = stack.enter_context(serve_in_thread(kind))
+    try:
+        config = await detected(server, breaker_failures=10)  # four failures in a row are expected here
+        server.set_fault(on_our_requests(Disconnect()))  # a connection kept alive is cut ...
+        assert_stock_fallback(await call_both(config), "connect", config)
+        await anyio.to_thread.run_sync(stack.close)  # ... then nothing listens at the address any more
+        runtime.stats_recorder().reset()
+        assert_stock_fallback(await call_both(config), "connect", config)
+        assert "cannot connect" in runtime.statistics().last_error
+    finally:
+        await anyio.to_thread.run_sync(stack.close)
+
+
+# --- cold: detection itself fails ----------------------------------------------------------------
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def cold(config: RerankerConfig, reason: str, words: str) -> None:
+    calls = await call_both(config)
+    assert_stock_fallback(calls, reason, config)
+    assert words in runtime.statistics().last_error
+
+
+async def test_connection_refused_before_detection() -> None:
+    await cold(config_for("tei", f"http://127.0.0.1:{closed_port()}"), "connect", "cannot connect")
+
+
+async def test_unresolvable_host_before_detection() -> None:
+    await cold(config_for("tei", "http://reranker.invalid:8080"), "connect", "cannot resolve")
+
+
+@pytest.fixture(scope="module")
+def untrusted_ca() -> trustme.CA:
+    return trustme.CA()
+
+
+@pytest.mark.parametrize("kind", DIALECT_KINDS)
+async def test_an_untrusted_certificate_falls_back(kind: str, untrusted_ca: trustme.CA, tmp_path: Path) -> None:
+    with tls_server(kind, untrusted_ca) as server:
+        await cold(config_for(kind, server.url), "tls", "TLS certificate")
+        assert server.requests == []  # the handshake failed: no request was ever read
+
+
+COLD_FAULTS: dict[str, tuple[Fault, str]] = {
+    "silent_server": (Hang(), "timeout"),
+    "everything_503": (Respond(503, {"error": "Model is overloaded", "error_type": "Unhealthy"}), "detection"),
+    "everything_cut_off_json": (InvalidJson(), "detection"),
+    "everything_html": (Respond(200, HTML_PAGE, content_type="text/html"), "detection"),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(COLD_FAULTS))
+@pytest.mark.parametrize("kind", ["infinity", "tei", "vllm_qwen3", "cohere"])
+async def test_a_fault_during_detection_falls_back(serve: Any, kind: str, fault: str) -> None:
+    rule, reason = COLD_FAULTS[fault]
+    server = serve(kind)
+    server.set_fault(rule)
+    await cold(config_for(kind, server.url), reason, "")
+
+
+async def test_a_server_silent_from_the_start_opens_the_breaker(serve: Any) -> None:
+    """Nothing is detected yet, so no request ever reaches the batcher: detection's own timeouts must
+    count against the breaker, or every recall would pay the whole timeout for as long as it lasts."""
+    server = serve("infinity")
+    server.set_fault(Hang())
+    config = config_for("infinity", server.url, breaker_failures=2)
+    for _ in range(2):
+        assert (await rerank_pool(QUERY, make_pool(), limit=LIMIT, config=config)).reason == "timeout"
+    assert runtime.statistics().breakers[server.url] == "open"
+    seen = len(server.requests)
+    pool = make_pool()
+    outcome = await rerank_pool(QUERY, pool, limit=LIMIT, config=config)
+    assert outcome.reason == "breaker_open" and same_objects(outcome.documents, pool[:LIMIT])
+    assert len(server.requests) == seen  # refused at once: nothing was sent, no timeout was waited for
