@@ -41,6 +41,7 @@ from .transport import HttpTransport
 log = logging.getLogger("a0_reranker")
 
 DETECTION_TTL_S: Final = 600.0
+_BREAKER_SEVERITY: Final = {"closed": 0, "half_open": 1, "open": 2}  # status shows an endpoint's worst breaker
 ABANDON_TOLERANCE_S: Final = 0.005  # a cancellation this close to the deadline is the caller abandoning at it
 Ranking = list[tuple[int, float]]
 
@@ -101,7 +102,11 @@ class RerankService:
         return report.redacted(config.api_key)
 
     def live_state(self) -> dict[str, object]:
-        breakers = {endpoint: ep.breaker.state for (endpoint, _), ep in self._endpoints.items()}
+        breakers: dict[str, str] = {}
+        for (endpoint, _), ep in self._endpoints.items():  # one entry per endpoint, whatever the keys
+            state = ep.breaker.state
+            if _BREAKER_SEVERITY[state] > _BREAKER_SEVERITY.get(breakers.get(endpoint, ""), -1):
+                breakers[endpoint] = state
         return {
             "breakers": breakers,
             "queued_pairs": sum(b.queued_pairs for b in self._batchers.values()),

@@ -5,30 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
 from typing import Any
 
-import anyio.to_thread
 import pytest
 
+from support.counters import stats_until
 from support.servers import start_server
 from usr.plugins.a0_reranker.core.config import RerankerConfig
-from usr.plugins.a0_reranker.core.statistics import RerankerStatistics
 from usr.plugins.a0_reranker.service import runtime
 
 from .conftest import A0, memory_text, prio_scorer
 
 pytestmark = pytest.mark.anyio
-
-
-async def stats_until(condition: Callable[[RerankerStatistics], bool], within_s: float = 10.0) -> RerankerStatistics:
-    """Read the counters until ``condition`` holds (they are the only view into the owner loop's queue)."""
-    with anyio.fail_after(within_s):
-        while True:
-            stats = await anyio.to_thread.run_sync(runtime.statistics)
-            if condition(stats):
-                return stats
-            await anyio.sleep(0.005)
 
 
 async def test_two_agents_recalling_at_once_share_one_score_request(a0: A0) -> None:

@@ -111,3 +111,21 @@ def test_discard_forgets_unsent_pairs() -> None:
         assert queue.pairs == 0 and not queue and queue.take(max_pairs=5, mixes_queries=True) is None
     finally:
         loop.close()
+
+
+def test_status_shows_the_worst_breaker_of_an_endpoint_used_with_several_keys() -> None:
+    from usr.plugins.a0_reranker.core.config import RerankerConfig
+    from usr.plugins.a0_reranker.core.statistics import StatsRecorder
+    from usr.plugins.a0_reranker.service.reranker_service import RerankService
+
+    service = RerankService(StatsRecorder())
+    loop = asyncio.new_event_loop()
+    try:
+        for key in ("", "key-one", "key-two"):
+            endpoint = service._endpoint(RerankerConfig(endpoint="http://h:1", api_key=key, breaker_failures=1))
+            if key == "key-one":
+                endpoint.breaker.record_failure()
+        assert service.live_state()["breakers"] == {"http://h:1": "open"}
+    finally:
+        loop.run_until_complete(service.close())
+        loop.close()
