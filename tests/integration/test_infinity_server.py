@@ -195,9 +195,15 @@ def test_concurrent_requests_agree_with_sequential_ones(infinity: InfinityServer
     with ThreadPoolExecutor(max_workers=len(cases)) as pool:
         concurrent = list(pool.map(lambda case: rerank(infinity, *case)["results"], cases))
     for seq, con in zip(sequential, concurrent, strict=True):
-        assert [r["index"] for r in con] == [r["index"] for r in seq]
-        for a, b in zip(seq, con, strict=True):
-            assert b["relevance_score"] == pytest.approx(a["relevance_score"], abs=1e-4)
+        # Batched with other requests, the padding differs, so scores may move in the last float32
+        # digits; documents sharing no word with the query tie, and their order may swap. Compare
+        # scores per document, and the order only where scores differ clearly.
+        alone = {r["index"]: r["relevance_score"] for r in seq}
+        batched = {r["index"]: r["relevance_score"] for r in con}
+        assert batched == pytest.approx(alone, abs=1e-4)
+        assert [r["index"] for r in con if r["relevance_score"] > 0.01] == [
+            r["index"] for r in seq if r["relevance_score"] > 0.01
+        ]
 
 
 def test_url_prefix_and_api_key(infinity_v1_keyed: InfinityServer) -> None:
