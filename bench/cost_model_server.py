@@ -11,12 +11,13 @@ It runs in a child process so that its event loop never competes with the client
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+
+from .child_server import ChildProcessServer
 
 _WORD = re.compile(r"[a-z0-9]+")
 
@@ -83,36 +84,8 @@ def build_app(cost: CostModel) -> web.Application:
     return app
 
 
-def _serve(cost: CostModel, port_queue: Any, stop: Any) -> None:
-    async def main() -> None:
-        runner = web.AppRunner(build_app(cost), access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port_queue.put(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
-        await asyncio.to_thread(stop.wait)
-        await runner.cleanup()
-
-    asyncio.run(main())
-
-
-class CostModelServer:
+class CostModelServer(ChildProcessServer):
     """Context manager: start the server in a child process; ``url`` is its base URL."""
 
     def __init__(self, cost: CostModel = CostModel()) -> None:
-        context = multiprocessing.get_context("spawn")
-        self._ports = context.Queue()
-        self._stop = context.Event()
-        self._process = context.Process(target=_serve, args=(cost, self._ports, self._stop), daemon=True)
-        self.url = ""
-
-    def __enter__(self) -> CostModelServer:
-        self._process.start()
-        self.url = f"http://127.0.0.1:{self._ports.get(timeout=60)}"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._process.join(timeout=5)
-        if self._process.is_alive():
-            self._process.kill()
+        super().__init__(build_app, cost)

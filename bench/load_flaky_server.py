@@ -13,13 +13,13 @@ client's resident memory is the client's alone.
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
 import random
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
+from .child_server import ChildProcessServer
 from .cost_model_server import overlap_score
 
 
@@ -65,39 +65,8 @@ def build_app(flakiness: Flakiness) -> web.Application:
     return app
 
 
-def _serve(flakiness: Flakiness, port_queue: Any, stop: Any) -> None:
-    async def main() -> None:
-        runner = web.AppRunner(build_app(flakiness), access_log=None, handler_cancellation=True)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port_queue.put(runner.addresses[0][1])
-        await asyncio.to_thread(stop.wait)
-        await runner.cleanup()
-
-    asyncio.run(main())
-
-
-class FlakyServer:
+class FlakyServer(ChildProcessServer):
     """Context manager: the flaky server in a child process; ``url`` is its base URL."""
 
     def __init__(self, flakiness: Flakiness = Flakiness()) -> None:
-        context = multiprocessing.get_context("spawn")
-        self._ports = context.Queue()
-        self._stop = context.Event()
-        self._process = context.Process(target=_serve, args=(flakiness, self._ports, self._stop), daemon=True)
-        self.url = ""
-
-    def __enter__(self) -> FlakyServer:
-        self._process.start()
-        self.url = f"http://127.0.0.1:{self._ports.get(timeout=60)}"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._process.join(timeout=5)
-        if self._process.is_alive():
-            self._process.kill()
-            self._process.join(timeout=5)
-        self._ports.close()
-        self._ports.join_thread()
+        super().__init__(build_app, flakiness)

@@ -1,0 +1,50 @@
+"""Run a benchmark server in a child process, so its event loop never competes with the client's
+for the GIL; the parent gets its URL and stops it on exit."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+
+AppFactory = Callable[..., web.Application]
+
+
+def _serve(build_app: AppFactory, args: tuple[Any, ...], port_queue: Any, stop: Any) -> None:
+    async def main() -> None:
+        runner = web.AppRunner(build_app(*args), access_log=None, handler_cancellation=True)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        port_queue.put(runner.addresses[0][1])
+        await asyncio.to_thread(stop.wait)
+        await runner.cleanup()
+
+    asyncio.run(main())
+
+
+class ChildProcessServer:
+    """Context manager: ``build_app(*args)`` (a module-level function) served on 127.0.0.1 in a child."""
+
+    def __init__(self, build_app: AppFactory, *args: Any) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._ports = context.Queue()
+        self._stop = context.Event()
+        self._process = context.Process(target=_serve, args=(build_app, args, self._ports, self._stop), daemon=True)
+        self.url = ""
+
+    def __enter__(self) -> ChildProcessServer:
+        self._process.start()
+        self.url = f"http://127.0.0.1:{self._ports.get(timeout=60)}"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._process.join(timeout=5)
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join(timeout=5)
+        self._ports.close()
+        self._ports.join_thread()
