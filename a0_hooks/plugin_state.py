@@ -15,17 +15,18 @@ from . import PLUGIN_NAME
 log = logging.getLogger("a0_reranker")
 
 
-def _plugins() -> Any | None:
-    """A0's ``helpers.plugins``, or None outside Agent Zero."""
+def a0_plugins() -> Any | None:
+    """A0's ``helpers.plugins`` module, or None outside Agent Zero (the standalone package, the CLI)."""
     try:
-        return importlib.import_module("helpers.plugins")
+        plugins = importlib.import_module("helpers.plugins")
     except Exception:
         return None
+    return plugins if callable(getattr(plugins, "get_plugin_config", None)) else None
 
 
 def enabled_for(agent: Any) -> bool:
     """The plugin is installed and switched on in this agent's scope (False outside A0 or on error)."""
-    plugins = _plugins()
+    plugins = a0_plugins()
     if plugins is None:
         return False
     try:
@@ -37,7 +38,7 @@ def enabled_for(agent: Any) -> bool:
 
 def installed() -> bool:
     """The plugin folder is still there (a manual ``rm -rf`` calls no hook)."""
-    plugins = _plugins()
+    plugins = a0_plugins()
     if plugins is None:
         return False
     try:

@@ -21,8 +21,7 @@ def describe(outcome: RecallOutcome[Any], source: str) -> str:
     returned = len(outcome.documents)
     change = outcome.change
     if not outcome.scored or change is None:
-        return (f"Reranker fell back to the stock order ({outcome.reason or 'error'}): {source}, "
-                f"{outcome.candidates} candidates, {returned} returned, {ms} ms")
+        return fallback_line(outcome.reason or "error", source, outcome.candidates, returned, outcome.elapsed_s)
     order = f"kept {change.kept}/{change.limit} of the stock top, mean shift {change.mean_displacement:.1f}"
     if outcome.applied:
         return (f"Reranked {source}: {outcome.candidates} candidates -> {returned} returned in {ms} ms "
@@ -32,7 +31,7 @@ def describe(outcome: RecallOutcome[Any], source: str) -> str:
 
 
 def fallback_line(reason: str, source: str, candidates: int, returned: int, elapsed_s: float) -> str:
-    """The log line when the recall code itself gave up (deadline guard, unexpected error, bad settings)."""
+    """The log line when a recall kept the stock order (the reranker failed, or the recall code gave up)."""
     return (f"Reranker fell back to the stock order ({reason}): {source}, {candidates} candidates, "
             f"{returned} returned, {round(elapsed_s * 1000)} ms")
 

@@ -16,23 +16,15 @@ from typing import Any
 
 from ..core.config import DEFAULT_CONFIG_FILE, RerankerConfig, load_default_settings
 from . import PLUGIN_NAME
+from .plugin_state import a0_plugins
 
 log = logging.getLogger("a0_reranker")
 PLUGIN_DIR = DEFAULT_CONFIG_FILE.parent
 
 
-def _a0_plugins() -> Any | None:
-    """A0's ``helpers.plugins`` module, or None when running outside Agent Zero."""
-    try:
-        from helpers import plugins  # type: ignore[import-not-found]
-    except Exception:
-        return None
-    return plugins if callable(getattr(plugins, "get_plugin_config", None)) else None
-
-
 def saved_settings(agent: Any = None) -> dict[str, Any]:
     """What the user saved for this scope (A0's lookup), without defaults."""
-    plugins = _a0_plugins()
+    plugins = a0_plugins()
     if plugins is not None:
         found = plugins.get_plugin_config(PLUGIN_NAME, agent)
         return dict(found) if isinstance(found, Mapping) else {}

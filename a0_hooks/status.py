@@ -23,7 +23,12 @@ log = logging.getLogger("a0_reranker")
 
 def snapshot(agent: Any = None) -> dict[str, Any]:
     """Settings summary, whether the plugin is on and wired in, and the counters. Never raises."""
-    raw, config, problems = _settings(agent)
+    return _snapshot(agent, *_settings(agent))
+
+
+def _snapshot(
+    agent: Any, raw: Mapping[str, Any], config: RerankerConfig | None, problems: list[str]
+) -> dict[str, Any]:
     key = str(raw.get("rerank_api_key") or "")
     info: dict[str, Any] = {
         "plugin_enabled": plugin_state.enabled_for(agent),
@@ -74,16 +79,10 @@ def _statistics() -> dict[str, Any]:
 
 async def report(agent: Any = None) -> str:
     """The ``reranker_status`` tool's answer: settings, a live probe and the counters, in plain text."""
-    info = snapshot(agent)
-    probe: ProbeReport | None = None
-    try:
-        config = settings.resolve_config(agent=agent)
-        if config.configured:
-            probe = await runtime.probe_async(config)
-        key = config.api_key
-    except ConfigError:
-        key = ""
-    return redact(format_report(info, probe), key)
+    raw, config, problems = _settings(agent)  # read once: for the summary and for the live probe
+    info = _snapshot(agent, raw, config, problems)
+    probe = await runtime.probe_async(config) if config is not None and config.configured else None
+    return redact(format_report(info, probe), str(raw.get("rerank_api_key") or ""))
 
 
 def format_report(info: Mapping[str, Any], probe: ProbeReport | None) -> str:

@@ -11,15 +11,14 @@ It runs in a child process so that its event loop never competes with the client
 from __future__ import annotations
 
 import asyncio
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
+from ..demo.word_overlap import word_overlap_score
 from .child_server import ChildProcessServer
-
-_WORD = re.compile(r"[a-z0-9]+")
+from .vllm_answers import models_answer, rerank_answer
 
 
 @dataclass(frozen=True)
@@ -27,12 +26,6 @@ class CostModel:
     request_ms: float = 1.0
     forward_ms: float = 10.0
     pair_ms: float = 0.1
-
-
-def overlap_score(query: str, document: str) -> float:
-    """Share of the query's words found in the document, in [0, 1]."""
-    words = set(_WORD.findall(query.lower()))
-    return len(words & set(_WORD.findall(document.lower()))) / len(words) if words else 0.0
 
 
 class _Gpu:
@@ -48,7 +41,7 @@ class _Gpu:
         await asyncio.sleep(self.cost.request_ms / 1000)
         async with self.lock:
             await asyncio.sleep((self.cost.forward_ms + self.cost.pair_ms * len(pairs)) / 1000)
-        return [overlap_score(q, d) for q, d in pairs]
+        return [word_overlap_score(q, d) for q, d in pairs]
 
 
 def build_app(cost: CostModel) -> web.Application:
@@ -66,12 +59,10 @@ def build_app(cost: CostModel) -> web.Application:
         body: dict[str, Any] = await request.json()
         documents = body["documents"]
         scores = await gpu.run([(body["query"], d) for d in documents])
-        results = sorted(({"index": i, "relevance_score": s} for i, s in enumerate(scores)),
-                         key=lambda r: -r["relevance_score"])
-        return web.json_response({"id": "score-bench", "model": "bench", "results": results})
+        return web.json_response(rerank_answer(scores, "bench"))
 
     async def models(_: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [{"id": "bench", "object": "model", "owned_by": "vllm"}]})
+        return web.json_response(models_answer("bench"))
 
     async def stats(_: web.Request) -> web.Response:
         return web.json_response({"requests": gpu.requests, "pairs": gpu.pairs})

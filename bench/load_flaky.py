@@ -30,8 +30,8 @@ from typing import Any
 
 from ..a0_hooks.recall import RecallOutcome, rerank_pool
 from ..core.config import RerankerConfig
+from ..demo.word_overlap import word_overlap_score
 from ..service import runtime
-from .cost_model_server import overlap_score
 from .load_flaky_server import Flakiness, FlakyServer
 
 WORDS = ("deploy", "database", "backup", "upgrade", "network", "billing", "login", "cache", "queue", "search",
@@ -133,7 +133,7 @@ def violation(query: str, pool: Sequence[Memory], limit: int, outcome: RecallOut
         return "a memory that was not in the pool was returned"
     expected = list(pool[:limit])
     if outcome.applied:
-        scores = [overlap_score(query, m.page_content) for m in pool]
+        scores = [word_overlap_score(query, m.page_content) for m in pool]
         expected = [pool[i] for i in sorted(range(len(pool)), key=lambda i: (-scores[i], i))[:limit]]
     if any(a is not b for a, b in zip(got, expected, strict=True)):
         return "the reranked order is not the server's" if outcome.applied else "a fallback was not stock"

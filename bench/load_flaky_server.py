@@ -19,8 +19,9 @@ from typing import Any
 
 from aiohttp import web
 
+from ..demo.word_overlap import word_overlap_score
 from .child_server import ChildProcessServer
-from .cost_model_server import overlap_score
+from .vllm_answers import models_answer, rerank_answer
 
 
 @dataclass(frozen=True)
@@ -47,13 +48,11 @@ def build_app(flakiness: Flakiness) -> web.Application:
             counts["hangs"] += 1
             await asyncio.sleep(flakiness.hang_s)  # bounded; cancelled sooner when the client hangs up
         counts["answered"] += 1
-        scores = [overlap_score(body["query"], d) for d in body["documents"]]
-        results = sorted(({"index": i, "relevance_score": s} for i, s in enumerate(scores)),
-                         key=lambda r: -r["relevance_score"])
-        return web.json_response({"id": "score-load", "model": "load", "results": results})
+        scores = [word_overlap_score(body["query"], d) for d in body["documents"]]
+        return web.json_response(rerank_answer(scores, "load"))
 
     async def models(_: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [{"id": "load", "object": "model", "owned_by": "vllm"}]})
+        return web.json_response(models_answer("load"))
 
     async def stats(_: web.Request) -> web.Response:
         return web.json_response(counts)

@@ -9,6 +9,7 @@ coercing what a form or an env override may deliver as text and naming every bad
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import math
 from collections.abc import Callable, Mapping
@@ -108,7 +109,16 @@ def settings_keys() -> list[str]:
 
 
 def load_default_settings(path: Path = DEFAULT_CONFIG_FILE) -> dict[str, Any]:
-    """Parse ``default_config.yaml`` (the documented defaults users see and override)."""
+    """Parse ``default_config.yaml`` (the documented defaults users see and override).
+
+    Every recall reads the settings, so the parsed file is kept until the file itself changes; each
+    caller gets its own copy to merge into.
+    """
+    return dict(_parse_settings_file(path, path.stat().st_mtime_ns))
+
+
+@functools.lru_cache(maxsize=4)
+def _parse_settings_file(path: Path, mtime_ns: int) -> dict[str, Any]:
     with path.open(encoding="utf-8") as handle:
         data = yaml.safe_load(handle) or {}
     if not isinstance(data, dict):

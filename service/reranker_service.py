@@ -86,10 +86,10 @@ class RerankService:
         try:
             ranking, api = await self._rerank(query, documents, config, deadline)
         except RerankError as exc:
-            return self._fallback(exc.reason, _masked(str(exc), config, query, documents), config, ticket)
+            return self._fallback(exc.reason, _masked(str(exc), config, query, documents), ticket)
         except Exception as exc:
             log.exception("a0_reranker: unexpected error while reranking (recall keeps its stock order)")
-            return self._fallback("error", f"unexpected error: {type(exc).__name__}", config, ticket)
+            return self._fallback("error", f"unexpected error: {type(exc).__name__}", ticket)
         if ticket is None or ticket.claim():
             self._stats.rerank_succeeded(time.monotonic() - started, api)
         return RerankResult(ranking, api=api)
@@ -230,10 +230,8 @@ class RerankService:
 
         return send
 
-    def _fallback(
-        self, reason: str, message: str, config: RerankerConfig, ticket: CountOnce | None = None
-    ) -> RerankResult:
-        text = redact(message, config.api_key)
+    def _fallback(self, reason: str, text: str, ticket: CountOnce | None) -> RerankResult:
+        """Count a fallback (``text`` is already masked) unless the caller counted its own timeout."""
         if ticket is None or ticket.claim():
             self._stats.fallback(reason, text)
             log.debug("a0_reranker: fallback to the stock order (%s): %s", reason, text)

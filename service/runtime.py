@@ -84,39 +84,77 @@ def _valid_input(query: Any, documents: Any) -> bool:
     return True
 
 
-async def rerank_result_async(query: str, documents: Sequence[str], *, config: RerankerConfig) -> RerankResult:
-    """The ranking with how it went (API used, or why it fell back). Awaitable from any event loop;
-    cancellation propagates, nothing else is raised."""
+def _refusal(query: Any, documents: Any, config: RerankerConfig) -> RerankResult | None:
+    """Why this call goes nowhere near the server, or None when it should be sent."""
     if not config.enabled:
         return RerankResult(None, reason="disabled", message="rerank_enabled is off")
     if not config.configured:
         return RerankResult(None, reason="not_configured", message="no endpoint is set")
     if not _valid_input(query, documents):
         return RerankResult(None, reason="bad_input", message="needs a query string and a list of strings")
-    deadline = time.monotonic() + config.timeout
+    return None
+
+
+@dataclass(frozen=True)
+class _Submitted:
+    """A rerank handed to the owner loop: its future, its deadline, and who counts its outcome."""
+
+    future: concurrent.futures.Future[RerankResult]
+    deadline: float
+    ticket: CountOnce
+
+    @property
+    def remaining(self) -> float:
+        return max(0.0, self.deadline - time.monotonic())
+
+    def abandon(self) -> bool:
+        """The caller's deadline passed. True: this caller gave up first, so the work is cancelled and
+        the timeout counted here. False: the service decided at the same moment and counted its own
+        outcome; its result is being handed over (synchronously on the owner loop), so take it."""
+        if not self.ticket.claim():
+            return False
+        self.future.cancel()
+        stats_recorder().fallback("timeout", TIMED_OUT.message)
+        log.debug("a0_reranker: fallback to the stock order (timeout): %s", TIMED_OUT.message)
+        return True
+
+
+def _submit(current: Runtime, query: str, documents: Sequence[str], config: RerankerConfig,
+            deadline: float) -> _Submitted:
     ticket = CountOnce()
+    future = current.owner.submit(current.service.rerank, query, list(documents), config, deadline, ticket)
+    return _Submitted(future, deadline, ticket)
+
+
+async def rerank_result_async(query: str, documents: Sequence[str], *, config: RerankerConfig) -> RerankResult:
+    """The ranking with how it went (API used, or why it fell back). Awaitable from any event loop;
+    cancellation propagates, nothing else is raised."""
+    refusal = _refusal(query, documents, config)
+    if refusal is not None:
+        return refusal
+    deadline = time.monotonic() + config.timeout
     try:
         current = runtime()
         if current.owner.is_current_thread():
             return await current.service.rerank(query, list(documents), config, deadline)
-        future = current.owner.submit(current.service.rerank, query, list(documents), config, deadline, ticket)
+        job = _submit(current, query, documents, config, deadline)
     except Exception:
         log.exception("a0_reranker: could not reach the reranker's event loop")
         return RerankResult(None, reason="error", message="the reranker's event loop is not available")
     try:
-        return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), deadline - time.monotonic())
+        return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(job.future)), job.remaining)
     except TimeoutError:
         pass
     except asyncio.CancelledError:
-        future.cancel()
+        job.future.cancel()
         raise
     except Exception:
         log.exception("a0_reranker: unexpected error while waiting for a rerank")
         return RerankResult(None, reason="error", message="unexpected error while waiting")
-    if _abandon(future, ticket):
+    if job.abandon():
         return TIMED_OUT
     try:
-        return await asyncio.wait_for(asyncio.wrap_future(future), HANDOVER_S)
+        return await asyncio.wait_for(asyncio.wrap_future(job.future), HANDOVER_S)
     except Exception:
         log.exception("a0_reranker: a finished rerank was not handed over")
         return TIMED_OUT
@@ -129,37 +167,22 @@ async def rerank_async(query: str, documents: Sequence[str], *, config: Reranker
 
 def rerank(query: str, documents: Sequence[str], *, config: RerankerConfig) -> Ranking | None:
     """The blocking form, for threads (also one whose own event loop is running). Never raises."""
-    if not (config.enabled and config.configured and _valid_input(query, documents)):
+    if _refusal(query, documents, config) is not None:
         return None
     deadline = time.monotonic() + config.timeout
-    ticket = CountOnce()
     try:
         current = runtime()
         if current.owner.is_current_thread():
             log.error("a0_reranker: rerank() was called on the reranker's own loop; use rerank_async()")
             return None
-        future = current.owner.submit(current.service.rerank, query, list(documents), config, deadline, ticket)
+        job = _submit(current, query, documents, config, deadline)
         try:
-            return future.result(timeout=max(0.0, deadline - time.monotonic())).ranking
+            return job.future.result(timeout=job.remaining).ranking
         except TimeoutError:
-            if _abandon(future, ticket):
-                return None
-            return future.result(timeout=HANDOVER_S).ranking
+            return None if job.abandon() else job.future.result(timeout=HANDOVER_S).ranking
     except Exception:
         log.exception("a0_reranker: unexpected error in rerank()")
         return None
-
-
-def _abandon(future: concurrent.futures.Future[RerankResult], ticket: CountOnce) -> bool:
-    """The caller's deadline passed. True: this caller gave up first, so the work is cancelled and the
-    timeout counted here. False: the service decided at the same moment and counted its own outcome;
-    its result is being handed over (synchronously on the owner loop), so the caller takes it."""
-    if not ticket.claim():
-        return False
-    future.cancel()
-    stats_recorder().fallback("timeout", TIMED_OUT.message)
-    log.debug("a0_reranker: fallback to the stock order (timeout): %s", TIMED_OUT.message)
-    return True
 
 
 async def probe_async(config: RerankerConfig) -> ProbeReport:
