@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from .recall import RecallOutcome
+from ..service.recall_pool import RecallOutcome
 
 log = logging.getLogger("a0_reranker")
 

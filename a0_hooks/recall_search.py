@@ -22,8 +22,8 @@ from typing import Any, Final
 from ..core.config import RerankerConfig
 from ..core.errors import ConfigError
 from ..service import runtime
+from ..service.recall_pool import rerank_pool
 from . import plugin_state, recall_log, recall_scope, settings
-from .recall import rerank_pool
 from .recall_scope import RecallScope
 from .search_call import SearchCall
 

@@ -28,10 +28,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..a0_hooks.recall import RecallOutcome, rerank_pool
 from ..core.config import RerankerConfig
 from ..demo.word_overlap import word_overlap_score
 from ..service import runtime
+from ..service.recall_pool import RecallOutcome, rerank_pool
 from .load_flaky_server import Flakiness, FlakyServer
 
 WORDS = ("deploy", "database", "backup", "upgrade", "network", "billing", "login", "cache", "queue", "search",

@@ -13,13 +13,13 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ..a0_hooks.recall import RecallOutcome, rerank_pool
 from ..core.config import RerankerConfig
 from ..core.probe_report import ProbeReport
 from ..demo import memories
 from ..demo.embedding_order import embedding_order
 from ..demo.server import LABEL, DemoServer
 from ..service import runtime
+from ..service.recall_pool import RecallOutcome, rerank_pool
 from .demo_view import render
 from .errors import FAILED, CliError
 from .options import add_server_options, positive_int, server_config

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -31,9 +32,13 @@ def test_the_public_import_path_is_the_one_other_plugins_use() -> None:
 
 
 def test_the_package_builds_as_a_standalone_wheel(tmp_path: Path) -> None:
+    # Build from a copy: setuptools writes build/ and *.egg-info into the source folder.
+    source = tmp_path / "source"
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv*", "build", "*.egg-info", "__pycache__", ".vendor", "node_modules", ".*_cache"))
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path),
-         str(REPO)],
+         str(source)],
         check=True, capture_output=True, timeout=300,
     )
     [wheel] = tmp_path.glob("a0_reranker-*.whl")

@@ -54,10 +54,10 @@ from support.servers import (
     StallBody,
     serve_in_thread,
 )
-from usr.plugins.a0_reranker.a0_hooks.recall import RecallOutcome, rerank_pool
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.helpers import reranker
 from usr.plugins.a0_reranker.service import runtime
+from usr.plugins.a0_reranker.service.recall_pool import RecallOutcome, rerank_pool
 from usr.plugins.a0_reranker.service.transport import MAX_ANSWER_BYTES
 
 pytestmark = pytest.mark.anyio

@@ -22,12 +22,12 @@ from reliability.answer_plans import SHAPES, AnswerPlan, PlannedAnswer, answer_p
 from reliability.kit import MARK, FakeDocument, config_for, make_pool, same_objects
 
 from support.servers import RunningServer, serve_in_thread
-from usr.plugins.a0_reranker.a0_hooks.recall import RecallOutcome, rerank_pool
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.core.dialects import ScoreBatch, WireAnswer
 from usr.plugins.a0_reranker.core.dialects import catalog as cat
 from usr.plugins.a0_reranker.core.errors import MalformedAnswer, ServerError
 from usr.plugins.a0_reranker.service import runtime
+from usr.plugins.a0_reranker.service.recall_pool import RecallOutcome, rerank_pool
 
 QUERY = f"{MARK} what did we decide about the backup keys"
 

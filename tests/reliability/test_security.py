@@ -24,12 +24,12 @@ from reliability.kit import LIMIT, MARK, QUERY, TEXTS, config_for, is_ours, make
 from reliability.tls_server import tls_server, write_ca_bundle
 
 from support.servers import Hang, InvalidJson, Respond, RunningServer
-from usr.plugins.a0_reranker.a0_hooks.recall import rerank_pool
 from usr.plugins.a0_reranker.core.config import RerankerConfig, load_default_settings
 from usr.plugins.a0_reranker.core.errors import ConfigError
 from usr.plugins.a0_reranker.core.redaction import redact
 from usr.plugins.a0_reranker.helpers import reranker
 from usr.plugins.a0_reranker.service import runtime
+from usr.plugins.a0_reranker.service.recall_pool import rerank_pool
 
 pytestmark = pytest.mark.anyio
 

@@ -1,4 +1,4 @@
-"""What a reranked recall returns, given the candidate pool in stock order.
+"""What a reranked recall returns, given the candidate pool in stock order (no A0 knowledge here).
 
 The memory wrapper fetches a pool larger than A0 asked for, and this module decides what to hand
 back: the best ``limit`` by the reranker when reranking applies, the stock top-``limit`` in shadow
@@ -15,7 +15,7 @@ from typing import Any, Generic, TypeVar
 
 from ..core.config import RerankerConfig
 from ..core.ranking import OrderChange, order_change
-from ..service import runtime
+from . import runtime
 
 D = TypeVar("D")
 
