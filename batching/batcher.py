@@ -4,59 +4,53 @@ Flush rule: the dispatcher takes a concurrency slot first, then drains the queue
 is in flight it sends at once, so a lone recall pays no window. When other requests are in flight it
 waits up to ``window`` seconds, counted from the enqueue time of the oldest queued job, for more
 jobs to join (it stops early once a request's worth of pairs is queued). Under load, jobs pile up
-while slots are busy, so batches grow by themselves.
+while slots are busy, so batches grow by themselves. Each batch goes to the dispatch step, which
+carries it out (attempts, retries, hedges). The dispatcher task runs only while jobs are queued.
 
 Every caller owns its deadline: at expiry its future fails at once, its unsent pairs leave the queue,
-and a request whose last waiter left is cancelled. Whatever fails inside, every waiting future is
-completed (the dispatcher is a supervisor boundary); a full queue refuses at once.
+and a request whose last waiter left is cancelled. A request task gives its slot back when it ends,
+however it ends (also when it is cancelled before its first step). Whatever fails inside, every
+waiting future is completed (the dispatcher is a supervisor boundary); a full queue refuses at once,
+but a lone call larger than the queue bound is let through when nothing else is queued.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Awaitable, Callable, Sequence
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
 
-from ..core.dialects import ScoreBatch
-from ..core.errors import (
-    DeadlineExceeded,
-    InputTooLong,
-    MalformedAnswer,
-    Overloaded,
-    RerankError,
-)
-from ..core.statistics import StatsRecorder
-from .breaker import CircuitBreaker
+from ..core.errors import DeadlineExceeded, Overloaded, RerankError
+from .dispatch import Dispatch
 from .jobs import Job
 from .limiter import EndpointLimiter
 from .plans import PendingQueue, Plan
 
-SendFn = Callable[[ScoreBatch, float], Awaitable[list[float]]]
+
+@dataclass(frozen=True)
+class Scored:
+    """One job's scores, in document order, and how many retries the requests carrying it needed."""
+
+    scores: list[float]
+    retries: int = 0
 
 
 class MicroBatcher:
-    """Scores jobs for one route (endpoint + dialect + model) through ``send``; lives on one event loop.
-
-    It reports each request's outcome to the endpoint's circuit breaker; admitting a call past the
-    breaker is the caller's decision (the service asks once per rerank, detection included).
-    """
+    """Scores jobs for one route (endpoint + dialect + model) through ``dispatch``; lives on one event loop."""
 
     def __init__(
         self,
-        send: SendFn,
+        dispatch: Dispatch,
         *,
         limiter: EndpointLimiter,
-        breaker: CircuitBreaker,
-        stats: StatsRecorder,
         mixes_queries: bool,
         max_pairs: int,
         window: float,
         max_queued_pairs: int,
     ) -> None:
-        self._send = send
+        self._dispatch_step = dispatch
         self._limiter = limiter
-        self._breaker = breaker
-        self._stats = stats
         self._mixes_queries = mixes_queries
         self._max_pairs = max_pairs
         self._window = window
@@ -73,6 +67,10 @@ class MicroBatcher:
         self._max_queued_pairs = max_queued_pairs
 
     @property
+    def dispatch(self) -> Dispatch:
+        return self._dispatch_step
+
+    @property
     def queued_pairs(self) -> int:
         return self._queue.pairs
 
@@ -80,16 +78,21 @@ class MicroBatcher:
     def in_flight(self) -> int:
         return len(self._plans)
 
-    async def score(self, query: str, documents: Sequence[str], deadline: float) -> list[float]:
+    @property
+    def idle(self) -> bool:
+        """Nothing queued, nothing in flight, no dispatcher: safe to forget."""
+        return not self._queue and not self._plans and (self._dispatcher is None or self._dispatcher.done())
+
+    async def score(self, query: str, documents: Sequence[str], deadline: float) -> Scored:
         """One score per document, in order. Raises a ``RerankError`` naming why it could not."""
         if not documents:
-            return []
+            return Scored([])
         loop = asyncio.get_running_loop()
         if self._closed:
             raise RerankError("the batcher is closed")
         if deadline <= loop.time():
             raise DeadlineExceeded("the deadline passed before the request was queued")
-        if self._queue.pairs + len(set(documents)) > self._max_queued_pairs:
+        if self._queue and self._queue.pairs + len(set(documents)) > self._max_queued_pairs:
             raise Overloaded(f"more than {self._max_queued_pairs} pairs are already waiting")
         job = Job(query=query, documents=documents, deadline=deadline, future=loop.create_future())
         self._queue.add(job)
@@ -97,38 +100,36 @@ class MicroBatcher:
         self._ensure_dispatcher()
         timer = loop.call_at(deadline, self._expire, job)
         try:
-            return await job.future
+            return Scored(await job.future, job.retries)
         finally:
             timer.cancel()
-            self._finish(job)
+            self._finish(job, at_deadline=False)
 
     async def close(self) -> None:
-        """Fail everything still waiting and stop the dispatcher."""
+        """Fail everything still waiting and stop the dispatcher and every request."""
         self._closed = True
         error = RerankError("the reranker is shutting down")
+        self._fail_jobs(self._queue.drain(), error)
+        tasks = [plan.task for plan in self._plans if plan.task is not None]
         for plan in list(self._plans):
             self._fail_jobs(plan.jobs, error)
-            if plan.task:
-                plan.task.cancel()
-        self._fail_queued(error)
         if self._dispatcher:
             self._dispatcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._dispatcher
+            tasks.append(self._dispatcher)
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     # --- caller side -------------------------------------------------------------------------
 
     def _expire(self, job: Job) -> None:
-        job.expired = True
         job.fail(DeadlineExceeded("no answer before the deadline"))
-        self._finish(job)
+        self._finish(job, at_deadline=True)
 
-    def _finish(self, job: Job) -> None:
+    def _finish(self, job: Job, *, at_deadline: bool) -> None:
         """A job ended (result, error, deadline or cancellation): drop its unsent pairs and orphan requests."""
         self._queue.discard(job)
         for plan in list(job.plans):
-            if not plan.has_waiters and plan.task and not plan.task.done():
-                plan.task.cancel()
+            if not plan.has_waiters:
+                plan.abandon(at_deadline=at_deadline)
 
     # --- dispatcher --------------------------------------------------------------------------
 
@@ -137,18 +138,15 @@ class MicroBatcher:
             self._dispatcher = asyncio.get_running_loop().create_task(self._dispatch())
 
     async def _dispatch(self) -> None:
-        while not self._closed:
+        while self._queue and not self._closed:
             try:
                 await self._dispatch_one()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # supervisor boundary: a bug here must not strand any caller
-                self._fail_queued(RerankError(f"internal batching error: {exc!r}"))
+                self._fail_jobs(self._queue.drain(), RerankError(f"internal batching error: {exc!r}"))
 
     async def _dispatch_one(self) -> None:
-        while not self._queue:
-            self._arrived.clear()
-            await self._arrived.wait()
         await self._limiter.acquire()
         started = False
         try:
@@ -156,10 +154,7 @@ class MicroBatcher:
                 await self._wait_for_company()
             plan = self._queue.take(max_pairs=self._max_pairs, mixes_queries=self._mixes_queries)
             if plan is not None:
-                for job in plan.jobs:
-                    job.plans.add(plan)
-                self._plans.add(plan)
-                plan.task = asyncio.get_running_loop().create_task(self._send_plan(plan))
+                self._start(plan)
                 started = True
         finally:
             if not started:
@@ -182,43 +177,39 @@ class MicroBatcher:
             except TimeoutError:
                 return
 
+    # --- requests ----------------------------------------------------------------------------
+
+    def _start(self, plan: Plan) -> None:
+        """Hand the plan, and the slot already taken for it, to a task of its own."""
+        for job in plan.jobs:
+            job.plans.add(plan)
+        self._plans.add(plan)
+        plan.task = asyncio.get_running_loop().create_task(self._send_plan(plan))
+        plan.task.add_done_callback(functools.partial(self._plan_done, plan))
+
+    def _plan_done(self, plan: Plan, task: asyncio.Task[None]) -> None:
+        """Runs however the task ended, even cancelled before its first step: the slot comes back."""
+        self._limiter.release()
+        self._plans.discard(plan)
+        jobs = plan.jobs
+        for job in jobs:
+            job.plans.discard(plan)
+        if task.cancelled():  # shutdown, or cancelled before it could answer: nobody may be left waiting
+            self._fail_jobs(jobs, DeadlineExceeded("no answer before the deadline"))
+
     async def _send_plan(self, plan: Plan) -> None:
         try:
-            self._stats.request_sent(len(plan.batch))
-            scores = await self._send(plan.batch, plan.deadline)
-            if len(scores) != len(plan.batch):
-                raise MalformedAnswer(f"expected {len(plan.batch)} scores, got {len(scores)}")
-            self._breaker.record_success()
-            plan.deliver(scores)
-        except asyncio.CancelledError:
-            # Every waiter left. If one left because its deadline passed, the server was too slow.
-            if any(job.expired for job in plan.jobs):
-                self._breaker.record_failure()
-            else:
-                self._breaker.release_probe()
-            self._fail_jobs(plan.jobs, DeadlineExceeded("no answer before the deadline"))
-        except InputTooLong as exc:
-            self._breaker.release_probe()
-            self._fail_jobs(plan.jobs, exc)
+            scores = await self._dispatch_step.carry_out(plan)
+            if scores is not None:
+                plan.deliver(scores)
         except RerankError as exc:
-            self._breaker.record_failure()
             self._fail_jobs(plan.jobs, exc)
-        except Exception as exc:  # a bug in send or parse: fail the waiters, never strand them
-            self._breaker.record_failure()
+        except Exception as exc:  # a bug in dispatch or delivery: fail the waiters, never strand them
             self._fail_jobs(plan.jobs, RerankError(f"unexpected error: {exc!r}"))
-        finally:
-            self._limiter.release()
-            self._plans.discard(plan)
-            for job in plan.jobs:
-                job.plans.discard(plan)
-            self._arrived.set()  # a slot is free: let the dispatcher look again
 
-    def _fail_jobs(self, jobs: set[Job], error: BaseException) -> None:
-        for job in jobs:
+    def _fail_jobs(self, jobs: Sequence[Job] | set[Job], error: BaseException) -> None:
+        for job in list(jobs):
             if not job.done:
                 job.fail(error)
-            self._finish(job)
+            self._finish(job, at_deadline=False)
 
-    def _fail_queued(self, error: BaseException) -> None:
-        while (plan := self._queue.take(max_pairs=1 << 30, mixes_queries=True)) is not None:
-            self._fail_jobs(plan.jobs, error)

@@ -1,63 +1,181 @@
-"""A circuit breaker per endpoint: stop paying the timeout on every recall while a server is down.
+"""A circuit breaker per endpoint: stop paying the timeout on every recall while a server is down, and
+keep reranking through a server that merely fails now and then.
 
-Closed: requests flow; ``failures`` consecutive failed requests open it. Open: every call is refused
-at once. After ``cooldown`` seconds the next call is let through alone as a probe (half-open); its
-success closes the breaker, its failure opens it for another cooldown. Used on the owner loop only.
+Two triggers open it. A server that is gone fails every request the same way (refused, reset, never
+answering), so ``consecutive`` such failures in a row open it at once; an attempt that timed out while
+another, sent after it was, came back fine proves the server alive, and counts as a failure only (so a
+few requests a live server drops cannot open it this way). A server that answers but fails
+too often opens it by its failure rate: at least ``failure_rate`` of the last ``window`` attempts, once
+``min_samples`` have been seen. A server that fails 15% of its requests keeps it closed; a 429 or an
+input the model refuses says nothing about the server's health and is not counted at all.
+
+Open, it refuses every attempt until ``cooldown`` has passed; then it is half-open and admits up to
+``probes`` attempts, closing once that many have succeeded and opening again on the first failure.
+
+Admission and outcome are one thing: ``admit`` hands out a ``Permit`` (or None), and the permit
+reports its outcome exactly once. Used as a context manager it always reports: success on a clean
+exit, the error's verdict on a ``RerankError``, and nothing held (neutral) on cancellation. A permit
+from before the last change of state reports into nothing. Used on the owner loop only.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
+from types import TracebackType
 from typing import Literal
+
+from .verdicts import Health, health_of
 
 State = Literal["closed", "open", "half_open"]
 
 
-class CircuitBreaker:
-    def __init__(self, *, failures: int, cooldown: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self.failures = failures
-        self.cooldown = cooldown
-        self._clock = clock
-        self._state: State = "closed"
-        self._consecutive = 0
-        self._opened_at = 0.0
-        self._probe_out = False
+@dataclass(frozen=True, kw_only=True)
+class BreakerPolicy:
+    consecutive: int = 3
+    failure_rate: float = 0.5
+    window: int = 50
+    min_samples: int = 20
+    cooldown: float = 15.0
+    probes: int = 2
 
-    def configure(self, *, failures: int, cooldown: float) -> None:
+
+class Permit:
+    """One attempt's admission; report its outcome once (later reports are ignored)."""
+
+    __slots__ = ("_breaker", "_epoch", "_settled", "admitted_at", "probe")
+
+    def __init__(self, breaker: CircuitBreaker, epoch: int, probe: bool, admitted_at: float) -> None:
+        self._breaker = breaker
+        self._epoch = epoch
+        self._settled = False
+        self.probe = probe
+        self.admitted_at = admitted_at
+
+    @property
+    def settled(self) -> bool:
+        return self._settled
+
+    def report(self, health: Health) -> None:
+        if not self._settled:
+            self._settled = True
+            self._breaker._settle(self, self._epoch, health)
+
+    def __enter__(self) -> Permit:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if exc is None:
+            self.report("success")
+        elif isinstance(exc, asyncio.CancelledError):
+            self.report("neutral")
+        else:
+            self.report(health_of(exc))
+
+
+class CircuitBreaker:
+    def __init__(self, policy: BreakerPolicy = BreakerPolicy(), *, clock: Callable[[], float] = time.monotonic,
+                 on_open: Callable[[], None] | None = None) -> None:
+        self.policy = policy
+        self._clock = clock
+        self._on_open = on_open
+        self._state: State = "closed"
+        self._epoch = 0
+        self._opened_at = 0.0
+        self._consecutive = 0
+        self._recent: deque[bool] = deque(maxlen=policy.window)  # True: the attempt failed
+        self._probes_out = 0
+        self._probe_successes = 0
+        self._last_success = float("-inf")
+
+    def configure(self, policy: BreakerPolicy) -> None:
         """Settings may change between calls; the next decision uses the new thresholds."""
-        self.failures = failures
-        self.cooldown = cooldown
+        if policy.window != self.policy.window:
+            self._recent = deque(self._recent, maxlen=policy.window)
+        self.policy = policy
 
     @property
     def state(self) -> State:
-        if self._state == "open" and self._clock() - self._opened_at >= self.cooldown:
+        return self._state_at(self._clock())
+
+    def would_admit(self) -> bool:
+        """Whether an attempt would be admitted now, without taking anything (a fast refusal for callers)."""
+        state = self._state_at(self._clock())
+        return state == "closed" or (state == "half_open" and self._probe_room())
+
+    def admit(self) -> Permit | None:
+        """A permit for one attempt, or None while open. One read of the clock decides."""
+        now = self._clock()
+        state = self._state_at(now)
+        if state == "closed":
+            return Permit(self, self._epoch, False, now)
+        if state == "open":
+            return None
+        if self._state == "open":
+            self._enter("half_open")
+        if not self._probe_room():
+            return None
+        self._probes_out += 1
+        return Permit(self, self._epoch, True, now)
+
+    def _probe_room(self) -> bool:
+        return self._probes_out < self.policy.probes - self._probe_successes
+
+    def _state_at(self, now: float) -> State:
+        if self._state == "open" and now - self._opened_at >= self.policy.cooldown:
             return "half_open"
         return self._state
 
-    def allow(self) -> bool:
-        """Whether a call may go to the server now. In half-open state only one probe is let through."""
-        state = self.state
-        if state == "closed":
-            return True
-        if state == "half_open" and not self._probe_out:
-            self._state = "half_open"
-            self._probe_out = True
-            return True
-        return False
+    def _settle(self, permit: Permit, epoch: int, health: Health) -> None:
+        if health == "success":
+            self._last_success = self._clock()
+        elif health == "down" and self._last_success > permit.admitted_at:
+            health = "failure"  # another request came back since this one left: the server is there
+        if epoch != self._epoch or health == "neutral":
+            if epoch == self._epoch and permit.probe:
+                self._probes_out -= 1
+            return
+        if permit.probe:
+            self._settle_probe(health)
+        else:
+            self._record(health)
 
-    def record_success(self) -> None:
-        self._state = "closed"
+    def _settle_probe(self, health: Health) -> None:
+        self._probes_out -= 1
+        if health != "success":
+            self._open()
+            return
+        self._probe_successes += 1
+        if self._probe_successes >= self.policy.probes:
+            self._enter("closed")
+
+    def _record(self, health: Health) -> None:
+        failed = health != "success"
+        self._recent.append(failed)
+        self._consecutive = self._consecutive + 1 if health == "down" else 0
+        if self._consecutive >= self.policy.consecutive or self._rate_exceeded():
+            self._open()
+
+    def _rate_exceeded(self) -> bool:
+        seen = len(self._recent)
+        if self.policy.failure_rate >= 1 or seen < self.policy.min_samples:
+            return False  # a rate of 1 turns this trigger off
+        return sum(self._recent) >= self.policy.failure_rate * seen
+
+    def _open(self) -> None:
+        self._enter("open")
+        self._opened_at = self._clock()
+        if self._on_open is not None:
+            self._on_open()
+
+    def _enter(self, state: State) -> None:
+        self._state = state
+        self._epoch += 1
+        self._probes_out = 0
+        self._probe_successes = 0
         self._consecutive = 0
-        self._probe_out = False
-
-    def record_failure(self) -> None:
-        self._consecutive += 1
-        if self._state == "half_open" or self._consecutive >= self.failures:
-            self._state = "open"
-            self._opened_at = self._clock()
-        self._probe_out = False
-
-    def release_probe(self) -> None:
-        """The probe call ended without reaching the server (e.g. cancelled): let another try."""
-        self._probe_out = False
+        if state == "closed":
+            self._recent.clear()

@@ -19,8 +19,9 @@ _job_ids = itertools.count()
 class Job:
     """Scores for ``documents`` against ``query``, due by ``deadline`` (``time.monotonic`` seconds).
 
-    ``unsent`` holds the positions of distinct documents not yet taken into a request; ``targets``
-    maps each distinct document to every position it fills (a recall may hold the same text twice).
+    ``unsent`` holds the distinct documents not yet taken into a request (only the queue changes it);
+    ``targets`` maps each distinct document to every position it fills (a recall may hold the same
+    text twice). ``retries`` is the most retries any request carrying its pairs needed.
     """
 
     query: str
@@ -30,7 +31,7 @@ class Job:
     enqueued_at: float = field(default_factory=time.monotonic)
     id: int = field(default_factory=lambda: next(_job_ids))
     plans: set[Plan] = field(default_factory=set)
-    expired: bool = False
+    retries: int = 0
 
     def __post_init__(self) -> None:
         positions: dict[str, list[int]] = {}
@@ -56,8 +57,7 @@ class Job:
             self.future.set_result([s for s in self.scores if s is not None])
 
     def fail(self, error: BaseException) -> None:
-        """Complete with an error unless already complete; drop what was not sent yet."""
-        self.unsent.clear()
+        """Complete with an error unless already complete (the queue forgets its unsent pairs)."""
         if not self.done:
             self.future.set_exception(error)
             # The exception is always either awaited by the caller or deliberately dropped with it.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 import anyio
@@ -43,10 +43,13 @@ class OwnerLoop:
     def is_current_thread(self) -> bool:
         return threading.get_ident() == self._thread.ident
 
-    def submit(self, func: Callable[..., Awaitable[T]], *args: Any) -> concurrent.futures.Future[T]:
-        """Start ``func(*args)`` on the owner loop; cancelling the returned future cancels the task."""
-        assert self._portal is not None
-        return self._portal.start_task_soon(func, *args)
+    def submit(self, func: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> concurrent.futures.Future[T]:
+        """Start ``func(*args)`` on the owner loop; cancelling the returned future cancels the task.
+
+        Through asyncio's own thread-safe hand-over: a cancel from another thread is delivered to the
+        task on the owner loop, whatever instant it arrives (also just as the task finishes)."""
+        assert self.loop is not None
+        return asyncio.run_coroutine_threadsafe(func(*args), self.loop)
 
     def call(self, func: Callable[..., Awaitable[T]], *args: Any) -> T:
         """Run ``func(*args)`` on the owner loop and block for its result (never from the owner thread)."""

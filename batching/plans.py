@@ -4,6 +4,9 @@
 from the oldest jobs on, whatever their query; otherwise it takes the oldest job's query and every
 queued job with that same query. Identical (query, document) pairs are sent once and routed to every
 job waiting for them. A job larger than one request is split over several.
+
+The queue owns the unsent pairs: only ``take`` and ``discard`` change a job's ``unsent``, and the
+queued-pairs figure is derived from the jobs actually queued, so it cannot drift on any path.
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ class Plan:
     batch: ScoreBatch
     routes: dict[PairKey, list[Job]]
     task: asyncio.Task[None] | None = field(default=None, repr=False)
+    retries: int = 0
+    abandoned_at_deadline: bool = False  # the last waiter left because its deadline passed
+    _abandoned: bool = field(default=False, repr=False)
 
     @property
     def jobs(self) -> set[Job]:
@@ -42,33 +48,54 @@ class Plan:
     def deliver(self, scores: list[float]) -> None:
         for (query, document), score in zip(self._keys(), scores, strict=True):
             for job in self.routes[(query, document)]:
+                job.retries = max(job.retries, self.retries)
                 job.deliver(document, score)
+
+    def abandon(self, *, at_deadline: bool) -> None:
+        """Every waiter left: cancel the request (the first reason to abandon it is the one kept)."""
+        if self._abandoned or self.task is None or self.task.done():
+            return
+        self._abandoned = True
+        self.abandoned_at_deadline = at_deadline
+        self.task.cancel()
 
     def _keys(self) -> list[PairKey]:
         return [(self.batch.queries[qi], doc) for qi, doc in self.batch.pairs]
 
 
 class PendingQueue:
-    """Jobs with unsent pairs, oldest first, and the running total of unsent pairs."""
+    """Jobs with unsent pairs, oldest first."""
 
     def __init__(self) -> None:
         self._jobs: list[Job] = []
-        self.pairs = 0
 
     def __bool__(self) -> bool:
         return bool(self._jobs)
 
+    def __len__(self) -> int:
+        return len(self._jobs)
+
+    @property
+    def pairs(self) -> int:
+        """Unsent pairs of the queued jobs, counted from the jobs themselves."""
+        return sum(len(job.unsent) for job in self._jobs)
+
     def add(self, job: Job) -> None:
         if job.unsent:
             self._jobs.append(job)
-            self.pairs += len(job.unsent)
 
     def discard(self, job: Job) -> None:
         """Forget a finished job's unsent pairs (deadline, cancellation or failure)."""
         if job in self._jobs:
             self._jobs.remove(job)
-            self.pairs -= len(job.unsent)
         job.unsent.clear()
+
+    def drain(self) -> list[Job]:
+        """Remove and return every queued job (shutdown, or a bug in the dispatcher)."""
+        jobs, self._jobs = self._jobs, []
+        for job in jobs:
+            job.unsent.clear()
+        return jobs
 
     @property
     def oldest_enqueued_at(self) -> float | None:
@@ -97,7 +124,6 @@ class PendingQueue:
                 routes[key].append(job)
                 taken += 1
             del job.unsent[:taken]
-            self.pairs -= taken
             if not job.unsent:
                 self._jobs.remove(job)
             if len(pairs) >= max_pairs and job.unsent:

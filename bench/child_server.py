@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Self
 
 from aiohttp import web
 
@@ -35,7 +35,7 @@ class ChildProcessServer:
         self._process = context.Process(target=_serve, args=(build_app, args, self._ports, self._stop), daemon=True)
         self.url = ""
 
-    def __enter__(self) -> ChildProcessServer:
+    def __enter__(self) -> Self:
         self._process.start()
         self.url = f"http://127.0.0.1:{self._ports.get(timeout=60)}"
         return self

@@ -17,6 +17,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 from aiohttp import web
 
 from ..demo.word_overlap import word_overlap_score
@@ -34,10 +35,11 @@ class Flakiness:
 
 def build_app(flakiness: Flakiness) -> web.Application:
     rng = random.Random(flakiness.seed)
-    counts = {"answered": 0, "errors": 0, "hangs": 0}
+    counts = {"received": 0, "answered": 0, "errors": 0, "hangs": 0}
 
     async def rerank(request: web.Request) -> web.Response:
         body: dict[str, Any] = await request.json()
+        counts["received"] += 1
         draw = rng.random()
         if draw < flakiness.error_rate:
             counts["errors"] += 1
@@ -69,3 +71,9 @@ class FlakyServer(ChildProcessServer):
 
     def __init__(self, flakiness: Flakiness = Flakiness()) -> None:
         super().__init__(build_app, flakiness)
+
+    async def requests_served(self) -> int:
+        """Every scoring POST the server has received so far (answered, failed or held)."""
+        async with aiohttp.ClientSession() as session, session.get(f"{self.url}/stats") as answer:
+            counts = await answer.json()
+        return int(counts["received"])

@@ -52,7 +52,12 @@ class RerankerConfig:
     max_pairs_per_request: int = 512
     max_queued_pairs: int = 4096
     breaker_failures: int = 3
+    breaker_failure_rate: float = 0.5
     breaker_cooldown: float = 15.0
+    max_retries: int = 2
+    retry_budget: float = 0.2
+    hedge: bool = False
+    hedge_delay_ms: float = 0.0
     tls_verify: bool = True
     ca_bundle: str = ""
 
@@ -228,7 +233,9 @@ _COERCE: Final[dict[str, Callable[[Any], Any]]] = {
     "api_key": lambda v: _to_str(v).strip(), "candidates": _to_int, "instruction": _to_str,
     "max_doc_chars": _to_int, "max_query_chars": _to_int, "timeout": _to_float, "batch_window_ms": _to_float,
     "max_concurrency": _to_int, "max_pairs_per_request": _to_int, "max_queued_pairs": _to_int,
-    "breaker_failures": _to_int, "breaker_cooldown": _to_float, "tls_verify": _to_bool,
+    "breaker_failures": _to_int, "breaker_failure_rate": _to_float, "breaker_cooldown": _to_float,
+    "max_retries": _to_int, "retry_budget": _to_float, "hedge": _to_bool, "hedge_delay_ms": _to_float,
+    "tls_verify": _to_bool,
     "ca_bundle": lambda v: _to_str(v).strip(),
 }
 
@@ -243,12 +250,17 @@ NUMERIC_RANGES: Final[dict[str, tuple[float, float]]] = {
     "max_pairs_per_request": (1, 10_000),
     "max_queued_pairs": (1, 1_000_000),
     "breaker_failures": (1, 1000),
+    "breaker_failure_rate": (0.05, 1),
     "breaker_cooldown": (0.1, 3600),
+    "max_retries": (0, 10),
+    "retry_budget": (0, 1),
+    "hedge_delay_ms": (0, 60_000),
 }
 
 _TYPES: Final[dict[str, type | tuple[type, ...]]] = {
-    "enabled": bool, "apply": bool, "tls_verify": bool,
+    "enabled": bool, "apply": bool, "tls_verify": bool, "hedge": bool,
     "timeout": (int, float), "batch_window_ms": (int, float), "breaker_cooldown": (int, float),
+    "breaker_failure_rate": (int, float), "retry_budget": (int, float), "hedge_delay_ms": (int, float),
 }
 
 

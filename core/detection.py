@@ -169,6 +169,7 @@ class ProbeOutcome:
     error: str = ""
     latency_s: float = 0.0
     failure: str = ""  # the error's reason (``connect``, ``tls``, ``http_status`` ...) when it did not answer
+    retry_after: float | None = None  # a 429's Retry-After, when the failure was ``rate_limited``
 
     @property
     def answered(self) -> bool:

@@ -21,9 +21,20 @@ class ConfigError(RerankError, ValueError):
 
 
 class TransportError(RerankError):
-    """The server could not be reached or the connection broke (refused, DNS, TLS, reset, redirect)."""
+    """The server could not be reached or the connection broke (refused, DNS, TLS, reset, redirect).
+
+    ``retryable`` is false where sending again cannot help (a redirect, an unknown host name)."""
 
     reason = "connect"
+
+    def __init__(self, message: str, *, retryable: bool = True) -> None:
+        self.retryable = retryable
+        super().__init__(message)
+
+
+class StaleConnection(TransportError):
+    """A pooled keep-alive connection turned out closed by the server before any answer came: the
+    request is sent again at once on a fresh connection, and the server is not to blame."""
 
 
 class TlsFailure(TransportError):
@@ -31,6 +42,9 @@ class TlsFailure(TransportError):
     apart from ``connect`` because the fix differs (a CA bundle, not a running server)."""
 
     reason = "tls"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retryable=False)
 
 
 class DeadlineExceeded(RerankError):
@@ -48,6 +62,17 @@ class ServerError(RerankError):
         self.status = status
         self.message = message
         super().__init__(f"HTTP {status}: {message}" if message else f"HTTP {status}")
+
+
+class RateLimited(ServerError):
+    """429: the server (or its gateway) asks us to slow down, for ``retry_after`` seconds when it says.
+    Not a sign that the server is down."""
+
+    reason = "rate_limited"
+
+    def __init__(self, status: int, message: str, retry_after: float | None = None) -> None:
+        self.retry_after = retry_after
+        super().__init__(status, message)
 
 
 class InputTooLong(ServerError):

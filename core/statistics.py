@@ -37,6 +37,13 @@ class RerankerStatistics:
     shadow_mean_displacement: float | None = None
     last_api: str = ""
     last_error: str = ""
+    cancelled: int = 0
+    retries: int = 0
+    stale_connection_retries: int = 0
+    rate_limit_waits: int = 0
+    hedges: int = 0
+    retry_budget_exhausted: int = 0
+    reranked_after_retry: int = 0
 
     @property
     def mean_pairs_per_request(self) -> float | None:
@@ -66,6 +73,13 @@ class RerankerStatistics:
             "shadow_mean_displacement": _round(self.shadow_mean_displacement),
             "last_api": self.last_api,
             "last_error": self.last_error,
+            "cancelled": self.cancelled,
+            "retries": self.retries,
+            "stale_connection_retries": self.stale_connection_retries,
+            "rate_limit_waits": self.rate_limit_waits,
+            "hedges": self.hedges,
+            "retry_budget_exhausted": self.retry_budget_exhausted,
+            "reranked_after_retry": self.reranked_after_retry,
         }
 
 
@@ -93,16 +107,40 @@ class StatsRecorder:
             self._shadow_displacement = 0.0
             self._last_api = ""
             self._last_error = ""
+            self._events: Counter[str] = Counter()
 
     def rerank_started(self) -> None:
         with self._lock:
             self._reranks += 1
 
-    def rerank_succeeded(self, latency_s: float, api: str) -> None:
+    def rerank_succeeded(self, latency_s: float, api: str, retried: bool = False) -> None:
         with self._lock:
             self._reranked += 1
             self._latencies.append(latency_s * 1000.0)
             self._last_api = api
+            if retried:
+                self._events["reranked_after_retry"] += 1
+
+    def rerank_cancelled(self) -> None:
+        """The caller went away (cancelled) before the rerank finished: neither reranked nor a fallback."""
+        self._count("cancelled")
+
+    def retried(self, cause: str) -> None:
+        """A request was sent again: after an error, after a 429, or on a fresh connection (stale)."""
+        self._count("stale_connection_retries" if cause == "stale_connection" else "retries")
+
+    def rate_limit_wait(self) -> None:
+        self._count("rate_limit_waits")
+
+    def hedged(self) -> None:
+        self._count("hedges")
+
+    def retry_budget_exhausted(self) -> None:
+        self._count("retry_budget_exhausted")
+
+    def _count(self, event: str) -> None:
+        with self._lock:
+            self._events[event] += 1
 
     def fallback(self, reason: str, message: str = "") -> None:
         with self._lock:
@@ -142,7 +180,12 @@ class StatsRecorder:
                 shadow_mean_displacement=self._shadow_displacement / self._shadow if self._shadow else None,
                 last_api=self._last_api,
                 last_error=self._last_error,
+                **{name: self._events[name] for name in _EVENTS},
             )
+
+
+_EVENTS: Final = ("cancelled", "retries", "stale_connection_retries", "rate_limit_waits", "hedges",
+                  "retry_budget_exhausted", "reranked_after_retry")
 
 
 class CountOnce:

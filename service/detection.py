@@ -15,7 +15,15 @@ from dataclasses import dataclass
 from ..core import detection as det
 from ..core.config import RerankerConfig
 from ..core.dialects import Dialect, ScoreBatch, WireRequest
-from ..core.errors import ConfigError, DeadlineExceeded, DetectionFailed, RerankError, TlsFailure, TransportError
+from ..core.errors import (
+    ConfigError,
+    DeadlineExceeded,
+    DetectionFailed,
+    RateLimited,
+    RerankError,
+    TlsFailure,
+    TransportError,
+)
 from ..core.probe_report import ProbeReport
 from .transport import HttpTransport, TlsSettings
 
@@ -72,7 +80,8 @@ async def probe_dialect(
         )
         scores = dialect.parse(answer, batch)
     except RerankError as exc:
-        return det.ProbeOutcome(dialect, error=str(exc), latency_s=time.monotonic() - started, failure=exc.reason)
+        return det.ProbeOutcome(dialect, error=str(exc), latency_s=time.monotonic() - started, failure=exc.reason,
+                                retry_after=getattr(exc, "retry_after", None))
     return det.ProbeOutcome(dialect, scores=tuple(scores), latency_s=time.monotonic() - started)
 
 
@@ -148,9 +157,12 @@ def _unreachable(attempts: Sequence[det.ProbeOutcome], described: Sequence[str])
     untrusted or silent, or settings that cannot work, and ``detection`` only for a server that answered
     but speaks no API we know."""
     failures = {o.failure for o in attempts}
-    if not attempts or not failures <= {"connect", "tls", "timeout", "config"}:
+    if not attempts or not failures <= {"connect", "tls", "timeout", "config", "rate_limited"}:
         return None
     message = _nothing_answered(described)
+    if failures == {"rate_limited"}:  # the server is there but asks us to wait: not a detection failure
+        waits = [o.retry_after for o in attempts if o.retry_after is not None]
+        return RateLimited(429, message, retry_after=max(waits) if waits else None)
     if failures == {"config"}:
         return ConfigError([message])
     if failures == {"timeout"}:

@@ -1,48 +1,41 @@
 """The composition root on the owner loop: config -> endpoint -> route -> batcher -> ranking.
 
 It is the fail-safe boundary: ``rerank`` returns the ranking or None and records why, and nothing
-but cancellation leaves it. Detection results are cached per endpoint, API mode, model, key,
-instruction and TLS settings (async-lru, with a TTL; concurrent identical detections share one run)
-and forgotten when the endpoint starts failing.
+but cancellation leaves it. Detection results are cached per endpoint, API mode, model, key and TLS
+settings (async-lru, with a TTL; concurrent identical detections share one run). A detection runs to
+its own end even when its callers leave (its deadline bounds it), so that a server which never
+answers is counted against the breaker and a server which answers late is remembered. Routes are
+forgotten when the breaker opens or a status says the route is gone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from async_lru import alru_cache
 
-from ..batching.batcher import MicroBatcher
-from ..batching.breaker import CircuitBreaker
-from ..batching.limiter import EndpointLimiter
+from ..batching.batcher import MicroBatcher, Scored
 from ..core.config import RerankerConfig
 from ..core.dialects import ScoreBatch
-from ..core.errors import (
-    BreakerOpen,
-    DeadlineExceeded,
-    DetectionFailed,
-    InputTooLong,
-    RerankError,
-    ServerError,
-    TransportError,
-)
+from ..core.errors import BreakerOpen, InputTooLong, RateLimited, RerankError, ServerError
 from ..core.probe_report import ProbeReport
 from ..core.ranking import cut_head, ranked, tighter_limits
 from ..core.redaction import redact
 from ..core.statistics import CountOnce, RerankerStatistics, StatsRecorder
 from .detection import Route, probe_endpoint, resolve_route, tls_of
+from .endpoints import Endpoint, EndpointRegistry
 from .transport import HttpTransport
 
 log = logging.getLogger("a0_reranker")
 
 DETECTION_TTL_S: Final = 600.0
-_BREAKER_SEVERITY: Final = {"closed": 0, "half_open": 1, "open": 2}  # status shows an endpoint's worst breaker
-ABANDON_TOLERANCE_S: Final = 0.005  # a cancellation this close to the deadline is the caller abandoning at it
+RATE_LIMIT_DEFAULT_S: Final = 1.0  # a 429 during detection without Retry-After holds the endpoint this long
 Ranking = list[tuple[int, float]]
 
 
@@ -54,101 +47,108 @@ class RerankResult:
     api: str = ""
     reason: str = ""
     message: str = ""
+    retries: int = 0  # requests sent again before the ranking came
 
 
-@dataclass
-class _Endpoint:
-    limiter: EndpointLimiter
-    breaker: CircuitBreaker
+_KEY_FIELDS: Final = ("endpoint", "api", "model", "api_key", "tls_verify", "ca_bundle")
+
+
+@dataclass(frozen=True)
+class _Detection:
+    """One detection's arguments; equal (and cached together) when only the deadline or the other
+    settings differ, which do not change the answer."""
+
+    key: tuple[object, ...]
+    config: RerankerConfig = dataclasses.field(compare=False)
+    deadline: float = dataclasses.field(compare=False, default=0.0)
+    endpoint: Endpoint | None = dataclasses.field(compare=False, default=None)
+
+    @classmethod
+    def of(cls, config: RerankerConfig, deadline: float = 0.0, endpoint: Endpoint | None = None) -> _Detection:
+        return cls(tuple(getattr(config, name) for name in _KEY_FIELDS), config, deadline, endpoint)
 
 
 class RerankService:
     """Use from the owner loop only (the runtime module is how other threads and loops reach it)."""
 
-    def __init__(self, stats: StatsRecorder, transport: HttpTransport | None = None) -> None:
+    def __init__(self, stats: StatsRecorder, transport: HttpTransport | None = None, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._stats = stats
         self._transport = transport or HttpTransport()
-        self._endpoints: dict[tuple[str, str], _Endpoint] = {}
-        self._batchers: dict[tuple[str, ...], MicroBatcher] = {}
+        self._registry = EndpointRegistry(stats, clock=clock, on_open=self._forget_routes)
         self._detect = alru_cache(maxsize=128, ttl=DETECTION_TTL_S)(self._detect_uncached)
 
     async def rerank(
         self, query: str, documents: Sequence[str], config: RerankerConfig, deadline: float,
         ticket: CountOnce | None = None,
     ) -> RerankResult:
-        """Best-first ``(index, score)`` pairs, or no ranking with the reason counted. Never raises.
-
-        With a ``ticket`` the outcome is counted only if the caller has not already given up and
-        counted a timeout itself (see ``CountOnce``).
-        """
+        """Best-first ``(index, score)`` pairs, or no ranking with the reason counted. Never raises
+        but cancellation (counted as such). With a ``ticket`` an outcome is counted only if the
+        caller has not already given up and counted a timeout itself (see ``CountOnce``)."""
         started = time.monotonic()
         self._stats.rerank_started()
         try:
-            ranking, api = await self._rerank(query, documents, config, deadline)
+            ranking, api, retries = await self._rerank(query, documents, config, deadline)
         except RerankError as exc:
             return self._fallback(exc.reason, _masked(str(exc), config, query, documents), ticket)
+        except asyncio.CancelledError:
+            if ticket is None or ticket.claim():
+                self._stats.rerank_cancelled()
+            raise
         except Exception as exc:
             log.exception("a0_reranker: unexpected error while reranking (recall keeps its stock order)")
             return self._fallback("error", f"unexpected error: {type(exc).__name__}", ticket)
         if ticket is None or ticket.claim():
-            self._stats.rerank_succeeded(time.monotonic() - started, api)
-        return RerankResult(ranking, api=api)
+            self._stats.rerank_succeeded(time.monotonic() - started, api, retried=retries > 0)
+        return RerankResult(ranking, api=api, retries=retries)
 
     async def probe(self, config: RerankerConfig, deadline: float) -> ProbeReport:
         """A live connection test that bypasses the detection cache (a fixed URL tests right at once)."""
         report = await probe_endpoint(self._transport, config, deadline)
         if not report.ok:
-            self._forget_route(config)
+            self._detect.cache_invalidate(_Detection.of(config))
         return report.redacted(config.api_key)
 
     def live_state(self) -> dict[str, object]:
-        breakers: dict[str, str] = {}
-        for (endpoint, _), ep in self._endpoints.items():  # one entry per endpoint, whatever the keys
-            state = ep.breaker.state
-            if _BREAKER_SEVERITY[state] > _BREAKER_SEVERITY.get(breakers.get(endpoint, ""), -1):
-                breakers[endpoint] = state
-        return {
-            "breakers": breakers,
-            "queued_pairs": sum(b.queued_pairs for b in self._batchers.values()),
-            "in_flight": sum(ep.limiter.in_flight for ep in self._endpoints.values()),
-        }
+        return self._registry.live_state()
+
+    def footprint(self) -> dict[str, int]:
+        """Per-configuration state kept, and detections cached (bounded whatever the settings do)."""
+        return {**self._registry.footprint(), "detections": self._detect.cache_info().currsize}
 
     def statistics(self) -> RerankerStatistics:
         return self._stats.snapshot(**self.live_state())  # type: ignore[arg-type]
 
     async def close(self) -> None:
-        for batcher in self._batchers.values():
-            await batcher.close()
-        self._batchers.clear()
+        await self._registry.close()
+        await self._detect.cache_close()
         await self._transport.close()
 
     # --- the rerank path ---------------------------------------------------------------------
 
     async def _rerank(
         self, query: str, documents: Sequence[str], config: RerankerConfig, deadline: float
-    ) -> tuple[Ranking, str]:
+    ) -> tuple[Ranking, str, int]:
         if not documents:
-            return [], ""
-        endpoint = self._endpoint(config)
-        was_half_open = endpoint.breaker.state == "half_open"
-        if not endpoint.breaker.allow():
+            return [], "", 0
+        endpoint = self._registry.endpoint(config)
+        if not endpoint.state.breaker.would_admit():
             raise BreakerOpen("the reranker failed repeatedly; skipping it until the breaker's next probe")
+        if endpoint.state.not_before >= deadline:
+            raise RateLimited(429, "the server asked us to wait (Retry-After) past this recall's deadline")
+        route = await self._route(config, deadline, endpoint)
         try:
-            route = await self._route(config, deadline, endpoint)
-            scores = await self._score(route, endpoint, query, documents, config, deadline)
-        except (TransportError, ServerError, DetectionFailed) as exc:
-            if _endpoint_is_failing(exc):
-                self._forget_route(config)
+            scored = await self._score(route, endpoint, query, documents, config, deadline)
+        except ServerError as exc:
+            if exc.status in _ROUTE_GONE_STATUSES:
+                self._detect.cache_invalidate(_Detection.of(config))
             raise
-        finally:
-            if was_half_open:
-                endpoint.breaker.release_probe()  # no-op once the probe's request recorded its outcome
-        return ranked(scores), route.dialect.api
+        return ranked(scored.scores), route.dialect.api, scored.retries
 
     async def _score(
-        self, route: Route, endpoint: _Endpoint, query: str, documents: Sequence[str],
+        self, route: Route, endpoint: Endpoint, query: str, documents: Sequence[str],
         config: RerankerConfig, deadline: float,
-    ) -> list[float]:
+    ) -> Scored:
         batcher = self._batcher(route, config, endpoint)
         query_chars, doc_chars = config.max_query_chars, config.max_doc_chars
         try:
@@ -162,63 +162,39 @@ class RerankService:
             return await batcher.score(cut_head(query, tighter[0]), [cut_head(d, tighter[1]) for d in documents],
                                        deadline)
 
-    async def _route(self, config: RerankerConfig, deadline: float, endpoint: _Endpoint) -> Route:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise DeadlineExceeded("no time left to detect the reranker API")
+    async def _route(self, config: RerankerConfig, deadline: float, endpoint: Endpoint) -> Route:
+        """The cached route, or a detection that goes on (bounded by its deadline) if this caller leaves."""
+        detection = _Detection.of(config, deadline, endpoint)
+        endpoint.route_keys.add(detection.key)
+        return await asyncio.shield(self._detect(detection))
+
+    async def _detect_uncached(self, detection: _Detection) -> Route:
+        assert detection.endpoint is not None
+        state = detection.endpoint.state
+        permit = state.breaker.admit()  # detection is an attempt too: a probe while half-open
+        if permit is None:
+            raise BreakerOpen("the reranker failed repeatedly; skipping it until the breaker's next probe")
         try:
-            return await asyncio.wait_for(self._detect(*_detection_key(config)), remaining)
-        except TimeoutError:
-            # A silent server counts against the breaker here too: otherwise one that hangs from the
-            # start (nothing detected yet) would cost every recall the whole timeout, for ever.
-            endpoint.breaker.record_failure()
-            raise DeadlineExceeded("detecting the reranker API took longer than the timeout") from None
-        except (DetectionFailed, TransportError, DeadlineExceeded):
-            endpoint.breaker.record_failure()
-            raise
-        except asyncio.CancelledError:
-            if time.monotonic() >= deadline - ABANDON_TOLERANCE_S:  # the caller gave up at the deadline
-                endpoint.breaker.record_failure()
+            with permit:
+                return await resolve_route(self._transport, detection.config, detection.deadline)
+        except RateLimited as exc:
+            wait = exc.retry_after if exc.retry_after is not None else RATE_LIMIT_DEFAULT_S
+            state.hold_off(time.monotonic() + wait)
             raise
 
-    async def _detect_uncached(self, *key: object) -> Route:
-        config = _config_from_key(key)
-        return await resolve_route(self._transport, config, time.monotonic() + config.timeout)
+    def _forget_routes(self, endpoint: Endpoint) -> None:
+        """The breaker opened: when the server is back, detect again (it may be another server now)."""
+        for key in endpoint.route_keys:
+            self._detect.cache_invalidate(_Detection(key, RerankerConfig()))
+        endpoint.route_keys.clear()
 
-    def _forget_route(self, config: RerankerConfig) -> None:
-        self._detect.cache_invalidate(*_detection_key(config))
-
-    def _endpoint(self, config: RerankerConfig) -> _Endpoint:
-        key = (config.endpoint, config.key_fingerprint)
-        endpoint = self._endpoints.get(key)
-        if endpoint is None:
-            endpoint = _Endpoint(
-                EndpointLimiter(config.max_concurrency),
-                CircuitBreaker(failures=config.breaker_failures, cooldown=config.breaker_cooldown),
-            )
-            self._endpoints[key] = endpoint
-        else:
-            endpoint.limiter.resize(config.max_concurrency)
-            endpoint.breaker.configure(failures=config.breaker_failures, cooldown=config.breaker_cooldown)
-        return endpoint
-
-    def _batcher(self, route: Route, config: RerankerConfig, endpoint: _Endpoint) -> MicroBatcher:
+    def _batcher(self, route: Route, config: RerankerConfig, endpoint: Endpoint) -> MicroBatcher:
         dialect = route.dialect
-        key = (config.endpoint, config.api_key, str(config.tls_verify), config.ca_bundle, dialect.name,
-               dialect.path, route.model, config.instruction if dialect.mixes_queries else "")
+        key = (str(config.tls_verify), config.ca_bundle, dialect.name, dialect.path, route.model,
+               config.instruction if dialect.mixes_queries else "")
         max_pairs = max(1, min(config.max_pairs_per_request, dialect.max_pairs))
-        window = config.batch_window_ms / 1000.0
-        batcher = self._batchers.get(key)
-        if batcher is None:
-            batcher = MicroBatcher(
-                self._sender(route, config), limiter=endpoint.limiter, breaker=endpoint.breaker,
-                stats=self._stats, mixes_queries=dialect.mixes_queries, max_pairs=max_pairs,
-                window=window, max_queued_pairs=config.max_queued_pairs,
-            )
-            self._batchers[key] = batcher
-        else:
-            batcher.configure(max_pairs=max_pairs, window=window, max_queued_pairs=config.max_queued_pairs)
-        return batcher
+        return self._registry.batcher(endpoint, key, config, mixes_queries=dialect.mixes_queries,
+                                      max_pairs=max_pairs, send=lambda: self._sender(route, config))
 
     def _sender(self, route: Route, config: RerankerConfig):  # type: ignore[no-untyped-def]
         transport, dialect, tls, api_key = self._transport, route.dialect, tls_of(config), config.api_key
@@ -245,27 +221,6 @@ def _masked(message: str, config: RerankerConfig, query: str, documents: Sequenc
 
 
 # Statuses that say the route itself no longer holds (the API moved, the key or the model changed).
-# Not 5xx in general: an overloaded or crashing server still speaks the same API, and forgetting the
-# route there makes every waiting recall re-run detection against that server, which then fails too.
+# Not 5xx: an overloaded or crashing server still speaks the same API, and forgetting the route there
+# makes every waiting recall re-run detection against that server, which then fails too.
 _ROUTE_GONE_STATUSES: Final = frozenset({401, 403, 404, 405, 501})
-
-
-def _endpoint_is_failing(exc: RerankError) -> bool:
-    """Errors that suggest the detected route no longer holds (not: a bad input, a slow answer, an
-    overloaded server)."""
-    if isinstance(exc, InputTooLong):
-        return False
-    if isinstance(exc, ServerError):
-        return exc.status in _ROUTE_GONE_STATUSES
-    return True
-
-
-_KEY_FIELDS: Final = ("endpoint", "api", "model", "api_key", "instruction", "tls_verify", "ca_bundle", "timeout")
-
-
-def _detection_key(config: RerankerConfig) -> tuple[object, ...]:
-    return tuple(getattr(config, name) for name in _KEY_FIELDS)
-
-
-def _config_from_key(key: tuple[object, ...]) -> RerankerConfig:
-    return RerankerConfig(**dict(zip(_KEY_FIELDS, key, strict=True)))  # type: ignore[arg-type]

@@ -28,6 +28,9 @@ log = logging.getLogger("a0_reranker")
 _RUNTIME = "runtime"
 _STATS = "stats"
 HANDOVER_S = 1.0  # a guard only: a result the service already counted is set on its future at once
+# The owner loop enforces the deadline itself (the batcher's timers, the transport's timeouts) and
+# decides the outcome; a caller waits this much longer before its backstop gives up on a stuck loop.
+BACKSTOP_GRACE_S = 0.05
 TIMED_OUT = RerankResult(None, reason="timeout", message="no answer before rerank_timeout")
 
 
@@ -105,12 +108,13 @@ class _Submitted:
 
     @property
     def remaining(self) -> float:
-        return max(0.0, self.deadline - time.monotonic())
+        """Until the backstop: the deadline plus a grace for the owner loop to hand its outcome over."""
+        return max(0.0, self.deadline + BACKSTOP_GRACE_S - time.monotonic())
 
     def abandon(self) -> bool:
-        """The caller's deadline passed. True: this caller gave up first, so the work is cancelled and
-        the timeout counted here. False: the service decided at the same moment and counted its own
-        outcome; its result is being handed over (synchronously on the owner loop), so take it."""
+        """The backstop passed without an outcome. True: this caller gave up first, so the work is
+        cancelled and the timeout counted here. False: the service decided at the same moment and
+        counted its own outcome; its result is being handed over, so take it."""
         if not self.ticket.claim():
             return False
         self.future.cancel()

@@ -3,30 +3,61 @@
 One ``ClientSession`` per owner loop. Every request has an explicit timeout derived from the absolute
 deadline it serves, redirects are refused (a POST must not silently become a GET elsewhere), TLS is
 verified unless the user turned it off, and at most ``MAX_ANSWER_BYTES`` of an answer are read.
+aiohttp's and the OS's errors are translated by one table, keeping the cause; a request whose pooled
+keep-alive connection was already closed by the server becomes ``StaleConnection``.
 """
 
 from __future__ import annotations
 
 import ssl
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Final
 
 import aiohttp
 
 from .. import __version__
 from ..core.dialects import WireAnswer, WireRequest
-from ..core.errors import ConfigError, DeadlineExceeded, MalformedAnswer, TlsFailure, TransportError
+from ..core.errors import (
+    ConfigError,
+    DeadlineExceeded,
+    MalformedAnswer,
+    RerankError,
+    StaleConnection,
+    TlsFailure,
+    TransportError,
+)
 
 MAX_ANSWER_BYTES: Final = 8 * 1024 * 1024
 _CHUNK: Final = 64 * 1024
 USER_AGENT: Final = f"a0-reranker/{__version__}"
+# Idle keep-alive connections are dropped after this; uvicorn (vLLM, Infinity, TEI's router) and
+# llama.cpp close theirs after 5 s, so ours lapse first and a stale one is rare. The rare one left
+# (a server closing early) is recognised and sent again at once.
+KEEPALIVE_S: Final = 4.0
 
 
 @dataclass(frozen=True)
 class TlsSettings:
     verify: bool = True
     ca_bundle: str = ""
+
+
+class _Exchange:
+    """Per-request trace context: did this request go out on a pooled keep-alive connection?"""
+
+    __slots__ = ("reused",)
+
+    def __init__(self) -> None:
+        self.reused = False
+
+
+async def _on_reuse(session: object, context: SimpleNamespace, params: object) -> None:
+    exchange = context.trace_request_ctx
+    if isinstance(exchange, _Exchange):
+        exchange.reused = True
 
 
 class HttpTransport:
@@ -46,55 +77,41 @@ class HttpTransport:
         api_key: str = "",
         tls: TlsSettings = TlsSettings(),
     ) -> WireAnswer:
+        """One HTTP exchange, nothing more (no retry): the answer, or a ``RerankError`` saying why not."""
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise DeadlineExceeded("no time left to send the request")
-        url = endpoint + request.path
+        exchange = _Exchange()
+        try:
+            return await self._exchange(endpoint, request, remaining, api_key, tls, exchange)
+        except RerankError:
+            raise
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            raise translate(exc, endpoint, remaining, reused=exchange.reused) from exc
+
+    async def _exchange(self, endpoint: str, request: WireRequest, remaining: float, api_key: str,
+                        tls: TlsSettings, exchange: _Exchange) -> WireAnswer:
         headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
-        try:
-            async with self._get_session().request(
-                request.method,
-                url,
-                json=request.body,
-                headers=headers,
-                timeout=aiohttp.ClientTimeout(total=remaining),
-                allow_redirects=False,
-                ssl=self._ssl_for(tls),
-            ) as response:
-                if 300 <= response.status < 400:
-                    target = response.headers.get("Location", "another address")
-                    raise TransportError(
-                        f"the server redirected to {target}; set the endpoint to the address it redirects to"
-                    )
-                body = await _read_capped(response)
-                return WireAnswer(
-                    status=response.status,
-                    body=body,
-                    content_type=response.headers.get("Content-Type", ""),
-                    headers={k.lower(): v for k, v in response.headers.items()},
+        async with self._get_session().request(
+            request.method, endpoint + request.path, json=request.body, headers=headers,
+            timeout=aiohttp.ClientTimeout(total=remaining), allow_redirects=False, ssl=self._ssl_for(tls),
+            trace_request_ctx=exchange,
+        ) as response:
+            if 300 <= response.status < 400:
+                target = response.headers.get("Location", "another address")
+                raise TransportError(
+                    f"the server redirected to {target}; set the endpoint to the address it redirects to",
+                    retryable=False,
                 )
-        except TimeoutError:
-            raise DeadlineExceeded(f"no answer from {endpoint} within {remaining:.2f} s") from None
-        except aiohttp.ClientConnectorCertificateError as exc:
-            raise TlsFailure(f"TLS certificate of {endpoint} was not accepted: {exc.certificate_error}") from None
-        except aiohttp.ClientSSLError as exc:
-            raise TlsFailure(f"TLS handshake with {endpoint} failed: {_os_reason(exc)}") from None
-        except aiohttp.ClientConnectorDNSError:
-            raise TransportError(f"cannot resolve the host name of {endpoint}") from None
-        except aiohttp.ClientConnectorError as exc:
-            raise TransportError(f"cannot connect to {endpoint}: {_os_reason(exc)}") from None
-        except aiohttp.ServerDisconnectedError:
-            raise TransportError(f"{endpoint} closed the connection without answering") from None
-        except aiohttp.ClientPayloadError:
-            raise TransportError(f"{endpoint} broke off the answer") from None
-        except aiohttp.InvalidURL:
-            raise ConfigError([f"rerank_endpoint: {endpoint!r} is not a valid URL"]) from None
-        except aiohttp.ClientError as exc:
-            raise TransportError(f"request to {endpoint} failed: {type(exc).__name__}") from None
-        except OSError as exc:
-            raise TransportError(f"request to {endpoint} failed: {exc.strerror or type(exc).__name__}") from None
+            body = await _read_capped(response)
+            return WireAnswer(
+                status=response.status,
+                body=body,
+                content_type=response.headers.get("Content-Type", ""),
+                headers={k.lower(): v for k, v in response.headers.items()},
+            )
 
     async def close(self) -> None:
         if self._session is not None:
@@ -103,14 +120,52 @@ class HttpTransport:
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(limit=self._max_connections, enable_cleanup_closed=True)
-            self._session = aiohttp.ClientSession(connector=connector, trust_env=False)
+            trace = aiohttp.TraceConfig()
+            trace.on_connection_reuseconn.append(_on_reuse)
+            connector = aiohttp.TCPConnector(limit=self._max_connections, enable_cleanup_closed=True,
+                                             keepalive_timeout=KEEPALIVE_S)
+            self._session = aiohttp.ClientSession(connector=connector, trust_env=False, trace_configs=[trace])
         return self._session
 
     def _ssl_for(self, tls: TlsSettings) -> ssl.SSLContext | bool:
         if tls not in self._ssl_contexts:
             self._ssl_contexts[tls] = _build_ssl(tls)
         return self._ssl_contexts[tls]
+
+
+# --- error translation: aiohttp's and the OS's errors into ours, by table -------------------------------
+
+Translator = Callable[[BaseException, str, float], RerankError]
+_BROKEN_CONNECTION: Final = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)
+
+# First match wins, so subclasses come before their bases.
+_TRANSLATIONS: Final[tuple[tuple[type[BaseException], Translator], ...]] = (
+    (TimeoutError, lambda e, url, s: DeadlineExceeded(f"no answer from {url} within {s:.2f} s")),
+    (aiohttp.ClientConnectorCertificateError,
+     lambda e, url, s: TlsFailure(f"TLS certificate of {url} was not accepted: {_cert_error(e)}")),
+    (aiohttp.ClientSSLError, lambda e, url, s: TlsFailure(f"TLS handshake with {url} failed: {_os_reason(e)}")),
+    (aiohttp.ClientConnectorDNSError,
+     lambda e, url, s: TransportError(f"cannot resolve the host name of {url}", retryable=False)),
+    (aiohttp.ClientConnectorError, lambda e, url, s: TransportError(f"cannot connect to {url}: {_os_reason(e)}")),
+    (aiohttp.ServerDisconnectedError,
+     lambda e, url, s: TransportError(f"{url} closed the connection without answering")),
+    (aiohttp.ClientPayloadError, lambda e, url, s: TransportError(f"{url} broke off the answer")),
+    (aiohttp.InvalidURL, lambda e, url, s: ConfigError([f"rerank_endpoint: {url!r} is not a valid URL"])),
+    (aiohttp.ClientOSError, lambda e, url, s: TransportError(f"the connection to {url} broke: {_os_reason(e)}")),
+    (aiohttp.ClientError, lambda e, url, s: TransportError(f"request to {url} failed: {type(e).__name__}")),
+    (OSError, lambda e, url, s: TransportError(f"request to {url} failed: {_os_reason(e)}")),
+)
+
+
+def translate(exc: BaseException, endpoint: str, remaining: float, *, reused: bool = False) -> RerankError:
+    """Our error for ``exc``. A pooled connection that broke before any answer was stale: say so, so
+    that it is sent again at once and not held against the server."""
+    if reused and isinstance(exc, _BROKEN_CONNECTION) and not isinstance(exc, aiohttp.ClientConnectorError):
+        return StaleConnection(f"a kept-alive connection to {endpoint} had been closed by the server")
+    for kind, make in _TRANSLATIONS:
+        if isinstance(exc, kind):
+            return make(exc, endpoint, remaining)
+    return TransportError(f"request to {endpoint} failed: {type(exc).__name__}")
 
 
 def _build_ssl(tls: TlsSettings) -> ssl.SSLContext | bool:
@@ -138,7 +193,11 @@ async def _read_capped(response: aiohttp.ClientResponse) -> bytes:
     return b"".join(chunks)
 
 
-def _os_reason(exc: aiohttp.ClientConnectorError | aiohttp.ClientSSLError) -> str:
-    os_error = getattr(exc, "os_error", None)
+def _os_reason(exc: BaseException) -> str:
+    os_error = getattr(exc, "os_error", exc)
     reason = getattr(os_error, "strerror", None) or getattr(os_error, "reason", None)
     return str(reason or type(exc).__name__).lower()
+
+
+def _cert_error(exc: BaseException) -> object:
+    return getattr(exc, "certificate_error", type(exc).__name__)

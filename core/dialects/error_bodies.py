@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from typing import TYPE_CHECKING, Any, Final
 
-from ..errors import InputTooLong, ServerError
+from ..errors import InputTooLong, RateLimited, ServerError
+from ..retry_after import parse_retry_after
 
 if TYPE_CHECKING:
     from .base import WireAnswer
@@ -41,10 +43,12 @@ _STATUS_HINTS: Final = {
 
 
 def raise_for_status(answer: WireAnswer) -> None:
-    """Raise ``ServerError`` (or ``InputTooLong``) unless the status is 2xx."""
+    """Raise ``ServerError`` (``RateLimited`` with its Retry-After, ``InputTooLong``) unless 2xx."""
     if 200 <= answer.status < 300:
         return
     message = error_message(answer)
+    if answer.status == 429:
+        raise RateLimited(429, message, parse_retry_after(answer.headers.get("retry-after"), time.time()))
     if answer.status == 413 or (answer.status in (400, 422, 500) and _TOO_LONG.search(message)):
         raise InputTooLong(answer.status, message)
     raise ServerError(answer.status, message)

@@ -162,7 +162,8 @@ async def test_an_exchange_fault_falls_back(serve: Any, kind: str, fault: str) -
 @pytest.mark.parametrize("case", sorted(SERVER_TROUBLE))
 @pytest.mark.parametrize("kind", DIALECT_KINDS)
 async def test_an_overloaded_or_failing_server_falls_back(serve: Any, kind: str, case: str) -> None:
-    await after_detection(serve(kind), trouble_answer(kind, case), "http_status")
+    reason = "rate_limited" if trouble_answer(kind, case).status == 429 else "http_status"
+    await after_detection(serve(kind), trouble_answer(kind, case), reason)
 
 
 async def captured(server: RunningServer, method: str, path: str, body: bytes, key: str) -> Respond:

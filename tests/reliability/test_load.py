@@ -34,16 +34,17 @@ def assert_contract_held(report: LoadReport) -> None:
 
 def test_the_batcher_under_a_flaky_server_keeps_the_contract() -> None:
     plan = LoadPlan(recalls=1200, concurrency=128, warmup=200)
-    report = measured(plan, breaker_failures=1000, max_queued_pairs=768)  # a bound 128 agents do reach
+    report = measured(plan, breaker_failures=1000, breaker_failure_rate=1, max_queued_pairs=768)  # a bound 128 agents do reach
     assert_contract_held(report)
     assert report.outcomes["reranked"] > plan.recalls // 5
-    assert {"http_status", "timeout", "queue_full"} <= report.fallbacks.keys(), report.summary()
+    assert {"timeout", "queue_full"} <= report.fallbacks.keys(), report.summary()
+    assert report.retries > 0, report.summary()  # the 503s were sent again
     assert report.queue_samples > 10 and report.max_queued_pairs > 0
 
 
 def test_the_default_breaker_opens_and_every_recall_gets_stock_at_once() -> None:
-    """At 15% failures the default breaker opens after some 350 requests on average (three failures in
-    a row): too few for a short run to be sure of, so this server fails half of its requests."""
+    """At 15% failures the default breaker stays closed (that is the point of its failure-rate trigger);
+    a server that fails more than half of its requests opens it."""
     failing = Flakiness(error_rate=0.5, hang_rate=0.05, hang_s=2.0, seed=3)
     report = measured(LoadPlan(recalls=600, concurrency=128, warmup=200), failing)
     assert_contract_held(report)

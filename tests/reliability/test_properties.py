@@ -98,7 +98,7 @@ def detected_server(request: pytest.FixtureRequest, portal: BlockingPortal) -> I
     """One server per dialect shape, detection cached; the breaker kept out of the way, since
     damaged answers are expected here one after another."""
     with serve_in_thread(request.param) as server:
-        config = config_for(request.param, server.url, breaker_failures=1000, timeout=2.0)
+        config = config_for(request.param, server.url, breaker_failures=1000, breaker_failure_rate=1, timeout=2.0)
         warm = portal.call(functools.partial(rerank_pool, QUERY, make_pool(), limit=3, config=config))
         assert warm.applied, runtime.statistics().last_error
         yield server, config

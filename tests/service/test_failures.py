@@ -54,7 +54,7 @@ ERRORS_AFTER_DETECTION = [
     ("vllm", {}, Respond(500, {"error": {"message": "boom", "type": "InternalServerError", "param": None,
                                          "code": 500}}), "http_status"),
     ("infinity", {}, Respond(429, {"error": {"message": "model minilm is currently overloaded", "type": None,
-                                             "param": None, "code": 429}}), "http_status"),
+                                             "param": None, "code": 429}}), "rate_limited"),
     ("cohere", {}, Respond(498, {"message": "invalid api token"}), "http_status"),
     ("llamacpp", {}, InvalidJson(), "malformed"),
     ("vllm", {}, Respond(200, {"id": "x", "results": [{"index": 0, "relevance_score": 0.5}]}), "malformed"),

@@ -9,8 +9,11 @@ import time
 import pytest
 
 from usr.plugins.a0_reranker.batching.batcher import MicroBatcher
-from usr.plugins.a0_reranker.batching.breaker import CircuitBreaker
+from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreaker
+from usr.plugins.a0_reranker.batching.dispatch import Dispatch, DispatchPolicy
+from usr.plugins.a0_reranker.batching.endpoint_state import EndpointState
 from usr.plugins.a0_reranker.batching.limiter import EndpointLimiter
+from usr.plugins.a0_reranker.batching.retry_budget import RetryBudget
 from usr.plugins.a0_reranker.core.dialects import ScoreBatch
 from usr.plugins.a0_reranker.core.errors import DeadlineExceeded, MalformedAnswer, Overloaded, RerankError, ServerError
 from usr.plugins.a0_reranker.core.statistics import StatsRecorder
@@ -57,10 +60,15 @@ class Server:
 
 def make_batcher(server: Server, *, mixes: bool = True, cap: int = 4, max_pairs: int = 100, window: float = 0.01,
                  max_queued: int = 10_000, breaker: CircuitBreaker | None = None) -> MicroBatcher:
-    return MicroBatcher(
-        server.send, limiter=EndpointLimiter(cap), breaker=breaker or CircuitBreaker(failures=3, cooldown=60),
-        stats=StatsRecorder(), mixes_queries=mixes, max_pairs=max_pairs, window=window, max_queued_pairs=max_queued,
-    )
+    """A batcher whose requests are never retried, so each test sees exactly one attempt per request."""
+    state = EndpointState(EndpointLimiter(cap), breaker or CircuitBreaker(BreakerPolicy(cooldown=60)), RetryBudget())
+    dispatch = Dispatch(server.send, state, StatsRecorder(), DispatchPolicy(max_retries=0, stale_retries=0))
+    return MicroBatcher(dispatch, limiter=state.limiter, mixes_queries=mixes, max_pairs=max_pairs, window=window,
+                        max_queued_pairs=max_queued)
+
+
+async def score(batcher: MicroBatcher, query: str, documents: list[str], deadline: float) -> list[float]:
+    return (await batcher.score(query, documents, deadline)).scores
 
 
 def later(seconds: float = 30.0) -> float:
@@ -71,7 +79,7 @@ async def test_a_lone_job_is_sent_at_once_whatever_the_window() -> None:
     server = Server()
     batcher = make_batcher(server, window=3600)
     # With a one-hour window, only the idle rule lets this finish before its one-second deadline.
-    assert await batcher.score("q1", ["d1", "d2"], later(1.0)) == [1001, 1002]
+    assert await score(batcher, "q1", ["d1", "d2"], later(1.0)) == [1001, 1002]
     assert len(server.batches) == 1
 
 
@@ -79,9 +87,9 @@ async def test_jobs_arriving_while_busy_share_one_request_and_get_their_own_scor
     server = Server()
     server.gate.clear()
     batcher = make_batcher(server, window=0.05)
-    first = asyncio.create_task(batcher.score("q0", ["d0"], later()))
+    first = asyncio.create_task(score(batcher, "q0", ["d0"], later()))
     await server.started.wait()
-    others = [asyncio.create_task(batcher.score(f"q{i}", [f"d{j}" for j in range(5)], later())) for i in range(1, 9)]
+    others = [asyncio.create_task(score(batcher, f"q{i}", [f"d{j}" for j in range(5)], later())) for i in range(1, 9)]
     await asyncio.sleep(0)  # let them enqueue (ordering only; no timing is asserted)
     server.gate.set()
     assert await first == [0]
@@ -96,12 +104,12 @@ async def test_a_busy_batcher_waits_for_company_until_the_batch_is_full() -> Non
     server = Server()
     server.gate.clear()
     batcher = make_batcher(server, window=3600, max_pairs=4)
-    blocker = asyncio.create_task(batcher.score("q9", ["d9"], later()))
+    blocker = asyncio.create_task(score(batcher, "q9", ["d9"], later()))
     await server.started.wait()
     server.started.clear()
-    a = asyncio.create_task(batcher.score("q1", ["d1", "d2"], later()))
+    a = asyncio.create_task(score(batcher, "q1", ["d1", "d2"], later()))
     await asyncio.sleep(0)
-    b = asyncio.create_task(batcher.score("q2", ["d1", "d2"], later()))
+    b = asyncio.create_task(score(batcher, "q2", ["d1", "d2"], later()))
     await server.started.wait()  # the second request starts only once four pairs are queued
     assert [len(batch) for batch in server.batches] == [1, 4]
     server.gate.set()
@@ -113,7 +121,7 @@ async def test_different_queries_on_rerank_family_respect_the_cap() -> None:
     server = Server()
     server.gate.clear()
     batcher = make_batcher(server, mixes=False, cap=2, window=0)
-    tasks = [asyncio.create_task(batcher.score(f"q{i}", ["d1", "d2"], later())) for i in range(10)]
+    tasks = [asyncio.create_task(score(batcher, f"q{i}", ["d1", "d2"], later())) for i in range(10)]
     await server.started.wait()
     await asyncio.sleep(0)
     server.gate.set()
@@ -127,9 +135,9 @@ async def test_same_query_jobs_merge_with_documents_deduplicated() -> None:
     server = Server()
     server.gate.clear()
     batcher = make_batcher(server, mixes=False)
-    blocker = asyncio.create_task(batcher.score("q9", ["d0"], later()))
+    blocker = asyncio.create_task(score(batcher, "q9", ["d0"], later()))
     await server.started.wait()
-    jobs = [asyncio.create_task(batcher.score("q1", ["d1", "d2", "d3"], later())) for _ in range(4)]
+    jobs = [asyncio.create_task(score(batcher, "q1", ["d1", "d2", "d3"], later())) for _ in range(4)]
     await asyncio.sleep(0)
     server.gate.set()
     assert await asyncio.gather(*jobs) == [[1001, 1002, 1003]] * 4
@@ -141,17 +149,17 @@ async def test_jobs_bigger_than_a_request_are_split_and_merged_back() -> None:
     server = Server()
     batcher = make_batcher(server, mixes=False, max_pairs=32)
     docs = [f"d{i}" for i in range(40)]
-    assert await batcher.score("q3", docs, later()) == [3000 + i for i in range(40)]
+    assert await score(batcher, "q3", docs, later()) == [3000 + i for i in range(40)]
     assert sorted(len(batch) for batch in server.batches) == [8, 32]
 
 
 async def test_deadline_expiry_answers_at_once_and_cancels_the_orphaned_request() -> None:
     server = Server()
     server.gate.clear()  # the server never answers
-    breaker = CircuitBreaker(failures=1, cooldown=60)
+    breaker = CircuitBreaker(BreakerPolicy(consecutive=1, cooldown=60))
     batcher = make_batcher(server, breaker=breaker)
     with pytest.raises(DeadlineExceeded):
-        await batcher.score("q1", ["d1"], later(0.05))
+        await score(batcher, "q1", ["d1"], later(0.05))
     await asyncio.sleep(0)
     assert server.cancelled == 1
     assert breaker.state == "open"
@@ -161,10 +169,10 @@ async def test_cancelling_one_caller_leaves_the_shared_request_to_the_others() -
     server = Server()
     server.gate.clear()
     batcher = make_batcher(server, mixes=True)
-    blocker = asyncio.create_task(batcher.score("q9", ["d9"], later()))
+    blocker = asyncio.create_task(score(batcher, "q9", ["d9"], later()))
     await server.started.wait()
-    leaving = asyncio.create_task(batcher.score("q1", ["d1"], later()))
-    staying = asyncio.create_task(batcher.score("q2", ["d2"], later()))
+    leaving = asyncio.create_task(score(batcher, "q1", ["d1"], later()))
+    staying = asyncio.create_task(score(batcher, "q2", ["d2"], later()))
     await asyncio.sleep(0.0)
     server.gate.set()
     leaving.cancel()
@@ -179,7 +187,7 @@ async def test_the_last_waiter_leaving_cancels_the_request() -> None:
     server = Server()
     server.gate.clear()
     batcher = make_batcher(server)
-    task = asyncio.create_task(batcher.score("q1", ["d1"], later()))
+    task = asyncio.create_task(score(batcher, "q1", ["d1"], later()))
     await server.started.wait()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -192,12 +200,12 @@ async def test_a_full_queue_refuses_at_once() -> None:
     server = Server()
     server.gate.clear()
     batcher = make_batcher(server, max_queued=3, cap=1, window=0)
-    blocker = asyncio.create_task(batcher.score("q0", ["d0"], later()))
+    blocker = asyncio.create_task(score(batcher, "q0", ["d0"], later()))
     await server.started.wait()
-    queued = asyncio.create_task(batcher.score("q1", ["d1", "d2", "d3"], later()))
+    queued = asyncio.create_task(score(batcher, "q1", ["d1", "d2", "d3"], later()))
     await asyncio.sleep(0)
     with pytest.raises(Overloaded):
-        await batcher.score("q2", ["d1"], later())
+        await score(batcher, "q2", ["d1"], later())
     server.gate.set()
     assert await queued == [1001, 1002, 1003]
     await blocker
@@ -217,21 +225,21 @@ async def test_every_waiter_of_a_failed_request_gets_the_error(fault: str, expec
     else:
         server.wrong_count = True
     batcher = make_batcher(server)
-    tasks = [asyncio.create_task(batcher.score(f"q{i}", ["d1"], later())) for i in range(5)]
+    tasks = [asyncio.create_task(score(batcher, f"q{i}", ["d1"], later())) for i in range(5)]
     await server.started.wait()
     server.gate.set()
     results = await asyncio.gather(*tasks, return_exceptions=True)
     assert all(isinstance(r, expected) for r in results)
     # The batcher is still usable after a failure.
     server.fail_with, server.wrong_count = None, False
-    assert await batcher.score("q7", ["d7"], later()) == [7007]
+    assert await score(batcher, "q7", ["d7"], later()) == [7007]
 
 
 async def test_close_fails_everything_still_waiting() -> None:
     server = Server()
     server.gate.clear()
     batcher = make_batcher(server, cap=1)
-    tasks = [asyncio.create_task(batcher.score(f"q{i}", ["d1"], later())) for i in range(3)]
+    tasks = [asyncio.create_task(score(batcher, f"q{i}", ["d1"], later())) for i in range(3)]
     await server.started.wait()
     await batcher.close()
     results = await asyncio.gather(*tasks, return_exceptions=True)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
-from usr.plugins.a0_reranker.batching.breaker import CircuitBreaker
+from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreaker
 from usr.plugins.a0_reranker.batching.jobs import Job
 from usr.plugins.a0_reranker.batching.plans import PendingQueue
+from usr.plugins.a0_reranker.batching.verdicts import Health
 
 
 class Clock:
@@ -17,36 +18,50 @@ class Clock:
         return self.now
 
 
+def fail(breaker: CircuitBreaker, health: Health = "down") -> None:
+    permit = breaker.admit()
+    assert permit is not None
+    permit.report(health)
+
+
+def succeed(breaker: CircuitBreaker) -> None:
+    permit = breaker.admit()
+    assert permit is not None
+    permit.report("success")
+
+
 def test_breaker_opens_after_consecutive_failures_and_one_probe_closes_it() -> None:
     clock = Clock()
-    breaker = CircuitBreaker(failures=3, cooldown=10, clock=clock)
+    breaker = CircuitBreaker(BreakerPolicy(consecutive=3, cooldown=10, probes=1), clock=clock)
     for _ in range(2):
-        assert breaker.allow()
-        breaker.record_failure()
-    breaker.record_success()  # a success resets the count
+        fail(breaker)
+    succeed(breaker)  # a success resets the count
     for _ in range(3):
-        breaker.record_failure()
-    assert breaker.state == "open" and not breaker.allow()
+        fail(breaker)
+    assert breaker.state == "open" and breaker.admit() is None
     clock.now += 10
     assert breaker.state == "half_open"
-    assert breaker.allow()  # the probe
-    assert not breaker.allow()  # only one
-    breaker.record_failure()
+    probe = breaker.admit()  # the probe
+    assert probe is not None and probe.probe
+    assert breaker.admit() is None  # only one
+    probe.report("down")
     assert breaker.state == "open"
     clock.now += 10
-    assert breaker.allow()
-    breaker.record_success()
-    assert breaker.state == "closed" and breaker.allow()
+    probe = breaker.admit()
+    assert probe is not None
+    probe.report("success")
+    assert breaker.state == "closed" and breaker.admit() is not None
 
 
 def test_a_probe_that_never_reached_the_server_can_be_retried() -> None:
     clock = Clock()
-    breaker = CircuitBreaker(failures=1, cooldown=1, clock=clock)
-    breaker.record_failure()
+    breaker = CircuitBreaker(BreakerPolicy(consecutive=1, cooldown=1, probes=1), clock=clock)
+    fail(breaker)
     clock.now += 1
-    assert breaker.allow() and not breaker.allow()
-    breaker.release_probe()
-    assert breaker.allow()
+    probe = breaker.admit()
+    assert probe is not None and breaker.admit() is None
+    probe.report("neutral")
+    assert breaker.admit() is not None
 
 
 def make_job(loop: asyncio.AbstractEventLoop, query: str, docs: list[str]) -> Job:
@@ -122,9 +137,10 @@ def test_status_shows_the_worst_breaker_of_an_endpoint_used_with_several_keys() 
     loop = asyncio.new_event_loop()
     try:
         for key in ("", "key-one", "key-two"):
-            endpoint = service._endpoint(RerankerConfig(endpoint="http://h:1", api_key=key, breaker_failures=1))
+            endpoint = service._registry.endpoint(RerankerConfig(endpoint="http://h:1", api_key=key,
+                                                                 breaker_failures=1))
             if key == "key-one":
-                endpoint.breaker.record_failure()
+                fail(endpoint.state.breaker)
         assert service.live_state()["breakers"] == {"http://h:1": "open"}
     finally:
         loop.run_until_complete(service.close())
