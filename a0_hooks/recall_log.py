@@ -1,8 +1,9 @@
 """One short line in the agent's A0 log per reranked or shadow-scored recall, so a user can watch it work.
 
 It says how many candidates were scored, how many were returned, how long it took, which API
-answered and how much the order changed (memories kept in the top ``limit`` and their mean shift);
-on a fallback, why. Never document text (a server's error body may echo documents) and never the key.
+answered (and whether the request had to be sent again) and how much the order changed (memories
+kept in the top ``limit`` and their mean shift); on a fallback, why. Never document text (a server's
+error body may echo documents) and never the key.
 """
 
 from __future__ import annotations
@@ -23,11 +24,16 @@ def describe(outcome: RecallOutcome[Any], source: str) -> str:
     if not outcome.scored or change is None:
         return fallback_line(outcome.reason or "error", source, outcome.candidates, returned, outcome.elapsed_s)
     order = f"kept {change.kept}/{change.limit} of the stock top, mean shift {change.mean_displacement:.1f}"
+    via = f"via {outcome.api}" + (f" after {_retries(outcome.retries)}" if outcome.retries else "")
     if outcome.applied:
         return (f"Reranked {source}: {outcome.candidates} candidates -> {returned} returned in {ms} ms "
-                f"via {outcome.api}; {order}")
-    return (f"Reranker shadow mode, {source}: {outcome.candidates} candidates scored in {ms} ms via {outcome.api}; "
+                f"{via}; {order}")
+    return (f"Reranker shadow mode, {source}: {outcome.candidates} candidates scored in {ms} ms {via}; "
             f"would have {order}; stock order returned ({returned})")
+
+
+def _retries(count: int) -> str:
+    return "1 retry" if count == 1 else f"{count} retries"
 
 
 def fallback_line(reason: str, source: str, candidates: int, returned: int, elapsed_s: float) -> str:

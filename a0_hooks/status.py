@@ -124,6 +124,9 @@ def _counter_lines(stats: Mapping[str, Any]) -> list[str]:
         f"- Latency p50/p95: {_ms(stats['latency_p50_ms'])} / {_ms(stats['latency_p95_ms'])}; HTTP requests "
         f"{stats['http_requests']} ({stats['mean_pairs_per_request'] or 0} pairs each on average)",
     ]
+    if any(stats.get(key) for key in _RETRY_COUNTERS):
+        counted = ", ".join(f"{label} {stats.get(key, 0)}" for key, label in _RETRY_COUNTERS.items())
+        lines.append(f"- Sent again: {counted}")
     if stats["shadow_recalls"]:
         kept = stats["shadow_mean_kept_fraction"] or 0.0
         lines.append(f"- Shadow mode: recalls compared {stats['shadow_recalls']}; {kept:.0%} of the stock top kept "
@@ -134,6 +137,17 @@ def _counter_lines(stats: Mapping[str, Any]) -> list[str]:
     if stats["last_api"] or stats["last_error"]:
         lines.append(f"- Last API used: {stats['last_api'] or '-'}; last error: {stats['last_error'] or '-'}")
     return lines
+
+
+_RETRY_COUNTERS: dict[str, str] = {
+    "retries": "retries after an error or a 429",
+    "reranked_after_retry": "recalls saved by a retry",
+    "stale_connection_retries": "stale connections resent",
+    "rate_limit_waits": "Retry-After waits",
+    "hedges": "hedges",
+    "retry_budget_exhausted": "retry budget spent",
+    "cancelled": "reranks cancelled by their caller",
+}
 
 
 def _ms(value: float | None) -> str:

@@ -3,7 +3,7 @@
 Between the batcher and the transport. Each attempt asks the endpoint's breaker for a permit, and the
 permit always hears the outcome. A failed attempt is sent again when its error allows it (see
 ``verdicts``), the request's deadline leaves room and the endpoint's retry budget agrees: a stale
-pooled connection at once (not charged to the budget, not the server's fault), connection errors
+pooled connection at once on a fresh one (not the server's fault, so not held against it), connection errors
 and 502/503/504 after a jittered exponential backoff, a 429 after its Retry-After, which also holds
 every other request to the endpoint back until then. With hedging on, an attempt still unanswered
 after the endpoint's p95 latency (or a set delay) gets one duplicate; the first answer wins and the
@@ -26,7 +26,8 @@ from .breaker import Permit
 from .endpoint_state import EndpointState
 from .verdicts import RetryKind, health_of, retry_kind
 
-SendFn = Callable[[ScoreBatch, float], Awaitable[list[float]]]
+# send(batch, deadline, fresh): one HTTP exchange; ``fresh`` asks for a new connection (after a stale one)
+SendFn = Callable[[ScoreBatch, float, bool], Awaitable[list[float]]]
 
 
 class Request(Protocol):
@@ -35,6 +36,7 @@ class Request(Protocol):
     batch: ScoreBatch
     retries: int
     abandoned_at_deadline: bool
+    fresh: bool  # the next attempt goes out on a new connection
 
     @property
     def deadline(self) -> float: ...
@@ -46,7 +48,7 @@ class Request(Protocol):
 @dataclass(frozen=True, kw_only=True)
 class DispatchPolicy:
     max_retries: int = 2
-    stale_retries: int = 2
+    stale_retries: int = 1  # the retry after a stale pooled connection goes out on a fresh one
     backoff_base_s: float = 0.05
     backoff_cap_s: float = 1.0
     hedge: bool = False
@@ -71,18 +73,20 @@ class Dispatch:
         self._endpoint.budget.record_request()
         stale = 0
         last_error: RerankError | None = None
+        request.fresh = False
         while request.has_waiters:
             await self._wait_for_rate_limit(request)
             permit = self._endpoint.breaker.admit()
             if permit is None:
                 raise last_error or BreakerOpen("the reranker failed repeatedly; skipping it until the breaker's probe")
             try:
-                return await self._attempt_maybe_hedged(request, permit)
+                scores = await self._attempt_maybe_hedged(request, permit)
             except RerankError as exc:
                 last_error = exc
                 kind = retry_kind(exc)
-                if kind == "now" and stale < self.policy.stale_retries:
+                if kind == "now" and stale < self.policy.stale_retries and self._spend_budget():
                     stale += 1
+                    request.fresh = True
                     self._stats.retried("stale_connection")
                     continue
                 delay = self._retry_delay(kind, request)
@@ -91,6 +95,10 @@ class Dispatch:
                 request.retries += 1
                 self._stats.retried(kind)
                 await asyncio.sleep(delay)
+            else:
+                if request.fresh and request.retries == 0:
+                    self._endpoint.budget.refund()  # the stale resend cost the server nothing after all
+                return scores
         return None
 
     # --- one attempt ----------------------------------------------------------------------------
@@ -100,7 +108,7 @@ class Dispatch:
         self._stats.request_sent(len(batch))
         started = time.monotonic()
         try:
-            scores = await self._send(batch, request.deadline)
+            scores = await self._send(batch, request.deadline, request.fresh)
             if len(scores) != len(batch):
                 raise MalformedAnswer(f"expected {len(batch)} scores, got {len(scores)}")
         except asyncio.CancelledError:
@@ -130,16 +138,19 @@ class Dispatch:
             return None
         now = time.monotonic()
         if kind == "retry_after":
-            delay = 0.0  # _wait_for_rate_limit waits the Retry-After out before the next attempt
+            delay = 0.0  # the next attempt waits the Retry-After out first
             wait = self._endpoint.not_before - now
         else:
             delay = wait = self._backoff(request.retries)
-        if now + wait >= request.deadline:
-            return None
-        if not self._endpoint.budget.try_spend():
-            self._stats.retry_budget_exhausted()
+        if now + wait >= request.deadline or not self._spend_budget():
             return None
         return delay
+
+    def _spend_budget(self) -> bool:
+        if self._endpoint.budget.try_spend():
+            return True
+        self._stats.retry_budget_exhausted()
+        return False
 
     def _backoff(self, retries: int) -> float:
         """Exponential with equal jitter: half fixed, half random, so retries spread out but still wait."""
@@ -147,14 +158,8 @@ class Dispatch:
         return ceiling / 2 + self._rng.uniform(0.0, ceiling / 2)
 
     async def _wait_for_rate_limit(self, request: Request) -> None:
-        """Honour a Retry-After: wait it out when the deadline allows, otherwise give up at once."""
-        wait = self._endpoint.not_before - time.monotonic()
-        if wait <= 0:
-            return
-        if time.monotonic() + wait >= request.deadline:
-            raise RateLimited(429, f"the server asked to wait {wait:.2f} s more (Retry-After)", retry_after=wait)
-        self._stats.rate_limit_wait()
-        await asyncio.sleep(wait)
+        if await self._endpoint.wait_out_retry_after(request.deadline):
+            self._stats.rate_limit_wait()
 
     # --- hedging --------------------------------------------------------------------------------
 
@@ -175,10 +180,8 @@ class Dispatch:
         tasks = {first}
         try:
             done, _ = await asyncio.wait(tasks, timeout=delay)
-            if not done and self._endpoint.budget.try_spend():
+            if not done and self._spend_budget():
                 tasks.add(asyncio.create_task(self._hedge(request)))
-            elif not done:
-                self._stats.retry_budget_exhausted()
             return await _first_success(first, tasks)
         finally:
             for task in tasks:

@@ -3,8 +3,11 @@ breaker, retry budget, recent latencies and the time before which a 429 asked us
 
 from __future__ import annotations
 
+import asyncio
+import time
 from dataclasses import dataclass, field
 
+from ..core.errors import RateLimited
 from .breaker import CircuitBreaker
 from .latency import LatencyWindow
 from .limiter import EndpointLimiter
@@ -22,6 +25,17 @@ class EndpointState:
     def hold_off(self, until: float) -> None:
         """No attempt to this endpoint before ``until`` (a later Retry-After only extends it)."""
         self.not_before = max(self.not_before, until)
+
+    async def wait_out_retry_after(self, deadline: float) -> bool:
+        """Before any request: wait out a Retry-After when the deadline allows it (True when it
+        waited), and raise ``RateLimited`` at once when it does not."""
+        wait = self.not_before - time.monotonic()
+        if wait <= 0:
+            return False
+        if time.monotonic() + wait >= deadline:
+            raise RateLimited(429, f"the server asked to wait {wait:.2f} s more (Retry-After)", retry_after=wait)
+        await asyncio.sleep(wait)
+        return True
 
     @property
     def idle(self) -> bool:

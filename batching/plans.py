@@ -28,6 +28,7 @@ class Plan:
     routes: dict[PairKey, list[Job]]
     task: asyncio.Task[None] | None = field(default=None, repr=False)
     retries: int = 0
+    fresh: bool = False  # the next attempt needs a new connection (the last pooled one was stale)
     abandoned_at_deadline: bool = False  # the last waiter left because its deadline passed
     _abandoned: bool = field(default=False, repr=False)
 

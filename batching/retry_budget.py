@@ -38,10 +38,18 @@ class RetryBudget:
         bucket = self._bucket()
         requests = sum(b[1] for b in self._window)
         retries = sum(b[2] for b in self._window)
-        if retries >= max(self.reserve, self.ratio * requests):
+        if retries + 1 > max(self.reserve, self.ratio * requests):
             return False
         bucket[2] += 1
         return True
+
+    def refund(self) -> None:
+        """Give back the last retry taken: it turned out to cost the server nothing (a request resent
+        from a stale pooled connection that the server then answered on the first try)."""
+        for bucket in reversed(self._window):
+            if bucket[2] > 0:
+                bucket[2] -= 1
+                return
 
     def _bucket(self) -> list[int]:
         number = int(self._clock() // BUCKET_S)

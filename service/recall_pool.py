@@ -40,6 +40,7 @@ class RecallOutcome(Generic[D]):
     ranking: list[tuple[int, float]] | None = None
     reason: str = ""  # why the stock order was kept, when the reranker did not answer
     message: str = ""
+    retries: int = 0  # requests sent again before the reranker answered
 
 
 async def rerank_pool(
@@ -70,7 +71,7 @@ async def rerank_pool(
         runtime.stats_recorder().shadow_compared(change.kept / change.limit if change.limit else 1.0,
                                                  change.mean_displacement)
         return RecallOutcome(stock, applied=False, scored=True, candidates=len(pool), elapsed_s=elapsed,
-                             api=api, change=change, ranking=ranking)
+                             api=api, change=change, ranking=ranking, retries=result.retries)
     chosen = [pool[index] for index in order[:limit]]
     return RecallOutcome(chosen, applied=True, scored=True, candidates=len(pool), elapsed_s=elapsed,
-                         api=api, change=change, ranking=ranking)
+                         api=api, change=change, ranking=ranking, retries=result.retries)

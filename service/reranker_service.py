@@ -16,13 +16,13 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from async_lru import alru_cache
 
 from ..batching.batcher import MicroBatcher, Scored
 from ..core.config import RerankerConfig
-from ..core.dialects import ScoreBatch
+from ..core.dialects import Dialect, ScoreBatch
 from ..core.errors import BreakerOpen, InputTooLong, RateLimited, RerankError, ServerError
 from ..core.probe_report import ProbeReport
 from ..core.ranking import cut_head, ranked, tighter_limits
@@ -136,7 +136,7 @@ class RerankService:
             raise BreakerOpen("the reranker failed repeatedly; skipping it until the breaker's next probe")
         if endpoint.state.not_before >= deadline:
             raise RateLimited(429, "the server asked us to wait (Retry-After) past this recall's deadline")
-        route = await self._route(config, deadline, endpoint)
+        route = _bound_to_instruction(await self._route(config, deadline, endpoint), config.instruction)
         try:
             scored = await self._score(route, endpoint, query, documents, config, deadline)
         except ServerError as exc:
@@ -171,6 +171,7 @@ class RerankService:
     async def _detect_uncached(self, detection: _Detection) -> Route:
         assert detection.endpoint is not None
         state = detection.endpoint.state
+        await state.wait_out_retry_after(detection.deadline)
         permit = state.breaker.admit()  # detection is an attempt too: a probe while half-open
         if permit is None:
             raise BreakerOpen("the reranker failed repeatedly; skipping it until the breaker's next probe")
@@ -199,9 +200,10 @@ class RerankService:
     def _sender(self, route: Route, config: RerankerConfig):  # type: ignore[no-untyped-def]
         transport, dialect, tls, api_key = self._transport, route.dialect, tls_of(config), config.api_key
 
-        async def send(batch: ScoreBatch, deadline: float) -> list[float]:
+        async def send(batch: ScoreBatch, deadline: float, fresh: bool) -> list[float]:
             request = dialect.build(batch, route.model)
-            answer = await transport.send(route.endpoint, request, deadline=deadline, api_key=api_key, tls=tls)
+            answer = await transport.send(route.endpoint, request, deadline=deadline, api_key=api_key, tls=tls,
+                                          fresh=fresh)
             return dialect.parse(answer, batch)
 
         return send
@@ -212,6 +214,16 @@ class RerankService:
             self._stats.fallback(reason, text)
             log.debug("a0_reranker: fallback to the stock order (%s): %s", reason, text)
         return RerankResult(None, reason=reason, message=text)
+
+
+def _bound_to_instruction(route: Route, instruction: str) -> Route:
+    """Detection is cached without the instruction (it does not change which API wins), but a dialect
+    that sends it (the Qwen3 template) must send this call's."""
+    dialect: Any = route.dialect
+    if getattr(dialect, "instruction", instruction) == instruction:
+        return route
+    rebound: Dialect = dataclasses.replace(dialect, instruction=instruction)
+    return dataclasses.replace(route, dialect=rebound)
 
 
 def _masked(message: str, config: RerankerConfig, query: str, documents: Sequence[str]) -> str:

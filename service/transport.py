@@ -48,9 +48,10 @@ class TlsSettings:
 class _Exchange:
     """Per-request trace context: did this request go out on a pooled keep-alive connection?"""
 
-    __slots__ = ("reused",)
+    __slots__ = ("fresh", "reused")
 
-    def __init__(self) -> None:
+    def __init__(self, fresh: bool) -> None:
+        self.fresh = fresh
         self.reused = False
 
 
@@ -65,7 +66,7 @@ class HttpTransport:
 
     def __init__(self, *, max_connections: int = 256) -> None:
         self._max_connections = max_connections
-        self._session: aiohttp.ClientSession | None = None
+        self._sessions: dict[bool, aiohttp.ClientSession] = {}  # fresh -> session
         self._ssl_contexts: dict[TlsSettings, ssl.SSLContext | bool] = {}
 
     async def send(
@@ -76,12 +77,14 @@ class HttpTransport:
         deadline: float,
         api_key: str = "",
         tls: TlsSettings = TlsSettings(),
+        fresh: bool = False,
     ) -> WireAnswer:
-        """One HTTP exchange, nothing more (no retry): the answer, or a ``RerankError`` saying why not."""
+        """One HTTP exchange, nothing more (no retry): the answer, or a ``RerankError`` saying why not.
+        ``fresh`` sends it on a new connection (after a pooled one turned out stale)."""
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise DeadlineExceeded("no time left to send the request")
-        exchange = _Exchange()
+        exchange = _Exchange(fresh)
         try:
             return await self._exchange(endpoint, request, remaining, api_key, tls, exchange)
         except RerankError:
@@ -94,7 +97,7 @@ class HttpTransport:
         headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
-        async with self._get_session().request(
+        async with self._session(exchange.fresh).request(
             request.method, endpoint + request.path, json=request.body, headers=headers,
             timeout=aiohttp.ClientTimeout(total=remaining), allow_redirects=False, ssl=self._ssl_for(tls),
             trace_request_ctx=exchange,
@@ -114,18 +117,24 @@ class HttpTransport:
             )
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        sessions, self._sessions = self._sessions, {}
+        for session in sessions.values():
+            await session.close()
 
-    def _get_session(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
+    def _session(self, fresh: bool) -> aiohttp.ClientSession:
+        """The pooled session, or (``fresh``) one whose every request opens its own connection."""
+        session = self._sessions.get(fresh)
+        if session is None or session.closed:
             trace = aiohttp.TraceConfig()
             trace.on_connection_reuseconn.append(_on_reuse)
-            connector = aiohttp.TCPConnector(limit=self._max_connections, enable_cleanup_closed=True,
-                                             keepalive_timeout=KEEPALIVE_S)
-            self._session = aiohttp.ClientSession(connector=connector, trust_env=False, trace_configs=[trace])
-        return self._session
+            if fresh:
+                connector = aiohttp.TCPConnector(limit=self._max_connections, force_close=True)
+            else:
+                connector = aiohttp.TCPConnector(limit=self._max_connections, enable_cleanup_closed=True,
+                                                 keepalive_timeout=KEEPALIVE_S)
+            session = aiohttp.ClientSession(connector=connector, trust_env=False, trace_configs=[trace])
+            self._sessions[fresh] = session
+        return session
 
     def _ssl_for(self, tls: TlsSettings) -> ssl.SSLContext | bool:
         if tls not in self._ssl_contexts:

@@ -69,6 +69,8 @@ export function statusView(reply) {
     httpRequests: count(stats.http_requests),
     latency: `${milliseconds(stats.latency_p50_ms) || "–"} / ${milliseconds(stats.latency_p95_ms) || "–"}`,
     breakers,
+    retries: count((stats.retries ?? 0) + (stats.stale_connection_retries ?? 0)),
+    retryNote: retryNote(stats),
     shadow: stats.shadow_recalls
       ? `${count(stats.shadow_recalls)} recalls compared; ${percent(stats.shadow_mean_kept_fraction)} of the stock ` +
         `top kept, mean shift ${formatNumber(stats.shadow_mean_displacement, 2)}`
@@ -76,6 +78,18 @@ export function statusView(reply) {
     lastError: stats.last_error || "",
     problems: [...(reply?.settings_problems ?? [])],
   };
+}
+
+function retryNote(stats) {
+  const parts = [
+    [stats.reranked_after_retry, "recalls saved by a retry"],
+    [stats.stale_connection_retries, "stale connections resent"],
+    [stats.rate_limit_waits, "Retry-After waits"],
+    [stats.hedges, "hedges"],
+    [stats.retry_budget_exhausted, "times the retry budget was spent"],
+    [stats.cancelled, "cancelled by their caller"],
+  ].filter(([value]) => typeof value === "number" && value > 0);
+  return parts.length ? parts.map(([value, text]) => `${count(value)} ${text}`).join(", ") : "none needed";
 }
 
 function count(value) {

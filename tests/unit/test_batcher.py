@@ -40,7 +40,7 @@ class Server:
         self.fail_with: BaseException | None = None
         self.wrong_count = False
 
-    async def send(self, batch: ScoreBatch, deadline: float) -> list[float]:
+    async def send(self, batch: ScoreBatch, deadline: float, fresh: bool = False) -> list[float]:
         self.batches.append(batch)
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)

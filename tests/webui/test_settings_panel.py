@@ -37,7 +37,9 @@ SECTIONS = {
                 "rerank_timeout"],
     "batching": ["rerank_batch_window_ms", "rerank_max_concurrency", "rerank_max_pairs_per_request",
                  "rerank_max_queued_pairs"],
-    "reliability": ["rerank_breaker_failures", "rerank_breaker_cooldown", "rerank_tls_verify", "rerank_ca_bundle"],
+    "reliability": ["rerank_breaker_failures", "rerank_breaker_failure_rate", "rerank_breaker_cooldown",
+                    "rerank_max_retries", "rerank_retry_budget", "rerank_hedge", "rerank_hedge_delay_ms",
+                    "rerank_tls_verify", "rerank_ca_bundle"],
 }
 SCREENSHOT = REPO_ROOT / "docs" / "settings-panel.png"
 COUNT_STATUS_FETCHES = """() => {

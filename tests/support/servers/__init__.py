@@ -9,7 +9,19 @@ demand, and injects faults from ``srv.set_fault``.
 
 from __future__ import annotations
 
-from .faults import Delay, Disconnect, Fault, FaultRule, Hang, InvalidJson, Redirect, Respond, SizedBody, StallBody
+from .faults import (
+    CloseKeptAlive,
+    Delay,
+    Disconnect,
+    Fault,
+    FaultRule,
+    Hang,
+    InvalidJson,
+    Redirect,
+    Respond,
+    SizedBody,
+    StallBody,
+)
 from .gate import Gate
 from .qwen3_judge import DEFAULT_INSTRUCTION, PREFIX, SUFFIX
 from .recording import RecordedRequest
@@ -22,6 +34,7 @@ __all__ = [
     "KINDS",
     "PREFIX",
     "SUFFIX",
+    "CloseKeptAlive",
     "Delay",
     "Disconnect",
     "Fault",

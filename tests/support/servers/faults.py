@@ -130,6 +130,27 @@ class Disconnect:
         raise AssertionError("unreachable")
 
 
+class CloseKeptAlive:
+    """Close a kept-alive connection, without answering, as the next POST arrives on it: what a server
+    does whose keep-alive timeout ran out just as the client reused the connection. Use it for every
+    request (``set_fault(fault)``), so that it sees each connection's first request."""
+
+    def __init__(self) -> None:
+        self._seen: set[int] = set()
+        self.closed = 0
+
+    async def apply(self, request: web.Request, proceed: Proceed) -> web.StreamResponse:
+        transport = request.transport
+        key = id(transport)
+        if request.method == "POST" and key in self._seen and transport is not None:
+            self._seen.discard(key)
+            self.closed += 1
+            transport.close()
+            await _forever()
+        self._seen.add(key)
+        return await proceed()
+
+
 @dataclass(frozen=True)
 class InvalidJson:
     """A 200 answer that claims to be JSON but is cut off mid-value."""

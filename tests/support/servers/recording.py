@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,7 @@ class RecordedRequest:
     json: Any
     text: str
     query: dict[str, str] = field(default_factory=dict)
+    received_at: float = field(default_factory=time.monotonic)  # when the server read it
 
 
 async def record(request: web.Request) -> RecordedRequest:

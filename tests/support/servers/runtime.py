@@ -64,12 +64,12 @@ class RunningServer:
             raise RuntimeError("wait_until_sync would block the server's own event loop")
         self.monitor.wait_until_sync(lambda: predicate(self), within_s)
 
-    async def start(self) -> None:
+    async def start(self, port: int = 0) -> None:
         app = web.Application(client_max_size=_MAX_BODY, middlewares=[self._instrument])
         app.add_routes(self.protocol.routes())
         self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
+        await web.TCPSite(self._runner, "127.0.0.1", port).start()
         host, port = self._runner.addresses[0][:2]
         self.url = f"http://{host}:{port}"
         self._loop = asyncio.get_running_loop()
@@ -130,10 +130,11 @@ class RunningServer:
         self.monitor.notify()
 
 
-async def start_server(kind: str, *, scorer: Scorer = lexical_scorer, **options: Any) -> RunningServer:
-    """Start a ``kind`` server on the running loop, bound to 127.0.0.1 on a free port."""
+async def start_server(kind: str, *, scorer: Scorer = lexical_scorer, port: int = 0, **options: Any
+                       ) -> RunningServer:
+    """Start a ``kind`` server on the running loop, bound to 127.0.0.1 on ``port`` (0: a free one)."""
     server = RunningServer(kind, build(kind, scorer=scorer, **options))
-    await server.start()
+    await server.start(port)
     return server
 
 

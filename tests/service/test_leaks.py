@@ -1,0 +1,215 @@
+"""Every failure path gives back what it took (issue: resilience, acceptance 1 and 2).
+
+Callers that expire while queued, are cancelled at random instants or block in threads leave no
+concurrency slot, queued pair or breaker probe behind: afterwards the idle server is reranked at once
+and the counters read 0 in flight and 0 queued. Per-configuration state stays bounded whatever the
+keys and timeouts, and detection is not re-run for a new timeout. Sequenced by counters and gates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from support.counters import stats_until
+from support.encoding import encoding_scorer, recall
+from support.servers import Delay, RunningServer, serve_in_thread, start_server
+from usr.plugins.a0_reranker.core.config import RerankerConfig
+from usr.plugins.a0_reranker.core.statistics import RerankerStatistics
+from usr.plugins.a0_reranker.service import runtime
+
+pytestmark = pytest.mark.anyio
+
+SHUT_BREAKER: dict[str, Any] = {"breaker_failures": 1000, "breaker_failure_rate": 1}  # this file is not about it
+
+
+def drained(stats: RerankerStatistics) -> bool:
+    return stats.in_flight == 0 and stats.queued_pairs == 0
+
+
+def every_call_accounted(stats: RerankerStatistics) -> bool:
+    return stats.reranks == stats.reranked + stats.fallback_total + stats.cancelled
+
+
+def assert_idle_server_reranks_at_once(server: RunningServer, config: RerankerConfig) -> None:
+    """With a 5 s timeout: a slot lost for good would make this take all 5 s and return None."""
+    patient = config.replace(timeout=5.0)
+    before = server.count()
+    started = time.monotonic()
+    assert runtime.rerank(*recall(77, 5), config=patient) is not None
+    assert time.monotonic() - started < 2.5  # half the timeout: far above any real answer here
+    assert server.count() > before
+
+
+def blocking_burst(config: RerankerConfig, callers: int, first_query: int) -> list[Any]:
+    results: list[Any] = [None] * callers
+
+    def call(i: int) -> None:
+        results[i] = runtime.rerank(*recall(first_query + i, 5), config=config)
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(callers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
+def test_blocking_callers_that_expire_while_queued_give_their_slots_back() -> None:
+    """Finding 3: 40 threads with a 0.1 s timeout and a cap of 2 against a 20 ms server."""
+    with serve_in_thread("vllm", scorer=encoding_scorer) as server:
+        config = RerankerConfig(endpoint=server.url, api="rerank", timeout=0.1, max_concurrency=2, **SHUT_BREAKER)
+        assert runtime.rerank(*recall(1, 5), config=config.replace(timeout=5.0)) is not None
+        server.set_fault(lambda r: Delay(0.02) if r.method == "POST" else None)
+        for burst in range(3):
+            results = blocking_burst(config, 40, 100 * (burst + 1))
+            assert None in results  # some expired: the case under test
+            stats = server_wait(lambda s: drained(s) and every_call_accounted(s))
+            assert stats.in_flight == 0 and stats.queued_pairs == 0
+            assert_idle_server_reranks_at_once(server, config)
+        assert runtime.statistics().breakers[server.url] == "closed"
+
+
+def server_wait(condition: Any) -> RerankerStatistics:
+    """``stats_until`` for a sync test."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        stats = runtime.statistics()
+        if condition(stats):
+            return stats
+        time.sleep(0.005)  # polling a counter the owner loop writes; the condition decides
+    raise AssertionError(f"counters never settled: {runtime.statistics()}")
+
+
+async def test_callers_cancelled_at_random_instants_leave_nothing_behind() -> None:
+    server = await start_server("vllm_qwen3", scorer=encoding_scorer)
+    rng = random.Random(20261201)
+    try:
+        config = RerankerConfig(endpoint=server.url, api="qwen3_score", timeout=2.0, max_concurrency=2)
+        assert await runtime.rerank_async(*recall(1), config=config) is not None
+        server.set_fault(lambda r: Delay(rng.uniform(0.0, 0.02)) if r.path == "/score" else None)
+        loop = asyncio.get_running_loop()
+        for burst in range(4):
+            calls = [asyncio.create_task(runtime.rerank_async(*recall(100 * burst + i), config=config))
+                     for i in range(48)]
+            for call in calls:  # cancel each at a random instant, from queued to answered
+                loop.call_later(rng.uniform(0.0, 0.04), call.cancel)
+            outcomes = await asyncio.gather(*calls, return_exceptions=True)
+            assert any(isinstance(o, asyncio.CancelledError) for o in outcomes)
+            assert all(o is None or isinstance(o, asyncio.CancelledError | list) for o in outcomes)
+        stats = await stats_until(lambda s: drained(s) and every_call_accounted(s))
+        assert stats.cancelled > 0 and stats.fallbacks.get("error", 0) == 0
+        assert await runtime.rerank_async(*recall(999), config=config.replace(timeout=5.0)) is not None
+        assert runtime.statistics().breakers[server.url] == "closed"
+    finally:
+        await server.close()
+
+
+async def test_wait_for_timeouts_around_the_callers_leave_nothing_behind() -> None:
+    """A0 and other plugins wrap calls in ``asyncio.wait_for``: the outer timeout cancels ours."""
+    server = await start_server("tei")
+    rng = random.Random(7)
+    try:
+        config = RerankerConfig(endpoint=server.url, timeout=2.0, max_concurrency=1)
+        assert await runtime.rerank_async("warm up", ["a", "b"], config=config) is not None
+        server.set_fault(lambda r: Delay(0.01) if r.method == "POST" else None)
+
+        async def impatient(i: int) -> object:
+            try:
+                return await asyncio.wait_for(runtime.rerank_async(f"q {i}", ["a b", "c"], config=config),
+                                              rng.uniform(0.0, 0.05))
+            except TimeoutError:
+                return "gave up"
+
+        outcomes = await asyncio.gather(*(impatient(i) for i in range(60)))
+        assert "gave up" in outcomes
+        await stats_until(lambda s: drained(s) and every_call_accounted(s))
+        assert await runtime.rerank_async("after", ["a", "b"], config=config) is not None
+    finally:
+        await server.close()
+
+
+async def test_repeated_slow_spells_leave_the_queue_empty_and_a_recovered_server_reranks_all() -> None:
+    """Finding 1 and acceptance 2: cap 1, a 300-pair queue, a server that holds requests past the
+    timeout; many callers expire while queued, spell after spell."""
+    server = await start_server("vllm", scorer=encoding_scorer)
+    try:
+        config = RerankerConfig(endpoint=server.url, api="rerank", timeout=0.2, max_concurrency=1,
+                                max_queued_pairs=300, **SHUT_BREAKER)
+        assert await runtime.rerank_async(*recall(1, 10), config=config) is not None
+        for spell in range(6):
+            server.gate.hold(lambda r: r.method == "POST")
+            calls = [runtime.rerank_async(*recall(1000 * spell + i, 10), config=config) for i in range(45)]
+            assert await asyncio.gather(*calls) == [None] * 45
+            server.gate.release()
+            stats = await stats_until(drained)
+            assert stats.queued_pairs == 0
+        assert runtime.statistics().fallbacks.get("queue_full", 0) > 0  # the bound was reached
+        results = [await runtime.rerank_async(*recall(5000 + i, 10), config=config) for i in range(20)]
+        assert all(r is not None for r in results), runtime.statistics()
+        assert runtime.statistics().queued_pairs == 0
+    finally:
+        await server.close()
+
+
+async def test_a_lone_call_larger_than_the_queue_bound_goes_through_on_an_idle_engine() -> None:
+    server = await start_server("vllm", scorer=encoding_scorer)
+    try:
+        config = RerankerConfig(endpoint=server.url, api="rerank", timeout=5.0, max_queued_pairs=8)
+        ranking = await runtime.rerank_async(*recall(3, 20), config=config)
+        assert ranking is not None and len(ranking) == 20
+    finally:
+        await server.close()
+
+
+async def test_three_thousand_api_keys_leave_bounded_state() -> None:
+    """Finding 6: each key used to add a batcher (and its task) for the life of the process."""
+    server = await start_server("vllm", scorer=encoding_scorer)
+    try:
+        base = RerankerConfig(endpoint=server.url, api="rerank", timeout=5.0)
+        for first in range(0, 3000, 100):
+            keyed = [base.replace(api_key=f"key-{n:05d}") for n in range(first, first + 100)]
+            results = await asyncio.gather(*(runtime.rerank_async(*recall(n, 3), config=c)
+                                             for n, c in enumerate(keyed, start=first)))
+            assert all(r is not None for r in results)
+        footprint = await owner_call(lambda service: service.footprint())
+        assert footprint["endpoints"] <= 32 and footprint["batchers"] <= 32, footprint
+        assert footprint["detections"] <= 128, footprint
+        assert await owner_tasks() <= 8  # no dispatcher task per key left waiting for ever
+    finally:
+        await server.close()
+
+
+async def test_a_new_timeout_does_not_run_detection_again() -> None:
+    server = await start_server("vllm", scorer=encoding_scorer)
+    try:
+        for n in range(20):
+            config = RerankerConfig(endpoint=server.url, api="rerank", timeout=2.0 + n / 10)
+            assert await runtime.rerank_async(*recall(n, 3), config=config) is not None
+        assert server.count("/v1/models") == 1
+    finally:
+        await server.close()
+
+
+async def owner_call(func: Any) -> Any:
+    current = runtime.runtime()
+
+    async def on_owner() -> Any:
+        return func(current.service)
+
+    return await asyncio.wrap_future(current.owner.submit(on_owner))
+
+
+async def owner_tasks() -> int:
+    """Tasks alive on the owner loop besides the one asking."""
+    current = runtime.runtime()
+
+    async def count() -> int:
+        return len(asyncio.all_tasks()) - 1
+
+    return await asyncio.wrap_future(current.owner.submit(count))

@@ -1,0 +1,204 @@
+"""Retries inside the caller's deadline (issue: resilience, acceptance 4 and 5).
+
+503s and broken connections are sent again after a backoff; a stale keep-alive connection at once on a
+fresh one, without blaming the server; a 429's Retry-After is waited out when it fits and never
+undercut. Whatever the fault, retries add no more requests than the retry budget allows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from support.encoding import encoding_scorer, recall
+from support.servers import CloseKeptAlive, Disconnect, RecordedRequest, Respond, RunningServer, start_server
+from usr.plugins.a0_reranker.core.config import RerankerConfig
+from usr.plugins.a0_reranker.service import runtime
+
+pytestmark = pytest.mark.anyio
+
+OVERLOADED = Respond(503, {"error": {"message": "The server is overloaded", "type": "ServiceUnavailableError",
+                                     "param": None, "code": 503}})
+SHUT_BREAKER: dict[str, Any] = {"breaker_failures": 1000, "breaker_failure_rate": 1}
+
+
+def rate_limited(retry_after: str | None) -> Respond:
+    headers = {"Retry-After": retry_after} if retry_after is not None else {}
+    return Respond(429, {"error": {"message": "Rate limit exceeded", "type": "RateLimitError", "param": None,
+                                   "code": 429}}, headers=headers)
+
+
+def posts(server: RunningServer, since: int = 0) -> list[RecordedRequest]:
+    return [r for r in server.requests[since:] if r.method == "POST"]
+
+
+async def detected(kind: str = "vllm", **settings: Any) -> tuple[RunningServer, RerankerConfig]:
+    server = await start_server(kind, scorer=encoding_scorer)
+    config = RerankerConfig(endpoint=server.url, api="rerank", **{"timeout": 5.0, **settings})
+    assert await runtime.rerank_async(*recall(0, 4), config=config) is not None
+    return server, config
+
+
+def first_n(count: int, fault: Any) -> Callable[[RecordedRequest], Any]:
+    """``fault`` for the next ``count`` POSTs, then normal answers."""
+    left = [count]
+
+    def rule(request: RecordedRequest) -> Any:
+        if request.method == "POST" and left[0] > 0:
+            left[0] -= 1
+            return fault
+        return None
+
+    return rule
+
+
+@pytest.mark.parametrize("fault", [OVERLOADED, Respond(502, "<html>bad gateway</html>", content_type="text/html"),
+                                   Disconnect()], ids=["503", "502", "reset"])
+async def test_a_failed_request_is_sent_again_and_the_recall_reranked(fault: Any) -> None:
+    server, config = await detected()
+    try:
+        before = len(server.requests)
+        server.set_fault(first_n(1, fault))
+        ranking = await runtime.rerank_async(*recall(1, 4), config=config)
+        assert ranking is not None and [i for i, _ in ranking] == [3, 2, 1, 0]
+        assert len(posts(server, before)) == 2
+        stats = runtime.statistics()
+        assert stats.fallback_total == 0
+        if isinstance(fault, Disconnect):  # on a kept-alive connection: a stale one, for all we can tell
+            assert stats.retries + stats.stale_connection_retries == 1
+        else:
+            assert stats.retries == 1 and stats.reranked_after_retry == 1
+    finally:
+        await server.close()
+
+
+async def test_one_retry_serves_every_caller_of_a_shared_request() -> None:
+    server = await start_server("vllm_qwen3", scorer=encoding_scorer)
+    try:
+        config = RerankerConfig(endpoint=server.url, api="qwen3_score", timeout=5.0)
+        assert await runtime.rerank_async(*recall(0), config=config) is not None
+        server.gate.hold(lambda r: r.path == "/score")
+        blocker = asyncio.create_task(runtime.rerank_async(*recall(1), config=config))
+        await server.gate.wait_held(1)
+        before = len(server.requests)
+        server.set_fault(first_n(1, OVERLOADED))
+        shared = [asyncio.create_task(runtime.rerank_async(*recall(q), config=config)) for q in range(2, 10)]
+        await asyncio.sleep(0.05)  # let the eight queue behind the held request (ordering only)
+        server.gate.release()
+        results = await asyncio.gather(blocker, *shared)
+        assert all(r is not None for r in results)
+        assert len(posts(server, before)) <= 3  # the blocker, the shared request and its one retry
+        assert runtime.statistics().retries == 1
+    finally:
+        await server.close()
+
+
+async def test_a_request_that_fails_for_good_is_not_retried() -> None:
+    server, config = await detected()
+    try:
+        before = len(server.requests)
+        server.set_fault(lambda r: Respond(400, {"error": {"message": "bad field", "type": "BadRequestError",
+                                                           "param": None, "code": 400}})
+                         if r.method == "POST" else None)
+        assert await runtime.rerank_async(*recall(1, 4), config=config) is None
+        assert len(posts(server, before)) == 1 and runtime.statistics().retries == 0
+    finally:
+        await server.close()
+
+
+async def test_a_stale_keep_alive_connection_is_resent_at_once_and_not_held_against_the_server() -> None:
+    server, config = await detected(breaker_failures=1)
+    try:
+        stale = CloseKeptAlive()
+        server.set_fault(stale)
+        for q in range(1, 11):
+            ranking = await runtime.rerank_async(*recall(q, 4), config=config)
+            assert ranking is not None, runtime.statistics().last_error
+        stats = runtime.statistics()
+        assert stale.closed >= 5 and stats.stale_connection_retries == stale.closed
+        assert stats.retries == 0 and stats.fallback_total == 0
+        assert stats.breakers[server.url] == "closed"  # a breaker that opens on one failure
+        assert server.count("/v1/models") == 1  # and the detected route was kept
+    finally:
+        await server.close()
+
+
+async def test_a_429_retry_after_is_waited_out_and_the_recall_reranked() -> None:
+    server, config = await detected()
+    try:
+        before = len(server.requests)
+        server.set_fault(first_n(1, rate_limited("1")))
+        assert await runtime.rerank_async(*recall(1, 4), config=config) is not None
+        limited, retried = posts(server, before)
+        assert retried.received_at - limited.received_at >= 1.0
+        stats = runtime.statistics()
+        assert stats.rate_limit_waits == 1 and stats.retries == 1 and stats.fallback_total == 0
+    finally:
+        await server.close()
+
+
+async def test_a_429_that_does_not_fit_the_deadline_falls_back_at_once_and_is_never_undercut() -> None:
+    server, config = await detected()
+    try:
+        before = len(server.requests)
+        server.set_fault(lambda r: rate_limited("1") if r.method == "POST" else None)
+        impatient = config.replace(timeout=0.5)
+        for q in range(1, 6):
+            started = time.monotonic()
+            assert await runtime.rerank_async(*recall(q, 4), config=impatient) is None
+            assert time.monotonic() - started < 0.6
+        limited = posts(server, before)
+        assert len(limited) == 1  # every later call knew it could not be answered in time
+        assert runtime.statistics().fallbacks == {"rate_limited": 5}
+        await asyncio.sleep(0.6)  # the Retry-After itself is what this test is about
+        assert await runtime.rerank_async(*recall(9, 4), config=impatient) is None  # waits it out, then 429
+        later = posts(server, before)
+        assert len(later) == 2 and later[1].received_at - limited[0].received_at >= 1.0
+    finally:
+        await server.close()
+
+
+async def test_a_retry_after_date_is_understood() -> None:
+    server, config = await detected()
+    try:
+        before = len(server.requests)
+        when = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 2))
+        server.set_fault(first_n(1, rate_limited(when)))
+        assert await runtime.rerank_async(*recall(1, 4), config=config) is not None
+        limited, retried = posts(server, before)
+        assert retried.received_at - limited.received_at >= 1.0  # a whole-second date: at least 1 s on
+    finally:
+        await server.close()
+
+
+FAULTS: dict[str, Callable[[random.Random], Callable[[RecordedRequest], Any]]] = {
+    "always_503": lambda rng: lambda r: OVERLOADED if r.method == "POST" else None,
+    "half_503": lambda rng: lambda r: OVERLOADED if r.method == "POST" and rng.random() < 0.5 else None,
+    "always_reset": lambda rng: lambda r: Disconnect() if r.method == "POST" else None,
+    "always_429_no_retry_after": lambda rng: lambda r: rate_limited(None) if r.method == "POST" else None,
+}
+
+
+async def requests_sent(fault: str, **settings: Any) -> int:
+    server, config = await detected(timeout=1.0, **SHUT_BREAKER, **settings)
+    try:
+        server.set_fault(FAULTS[fault](random.Random(3)))
+        for first in range(1, 121, 8):  # 120 recalls, 8 at a time, each its own request
+            await asyncio.gather(*(runtime.rerank_async(*recall(q, 4), config=config) for q in range(first, first + 8)))
+        return len(posts(server))  # the warm-up's request too: it is in the budget's window as well
+    finally:
+        await server.close()
+        runtime.shutdown()  # a fresh engine (and retry budget) for the comparison
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+async def test_retries_never_add_more_requests_than_the_budget(fault: str) -> None:
+    without = await requests_sent(fault, max_retries=0)
+    with_retries = await requests_sent(fault)
+    assert without >= 100
+    assert with_retries <= 1.2 * without, (fault, without, with_retries)

@@ -1,0 +1,196 @@
+"""The pure parts of resilience on a fake clock: Retry-After, the retry budget, the breaker's two
+triggers and its proof of life, the verdict table, and concurrency slots handed over under cancel."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreaker
+from usr.plugins.a0_reranker.batching.limiter import EndpointLimiter
+from usr.plugins.a0_reranker.batching.retry_budget import RetryBudget
+from usr.plugins.a0_reranker.batching.verdicts import health_of, retry_kind
+from usr.plugins.a0_reranker.core.errors import (
+    ConfigError,
+    DeadlineExceeded,
+    DetectionFailed,
+    InputTooLong,
+    MalformedAnswer,
+    RateLimited,
+    ServerError,
+    StaleConnection,
+    TlsFailure,
+    TransportError,
+)
+from usr.plugins.a0_reranker.core.retry_after import MAX_RETRY_AFTER_S, parse_retry_after
+
+
+class Clock:
+    def __init__(self, now: float = 100.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+NOW_EPOCH = 1_445_412_480.0  # Wed, 21 Oct 2015 07:28:00 GMT
+
+
+@pytest.mark.parametrize(("header", "expected"), [
+    ("1", 1.0), (" 120 ", 120.0), ("0", 0.0), ("2.5", 2.5),
+    ("Wed, 21 Oct 2015 07:28:30 GMT", 30.0),  # IMF-fixdate
+    ("Wednesday, 21-Oct-15 07:28:10 GMT", 10.0),  # obsolete RFC 850 form
+    ("Wed Oct 21 07:28:05 2015", 5.0),  # asctime, no zone: GMT
+    ("Wed, 21 Oct 2015 07:27:00 GMT", 0.0),  # a date in the past: now
+    ("99999999", MAX_RETRY_AFTER_S),
+    ("soon", None), ("", None), ("-1", None), ("1e3", None), ("١", None), (None, None),
+])
+def test_retry_after_reads_seconds_and_http_dates(header: str | None, expected: float | None) -> None:
+    assert parse_retry_after(header, NOW_EPOCH) == expected
+
+
+def test_the_budget_allows_a_share_of_the_window_or_the_reserve_and_forgets_old_requests() -> None:
+    clock = Clock()
+    budget = RetryBudget(ratio=0.2, window_s=10, reserve=2, clock=clock)
+    budget.record_request()
+    assert budget.try_spend() and budget.try_spend()  # the reserve: a lone request may retry twice
+    assert not budget.try_spend()
+    for _ in range(99):
+        budget.record_request()
+    spent = 2 + sum(budget.try_spend() for _ in range(100))
+    assert spent == 20  # 20% of 100 requests, reserve included
+    clock.now += 10.5  # the window moved on: those requests and retries are forgotten
+    assert budget.try_spend() and budget.try_spend() and not budget.try_spend()
+
+
+def test_a_refund_gives_one_retry_back() -> None:
+    budget = RetryBudget(ratio=0.0, reserve=1, clock=Clock())
+    assert budget.try_spend() and not budget.try_spend()
+    budget.refund()
+    assert budget.try_spend()
+
+
+def report(breaker: CircuitBreaker, health: str) -> None:
+    permit = breaker.admit()
+    assert permit is not None
+    permit.report(health)  # type: ignore[arg-type]
+
+
+def test_the_failure_rate_opens_the_breaker_only_once_enough_was_seen() -> None:
+    breaker = CircuitBreaker(BreakerPolicy(failure_rate=0.5, window=50, min_samples=20), clock=Clock())
+    for _ in range(19):
+        report(breaker, "failure")  # 503s: never "down", so never the consecutive trigger
+    assert breaker.state == "closed"
+    report(breaker, "failure")
+    assert breaker.state == "open"
+
+
+def test_fifteen_percent_failures_keep_the_breaker_closed() -> None:
+    breaker = CircuitBreaker(BreakerPolicy(), clock=Clock())
+    pattern = ["failure" if i % 20 in (3, 11) else "down" if i % 20 == 17 else "success" for i in range(2000)]
+    for health in pattern:
+        report(breaker, health)
+    assert breaker.state == "closed"
+
+
+def test_a_rate_of_one_turns_the_rate_trigger_off() -> None:
+    breaker = CircuitBreaker(BreakerPolicy(failure_rate=1.0, consecutive=1000), clock=Clock())
+    for _ in range(200):
+        report(breaker, "failure")
+    assert breaker.state == "closed"
+
+
+def test_a_timeout_while_later_requests_came_back_is_no_sign_of_a_dead_server() -> None:
+    clock = Clock()
+    breaker = CircuitBreaker(BreakerPolicy(consecutive=3), clock=clock)
+    held = [breaker.admit() for _ in range(3)]  # three requests the server will drop
+    clock.now += 0.1
+    report(breaker, "success")  # one sent later came back
+    clock.now += 1
+    for permit in held:
+        assert permit is not None
+        permit.report("down")
+    assert breaker.state == "closed"
+    for _ in range(3):  # but three in a row with nothing back since: a dead server
+        report(breaker, "down")
+    assert breaker.state == "open"
+
+
+def test_half_open_admits_a_few_probes_and_needs_them_all_to_succeed() -> None:
+    clock = Clock()
+    breaker = CircuitBreaker(BreakerPolicy(consecutive=1, cooldown=5, probes=2), clock=clock)
+    report(breaker, "down")
+    assert breaker.state == "open" and not breaker.would_admit()
+    clock.now += 5
+    first, second = breaker.admit(), breaker.admit()
+    assert first is not None and second is not None and breaker.admit() is None
+    first.report("success")
+    assert breaker.state == "half_open"
+    second.report("success")
+    assert breaker.state == "closed"
+
+
+def test_a_late_outcome_from_before_the_breaker_opened_changes_nothing() -> None:
+    clock = Clock()
+    breaker = CircuitBreaker(BreakerPolicy(consecutive=1, cooldown=5, probes=1), clock=clock)
+    old = breaker.admit()
+    report(breaker, "down")
+    assert old is not None and breaker.state == "open"
+    old.report("success")  # admitted while closed, answered after the breaker opened
+    assert breaker.state == "open"
+
+
+def test_a_permit_reports_once_and_a_context_exit_always_reports() -> None:
+    clock = Clock()
+    breaker = CircuitBreaker(BreakerPolicy(consecutive=1, cooldown=5, probes=1), clock=clock)
+    report(breaker, "down")
+    clock.now += 5
+    probe = breaker.admit()
+    assert probe is not None
+    with pytest.raises(asyncio.CancelledError), probe:
+        raise asyncio.CancelledError
+    probe.report("down")  # too late: the cancellation already gave the probe back
+    again = breaker.admit()
+    assert again is not None and again.probe
+    with again:
+        pass
+    assert breaker.state == "closed"
+
+
+@pytest.mark.parametrize(("error", "health", "kind"), [
+    (StaleConnection("x"), "neutral", "now"),
+    (TransportError("refused"), "down", "backoff"),
+    (TransportError("dns", retryable=False), "down", "never"),
+    (TlsFailure("cert"), "down", "never"),
+    (DeadlineExceeded("slow"), "down", "never"),
+    (DetectionFailed("no api"), "down", "never"),
+    (ServerError(503, "busy"), "failure", "backoff"),
+    (ServerError(502, "gateway"), "failure", "backoff"),
+    (ServerError(504, "gateway"), "failure", "backoff"),
+    (ServerError(500, "boom"), "failure", "never"),
+    (ServerError(401, "key"), "failure", "never"),
+    (RateLimited(429, "slow down", 1.0), "neutral", "retry_after"),
+    (InputTooLong(400, "too long"), "neutral", "never"),
+    (MalformedAnswer("bad json"), "failure", "never"),
+    (ConfigError(["rerank_endpoint: bad"]), "neutral", "never"),
+])
+def test_each_error_has_a_verdict(error: Exception, health: str, kind: str) -> None:
+    assert (health_of(error), retry_kind(error)) == (health, kind)
+
+
+@pytest.mark.anyio
+async def test_a_slot_handed_over_to_a_waiter_that_is_cancelled_comes_back() -> None:
+    limiter = EndpointLimiter(1)
+    await limiter.acquire()
+    waiter = asyncio.create_task(limiter.acquire())
+    hedge = asyncio.create_task(limiter.acquire(priority=True))
+    await asyncio.sleep(0)  # both are waiting (ordering only)
+    limiter.release()  # handed to the hedge (priority), in the same step
+    hedge.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await hedge
+    await waiter  # the slot the cancelled hedge was handed went on to the next waiter
+    assert limiter.in_flight == 1
+    limiter.release()
+    assert limiter.in_flight == 0
