@@ -169,7 +169,7 @@ def test_plugin_roots_discovery_and_user_wins(a0: A0) -> None:
     a0.write("usr/plugins/not_a_plugin/readme.txt", "no plugin.yaml")
     p = a0.plugins
     assert p.get_plugin_roots("x") == [str(a0.root / "usr/plugins/x"), str(a0.root / "plugins/x")]
-    assert p.get_plugins_list() == ["_memory", "dup", "zeta"]
+    assert p.get_plugins_list() == ["_memory", "_plugin_installer", "dup", "zeta"]
     assert p.find_plugin_dir("dup") == str(a0.root / "usr/plugins/dup")
     assert p.find_plugin_dir("_memory") == str(a0.root / "plugins/_memory")
     assert p.find_plugin_dir("not_a_plugin") is None
