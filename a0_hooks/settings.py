@@ -29,7 +29,7 @@ log = logging.getLogger("a0_reranker")
 PLUGIN_DIR = DEFAULT_CONFIG_FILE.parent
 
 
-_SCOPE_NAME: Final = re.compile(r"^(?!\.{1,2}$)[A-Za-z0-9_.-]{0,128}$")  # a folder name, or "" for all
+_SCOPE_NAME: Final = re.compile(r"^(?!\.{1,2}$)[^/\\\x00]{0,255}$")  # one folder name (or "" for all): no path
 
 
 @dataclass(frozen=True)
