@@ -17,6 +17,7 @@ from ..core.errors import ConfigError
 from ..core.probe_report import NOT_SAVED
 from ..service import runtime
 from . import status as plugin_status
+from .settings import Scope
 
 log = logging.getLogger("a0_reranker")
 
@@ -70,9 +71,22 @@ def _failure(message: str, key: str, *, errors: Mapping[str, str] | None = None)
 
 
 def status(payload: Any = None) -> dict[str, Any]:
-    """The counters, breaker states and whether the plugin is configured and enabled (global scope)."""
+    """The counters, breaker states and whether the plugin is configured and enabled, for the scope the
+    settings modal shows (``{"project_name", "agent_profile"}``; absent or empty: global)."""
     try:
-        return {"success": True, **plugin_status.snapshot(None)}
+        scope = _scope(payload)
+    except ValueError as exc:
+        return {"success": False, "message": f"Unknown scope: {exc}."}
+    try:
+        scope_names = {"project_name": scope.project_name, "agent_profile": scope.agent_profile}
+        return {"success": True, "scope": scope_names, **plugin_status.snapshot(None, scope)}
     except Exception as exc:
         log.exception("a0_reranker: status failed unexpectedly")
         return {"success": False, "message": f"Unexpected error: {type(exc).__name__}."}
+
+
+def _scope(payload: Any) -> Scope:
+    """The modal's selection; ValueError for names that are not plain folder names."""
+    if not isinstance(payload, Mapping):
+        return Scope()
+    return Scope(project_name=payload.get("project_name") or "", agent_profile=payload.get("agent_profile") or "")

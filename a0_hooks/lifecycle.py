@@ -1,7 +1,10 @@
 """Install, uninstall and update: what ``hooks.py`` runs (plain sync functions, as A0 calls them).
 
 ``install`` makes the runtime dependencies A0's own environment may lack importable (async-lru is
-not used by A0 at all), pip-installing into the framework's interpreter only what is missing.
+not used by A0 at all), pip-installing into the framework's interpreter only what is missing. When
+pip cannot install one, it raises one error naming each such requirement and the exact command to
+run in A0's Python: A0 then deletes the new plugin folder and shows that text ("Installation failed:
+...") as the only explanation the user gets.
 ``uninstall`` restores the original memory search and stops our event loop and HTTP session.
 This module imports only the standard library at the top, so it works before the dependencies exist.
 """
@@ -12,7 +15,9 @@ import importlib
 import importlib.metadata
 import importlib.util
 import logging
+import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -33,8 +38,22 @@ _REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:>=\s*([0-9][0-
 Runner = Callable[..., "subprocess.CompletedProcess[str]"]
 
 
+class DependencyInstallError(RuntimeError):
+    """pip could not install these requirements; the message names them, pip's reason and the command."""
+
+    def __init__(self, reasons: dict[str, str], command: str) -> None:
+        self.reasons = dict(reasons)
+        self.command = command
+        names = ", ".join(f"{requirement} ({reason})" for requirement, reason in reasons.items())
+        noun, pronoun = ("dependency", "it") if len(reasons) == 1 else ("dependencies", "them")
+        super().__init__(
+            f"a0_reranker could not install its {noun} {names}. Install {pronoun} in Agent Zero's Python, "
+            f"then install the plugin again: {command}"
+        )
+
+
 def install(run: Runner = subprocess.run) -> None:
-    """Make every requirement importable; raises with pip's reason when that fails (A0 then aborts the install)."""
+    """Make every requirement importable; raises ``DependencyInstallError`` for what pip cannot install."""
     missing = missing_requirements(REQUIREMENTS_FILE)
     if missing:
         pip_install(missing, run=run)
@@ -101,20 +120,42 @@ def _version_tuple(version: str) -> tuple[int, ...]:
 
 
 def pip_install(requirements: Sequence[str], run: Runner = subprocess.run) -> None:
-    """Install into the interpreter A0 runs on (``sys.executable``); uv if that venv has no pip."""
-    command = _installer_command(list(requirements))
-    log.info("a0_reranker: installing %s", ", ".join(requirements))
-    result: Any = run(command, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, check=False)
+    """Install each requirement on its own into the interpreter A0 runs on, so a failure names it."""
+    reasons = {}
+    for requirement in requirements:
+        reason = _install_one(requirement, run)
+        if reason is not None:
+            reasons[requirement] = reason
     importlib.invalidate_caches()
-    if result.returncode != 0:
-        tail = (result.stderr or result.stdout or "").strip().splitlines()[-5:]
-        raise RuntimeError(
-            f"a0_reranker could not install {', '.join(requirements)} "
-            f"(exit {result.returncode}): {' | '.join(tail) or 'no output'}"
-        )
+    if reasons:
+        raise DependencyInstallError(reasons, shlex.join(install_command(list(reasons))))
 
 
-def _installer_command(requirements: list[str]) -> list[str]:
+def _install_one(requirement: str, run: Runner) -> str | None:
+    """None when it was installed, otherwise pip's own reason in one line. Never raises."""
+    log.info("a0_reranker: installing %s", requirement)
+    env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    try:
+        result: Any = run(install_command([requirement]), capture_output=True, text=True, timeout=PIP_TIMEOUT_S,
+                          check=False, env=env)
+    except subprocess.TimeoutExpired:
+        return f"pip did not finish within {PIP_TIMEOUT_S} s"
+    except OSError as exc:
+        return f"pip could not be started: {exc.strerror or exc}"
+    if result.returncode == 0:
+        return None
+    return f"exit {result.returncode}: {_pip_reason(result.stderr or result.stdout or '')}"
+
+
+def _pip_reason(output: str) -> str:
+    """pip's last ``ERROR:`` line (it ends with the one that names the cause), else its last line."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("ERROR:")]
+    return (errors or lines or ["no output"])[-1]
+
+
+def install_command(requirements: list[str]) -> list[str]:
+    """pip of the interpreter A0 runs on (``sys.executable``); uv if that environment has no pip."""
     if importlib.util.find_spec("pip") is None and (uv := shutil.which("uv")):
         return [uv, "pip", "install", "--python", sys.executable, *requirements]
-    return [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", *requirements]
+    return [sys.executable, "-m", "pip", "install", *requirements]

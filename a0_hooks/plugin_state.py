@@ -36,6 +36,21 @@ def enabled_for(agent: Any) -> bool:
         return False
 
 
+def enabled_in(project_name: str, agent_profile: str) -> bool:
+    """The toggle of a named scope as A0's settings modal reads it: the first ``.toggle-1``/``.toggle-0``
+    found from that scope up to the global one (none: on). False outside A0 or on error."""
+    plugins = a0_plugins()
+    if plugins is None:
+        return False
+    try:
+        found = plugins.find_plugin_assets(plugins.TOGGLE_FILE_PATTERN, plugin_name=PLUGIN_NAME,
+                                           project_name=project_name, agent_profile=agent_profile, only_first=True)
+    except Exception:
+        log.debug("a0_reranker: could not read the toggle of a scope", exc_info=True)
+        return False
+    return not found or not str(found[0].get("path", "")).endswith(".toggle-0")
+
+
 def installed() -> bool:
     """The plugin folder is still there (a manual ``rm -rf`` calls no hook)."""
     plugins = a0_plugins()

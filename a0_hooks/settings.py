@@ -4,15 +4,22 @@ A0's ``get_plugin_config(name, agent)`` returns the first ``config.json`` found 
 agent-profile and global scopes, or the defaults when there is none, and never merges: a file saved
 by an older version lacks newer keys. We merge it over our defaults. Outside A0 (the standalone
 package, the CLI) the plugin folder's own ``config.json`` is read if present.
+
+Scopes (``per_project_config`` and ``per_agent_config`` in plugin.yaml): a recall reads the settings
+of its own agent, so a sub-agent whose profile has its own ``config.json`` uses that one (another
+reranker, or ``rerank_enabled: false`` for none) while the others keep theirs. Without an agent, a
+``Scope`` names a project and an agent profile as A0's settings modal selects them.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from ..core.config import DEFAULT_CONFIG_FILE, RerankerConfig, load_default_settings
 from . import PLUGIN_NAME
@@ -22,18 +29,42 @@ log = logging.getLogger("a0_reranker")
 PLUGIN_DIR = DEFAULT_CONFIG_FILE.parent
 
 
-def saved_settings(agent: Any = None) -> dict[str, Any]:
-    """What the user saved for this scope (A0's lookup), without defaults."""
+_SCOPE_NAME: Final = re.compile(r"^(?!\.{1,2}$)[^/\\\x00]{0,255}$")  # one folder name (or "" for all): no path
+
+
+@dataclass(frozen=True)
+class Scope:
+    """A project and an agent profile by name; ``""`` is A0's "Global" and "All profiles"."""
+
+    project_name: str = ""
+    agent_profile: str = ""
+
+    def __post_init__(self) -> None:
+        for name in (self.project_name, self.agent_profile):
+            if not isinstance(name, str) or not _SCOPE_NAME.match(name):
+                raise ValueError(f"not a project or agent profile name: {name!r}")
+
+    @property
+    def is_global(self) -> bool:
+        return not (self.project_name or self.agent_profile)
+
+
+def saved_settings(agent: Any = None, scope: Scope | None = None) -> dict[str, Any]:
+    """What the user saved for the agent's scope, or for ``scope`` (A0's lookup), without defaults."""
     plugins = a0_plugins()
-    if plugins is not None:
+    if plugins is None:
+        return _read_json(PLUGIN_DIR / "config.json")
+    if scope is None or scope.is_global:
         found = plugins.get_plugin_config(PLUGIN_NAME, agent)
-        return dict(found) if isinstance(found, Mapping) else {}
-    return _read_json(PLUGIN_DIR / "config.json")
+    else:
+        found = plugins.get_plugin_config(PLUGIN_NAME, agent, project_name=scope.project_name,
+                                          agent_profile=scope.agent_profile)
+    return dict(found) if isinstance(found, Mapping) else {}
 
 
-def plugin_settings(agent: Any = None) -> dict[str, Any]:
-    """Defaults, then the saved settings of the agent's scope on top."""
-    return {**load_default_settings(), **saved_settings(agent)}
+def plugin_settings(agent: Any = None, scope: Scope | None = None) -> dict[str, Any]:
+    """Defaults, then the saved settings of the agent's (or ``scope``'s) scope on top."""
+    return {**load_default_settings(), **saved_settings(agent, scope)}
 
 
 def resolve_config(config: RerankerConfig | Mapping[str, Any] | None = None, agent: Any = None) -> RerankerConfig:

@@ -21,17 +21,24 @@ from . import memory_patch, plugin_state, settings
 log = logging.getLogger("a0_reranker")
 
 
-def snapshot(agent: Any = None) -> dict[str, Any]:
-    """Settings summary, whether the plugin is on and wired in, and the counters. Never raises."""
-    return _snapshot(agent, *_settings(agent))
+def snapshot(agent: Any = None, scope: settings.Scope | None = None) -> dict[str, Any]:
+    """Settings summary (of the agent's scope, or of ``scope``), whether the plugin is on there and
+    wired in, and the counters (those are the whole process's). Never raises."""
+    return _snapshot(agent, *_settings(agent, scope), enabled=_enabled(agent, scope))
+
+
+def _enabled(agent: Any, scope: settings.Scope | None) -> bool:
+    if agent is None and scope is not None and not scope.is_global:
+        return plugin_state.enabled_in(scope.project_name, scope.agent_profile)
+    return plugin_state.enabled_for(agent)
 
 
 def _snapshot(
-    agent: Any, raw: Mapping[str, Any], config: RerankerConfig | None, problems: list[str]
+    agent: Any, raw: Mapping[str, Any], config: RerankerConfig | None, problems: list[str], *, enabled: bool
 ) -> dict[str, Any]:
     key = str(raw.get("rerank_api_key") or "")
     info: dict[str, Any] = {
-        "plugin_enabled": plugin_state.enabled_for(agent),
+        "plugin_enabled": enabled,
         "memory_wrapper_installed": memory_patch.is_installed(),
         "configured": bool(config and config.configured),
         "rerank_enabled": bool(config and config.enabled),
@@ -48,9 +55,11 @@ def _snapshot(
     return scrub(info, key)
 
 
-def _settings(agent: Any) -> tuple[dict[str, Any], RerankerConfig | None, list[str]]:
+def _settings(
+    agent: Any, scope: settings.Scope | None = None
+) -> tuple[dict[str, Any], RerankerConfig | None, list[str]]:
     try:
-        raw = settings.plugin_settings(agent)
+        raw = settings.plugin_settings(agent, scope)
     except Exception as exc:
         return {}, None, [f"settings could not be read: {type(exc).__name__}"]
     try:
@@ -80,7 +89,7 @@ def _statistics() -> dict[str, Any]:
 async def report(agent: Any = None) -> str:
     """The ``reranker_status`` tool's answer: settings, a live probe and the counters, in plain text."""
     raw, config, problems = _settings(agent)  # read once: for the summary and for the live probe
-    info = _snapshot(agent, raw, config, problems)
+    info = _snapshot(agent, raw, config, problems, enabled=plugin_state.enabled_for(agent))
     probe = await runtime.probe_async(config) if config is not None and config.configured else None
     return redact(format_report(info, probe), str(raw.get("rerank_api_key") or ""))
 

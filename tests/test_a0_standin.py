@@ -169,7 +169,7 @@ def test_plugin_roots_discovery_and_user_wins(a0: A0) -> None:
     a0.write("usr/plugins/not_a_plugin/readme.txt", "no plugin.yaml")
     p = a0.plugins
     assert p.get_plugin_roots("x") == [str(a0.root / "usr/plugins/x"), str(a0.root / "plugins/x")]
-    assert p.get_plugins_list() == ["_memory", "dup", "zeta"]
+    assert p.get_plugins_list() == ["_memory", "_plugin_installer", "dup", "zeta"]
     assert p.find_plugin_dir("dup") == str(a0.root / "usr/plugins/dup")
     assert p.find_plugin_dir("_memory") == str(a0.root / "plugins/_memory")
     assert p.find_plugin_dir("not_a_plugin") is None
@@ -1051,3 +1051,32 @@ async def test_reset_state_clears_process_wide_state(a0: A0) -> None:
     a0.mod("helpers.standin").reset_state()
     assert a0.Memory.index == {} and a0.agent.AgentContext.all() == []
     assert defer.EventLoopThread._instances == {}
+
+
+# --- agent profiles, sub-agents and the lists the settings modal shows (issue 14) ------------------------
+
+
+@pytest.mark.anyio
+async def test_call_subordinate_builds_the_sub_agent_with_its_profile_in_the_same_context(a0: A0) -> None:
+    superior = a0.new_agent(profile="agent0")
+    await superior.call_tool("call_subordinate", {"message": "hello", "profile": "researcher"})
+    sub = superior.get_data("_subordinate")
+    assert (sub.number, sub.config.profile, sub.context) == (1, "researcher", superior.context)
+    assert sub.get_data("_superior") is superior
+    await superior.call_tool("call_subordinate", {"message": "again"})
+    assert superior.get_data("_subordinate") is sub  # reused until reset="true"
+    await superior.call_tool("call_subordinate", {"message": "new", "reset": "true"})
+    assert superior.get_data("_subordinate") is not sub
+    assert superior.get_data("_subordinate").config.profile == "agent0"  # no profile given: initialize_agent's
+
+
+def test_agent_profiles_and_projects_are_listed_as_the_settings_modal_gets_them(a0: A0) -> None:
+    a0.write("agents/agent0/agent.yaml", "title: Agent 0\n")
+    a0.write("usr/agents/researcher/agent.yaml", "title: Researcher\n")
+    a0.write("usr/agents/no_profile/readme.md", "no agent.yaml: not a profile")
+    a0.write("usr/projects/alpha/.a0proj/project.json", '{"title": "Project Alpha"}')
+    (a0.root / "usr/projects/beta").mkdir(parents=True)
+    assert a0.mod("helpers.subagents").get_all_agents_list() == [
+        {"key": "agent0", "label": "Agent 0"}, {"key": "researcher", "label": "Researcher"}]
+    projects = a0.mod("helpers.projects").get_active_projects_list()
+    assert [(p["name"], p["title"]) for p in projects] == [("alpha", "Project Alpha"), ("beta", "")]

@@ -18,7 +18,7 @@ def test_plugin_manifest_follows_a0_rules() -> None:
     assert manifest["name"] == "a0_reranker"
     assert isinstance(manifest["version"], str)  # a float version makes A0 refuse to load the plugin
     assert manifest["settings_sections"] == ["agent"]
-    assert manifest["per_project_config"] is True
+    assert manifest["per_project_config"] is True and manifest["per_agent_config"] is True
     assert (REPO / "LICENSE").is_file() and (REPO / "default_config.yaml").is_file()
     ignored = (REPO / ".gitignore").read_text().split()
     assert {"config.json", ".toggle-*", "execute_record.json"} <= set(ignored)

@@ -137,7 +137,7 @@ async def test_to_logit_inverts_the_sigmoid_and_stays_bounded() -> None:
 async def test_every_documented_kind_is_registered() -> None:
     assert set(KINDS) == {"cohere", "jina", "voyage", "mixedbread", "together", "xinference", "localai",
                           "siliconflow", "infinity", "tei", "vllm", "vllm_qwen3", "llamacpp", "sglang",
-                          "ollama"}
+                          "ollama", "litellm"}
 
 
 async def test_unknown_kind_is_refused() -> None:

@@ -38,6 +38,7 @@ function createPanel() {
     _ready: null,
     _timer: null,
     _open: false,
+    _scopeKey: null,
 
     init() {
       this._open = true;
@@ -124,9 +125,29 @@ function createPanel() {
       return title?.textContent.trim() || key;
     },
 
+    /** The scope A0's modal shows (project, agent profile; "" = Global, All profiles). */
+    get scope() {
+      return { project_name: this.context?.projectName || "", agent_profile: this.context?.agentProfileKey || "" };
+    },
+
+    /** The scope's name in A0's own words ("Global, All profiles"), from the modal's labels when it has them. */
+    scopeLabel(scope) {
+      const context = this.context;
+      const project = context?.projectLabel?.(scope.projectName) ?? (scope.projectName || "Global");
+      const profile = context?.agentProfileLabel?.(scope.agentProfile) ?? (scope.agentProfile || "All profiles");
+      return `${project}, ${profile}`;
+    },
+
+    /** x-effect: when the modal switches scope, show that scope's status at once. */
+    followScope(scope) {
+      const key = JSON.stringify([scope.project_name, scope.agent_profile]);
+      if (this._scopeKey !== null && this._scopeKey !== key) this.refreshStatus();
+      this._scopeKey = key;
+    },
+
     async refreshStatus() {
       try {
-        const reply = await callJsonApi(`/plugins/${PLUGIN_NAME}/status`, {});
+        const reply = await callJsonApi(`/plugins/${PLUGIN_NAME}/status`, this.scope);
         if (!reply?.success) throw new Error(reply?.message || "no status");
         this.status = statusView(reply);
         this.statusError = "";

@@ -77,6 +77,8 @@ export function statusView(reply) {
       : "",
     lastError: stats.last_error || "",
     problems: [...(reply?.settings_problems ?? [])],
+    // the project and agent profile whose settings the mode and problems are (the counters: all of A0)
+    scope: { projectName: reply?.scope?.project_name || "", agentProfile: reply?.scope?.agent_profile || "" },
   };
 }
 

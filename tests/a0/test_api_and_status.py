@@ -34,6 +34,7 @@ KINDS: list[tuple[str, dict[str, Any], dict[str, Any], str]] = [
     ("vllm_qwen3", {}, {}, "qwen3_score"),
     ("llamacpp", {}, {}, "rerank"),
     ("sglang", {}, {}, "rerank"),
+    ("litellm", {}, {"rerank_model": "rerank-english-v3.0"}, "rerank"),
 ]
 
 

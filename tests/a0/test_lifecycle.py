@@ -128,7 +128,7 @@ async def test_install_hook_in_a_satisfied_environment_installs_nothing(a0: A0) 
     lifecycle.install(run=must_not_run)
 
 
-def test_missing_requirements_are_found_and_pip_installs_only_them(tmp_path: Path) -> None:
+def test_missing_requirements_are_found_and_pip_installs_only_them_one_by_one(tmp_path: Path) -> None:
     from usr.plugins.a0_reranker.a0_hooks import lifecycle
 
     requirements = tmp_path / "requirements.txt"
@@ -142,10 +142,23 @@ def test_missing_requirements_are_found_and_pip_installs_only_them(tmp_path: Pat
         return subprocess.CompletedProcess(command, 0, "ok", "")
 
     lifecycle.pip_install(missing, run=run)
-    assert commands[0][:3] == [sys.executable, "-m", "pip"] and commands[0][-2:] == missing
+    assert commands == [[sys.executable, "-m", "pip", "install", requirement] for requirement in missing]
 
-    def failing(command: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
-        return subprocess.CompletedProcess(command, 1, "", "ERROR: No matching distribution found")
 
-    with pytest.raises(RuntimeError, match=r"could not install zz-a0r-not-installed.*No matching distribution"):
-        lifecycle.pip_install(missing[1:], run=failing)
+def test_every_requirement_pip_could_not_install_is_named_in_one_message() -> None:
+    from usr.plugins.a0_reranker.a0_hooks import lifecycle
+
+    def run(command: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        if command[-1].startswith("anyio"):
+            return subprocess.CompletedProcess(command, 0, "ok", "")
+        if command[-1].startswith("slow"):
+            raise subprocess.TimeoutExpired(command, lifecycle.PIP_TIMEOUT_S)
+        return subprocess.CompletedProcess(command, 1, "", "ERROR: Could not find a version\nERROR: No matching "
+                                                         "distribution found for zz>=1\n")
+
+    with pytest.raises(lifecycle.DependencyInstallError) as failed:
+        lifecycle.pip_install(["anyio>=4", "zz>=1", "slow-pkg"], run=run)
+    assert str(failed.value) == (
+        "a0_reranker could not install its dependencies zz>=1 (exit 1: ERROR: No matching distribution found for "
+        f"zz>=1), slow-pkg (pip did not finish within {lifecycle.PIP_TIMEOUT_S} s). Install them in Agent Zero's "
+        f"Python, then install the plugin again: {sys.executable} -m pip install 'zz>=1' slow-pkg")

@@ -125,6 +125,10 @@ def _openai(status: int, message: str, kind: str | None) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": None, "code": status}}
 
 
+def _litellm(status: int, message: str, kind: str | None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": None, "code": str(status)}}
+
+
 def _flat(status: int, message: str, kind: str | None) -> dict[str, Any]:
     return {"object": "error", "message": message, "type": kind, "param": None, "code": status}
 
@@ -150,6 +154,7 @@ _ERROR_SHAPES: Final[Mapping[str, Callable[[int, str, str | None], dict[str, Any
     "jina": _detail, "localai": _detail, "voyage": _detail, "mixedbread": _detail, "xinference": _detail,
     "infinity": lambda s, m, _k: _openai(s, m, None),
     "vllm": _openai, "vllm_qwen3": _openai, "sglang": _flat, "llamacpp": _llamacpp, "tei": _tei,
+    "litellm": _litellm,
 }
 
 # (status, message, error type): what an overloaded or broken server says.

@@ -43,6 +43,7 @@ _MODELS: Final[Mapping[str, str]] = {
     "xinference": "bge-reranker-v2-m3",
     "localai": "jina-reranker-v1-base-en",
     "siliconflow": "BAAI/bge-reranker-v2-m3",
+    "litellm": "rerank-english-v3.0",
 }
 # Kinds whose rerank route checks a bearer key (vLLM only guards /v1 paths, not /rerank or /score).
 KEYED_KINDS: Final = frozenset(DIALECT_KINDS) - {"vllm", "vllm_qwen3"}

@@ -188,7 +188,9 @@ async def test_each_servers_real_error_answer_falls_back(serve: Any, kind: str, 
         answer = await captured(server, "GET", "/v1/models", b"", "wrong-key")
     else:
         answer = await captured(server, "POST", ours.path, b'{"query": "unterminated', SERVER_KEY)
-    assert 400 <= answer.status < 500, answer
+    # LiteLLM parses the body inside its handler, and orjson's error carries no status: a 500
+    expected = range(500, 600) if (kind, error) == ("litellm", "invalid_json_body") else range(400, 500)
+    assert answer.status in expected, answer
     server.set_fault(on_our_requests(answer))
     assert_stock_fallback(await call_both(config), "http_status", config)
 

@@ -8,6 +8,7 @@ Tests import the plugin exactly as A0 does (``usr.plugins.a0_reranker...``). The
 from __future__ import annotations
 
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -56,3 +57,27 @@ def build_overlay_root(base: Path) -> Path:
             continue
         (plugin / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
     return root
+
+
+def plugin_repository(dest: Path) -> Path:
+    """A git repository holding what a commit of this working tree would hold (tests, docs and bench
+    left out), committed on ``main``: an upstream for A0's installer to clone and pull from."""
+    listed = subprocess.run(["git", "-C", str(REPO_ROOT), "ls-files", "--cached", "--others", "--exclude-standard",
+                             "-z"], capture_output=True, text=True, timeout=30, check=True).stdout.split("\0")
+    for rel in filter(None, listed):
+        source = REPO_ROOT / rel
+        if rel.split("/", 1)[0] in _NOT_IN_OVERLAY or not source.is_file():
+            continue
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, dest / rel)
+    commit_all(dest, "plugin", init=True)
+    return dest
+
+
+def commit_all(repo: Path, message: str, *, init: bool = False) -> None:
+    """``git add -A && git commit`` in ``repo`` (``git init -b main`` first when ``init``)."""
+    steps = [["init", "-q", "-b", "main"]] if init else []
+    steps += [["add", "-A"], ["-c", "user.name=test", "-c", "user.email=test@example.invalid", "commit", "-q",
+                              "-m", message]]
+    for step in steps:
+        subprocess.run(["git", "-C", str(repo), *step], capture_output=True, text=True, timeout=30, check=True)

@@ -5,7 +5,9 @@ It serves, at A0's own URLs, small stand-ins for the A0 front-end modules a plug
 notification store, ``plugin-settings.html`` and its store), Alpine.js from the npm registry, and the
 plugin's ``webui/`` folder as A0 does (``/plugins/<name>/webui/...``, found with ``find_plugin_dir``).
 Its API is A0's: ``/api/csrf_token``, ``/api/plugins`` (``get_config``, ``get_default_config``,
-``save_config`` as A0's ``api/plugins.py`` answers them) and ``/api/plugins/<plugin>/<stem>``, which
+``save_config`` as A0's ``api/plugins.py`` answers them), the lists the modal's scope selectors show
+(``/api/plugins_list``, ``/api/projects`` ``list_options``, ``/api/agents`` ``list``) and
+``/api/plugins/<plugin>/<stem>``, which
 runs the plugin's REAL handler classes through the A0 stand-in's dispatch (CSRF checked, a thread and
 event loop of their own as flask[async] gives them). Every API call is recorded for the tests.
 """
@@ -13,6 +15,7 @@ event loop of their own as flask[async] gives them). Every API call is recorded 
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
 import json
 import secrets
@@ -89,6 +92,8 @@ class PanelHost:
         app.router.add_get("/plugins/{plugin}/webui/{tail:.+}", self._plugin_asset)
         app.router.add_get("/api/csrf_token", self._csrf_token)
         app.router.add_post("/api/plugins", self._plugins_api)
+        for path, answer in LIST_APIS.items():
+            app.router.add_post(path, functools.partial(self._list_api, answer))
         app.router.add_post("/api/plugins/{plugin}/{stem}", self._plugin_api)
         for url in PAGES:
             app.router.add_get(url, self._page)
@@ -121,6 +126,13 @@ class PanelHost:
         reply = await asyncio.to_thread(plugins_action, body if isinstance(body, dict) else {})
         response = reply if isinstance(reply, web.Response) else web.json_response(reply)
         return self._record(request.path, body, response)
+
+    async def _list_api(self, answer: Any, request: web.Request) -> web.StreamResponse:
+        body = await _json_body(request)
+        if not self._csrf_ok(request):
+            return self._record(request.path, body, web.Response(status=403, text="CSRF token missing or invalid"))
+        reply = await asyncio.to_thread(answer, body if isinstance(body, dict) else {})
+        return self._record(request.path, body, web.json_response(reply))
 
     async def _plugin_api(self, request: web.Request) -> web.StreamResponse:
         body = await _json_body(request)
@@ -169,6 +181,37 @@ def plugins_action(body: dict[str, Any]) -> dict[str, Any] | web.Response:
         plugins.save_plugin_config(name, project, profile, settings)
         return {"ok": True}
     return web.Response(status=400, text=f"Unknown action: {action}")
+
+
+def plugins_list(body: dict[str, Any]) -> dict[str, Any]:
+    """A0's ``api/plugins_list.py`` for the fields the settings modal reads (``PluginListItem``)."""
+    plugins = _a0("helpers.plugins")
+    items = []
+    for name in plugins.get_plugins_list():
+        meta, plugin_dir = plugins.get_plugin_meta(name), Path(plugins.find_plugin_dir(name))
+        items.append({"name": name, "path": str(plugin_dir), "display_name": meta.title or name,
+                      "per_project_config": meta.per_project_config, "per_agent_config": meta.per_agent_config,
+                      "always_enabled": meta.always_enabled,
+                      "has_config_screen": (plugin_dir / "webui" / "config.html").is_file()})
+    return {"ok": True, "plugins": items}
+
+
+def projects_api(body: dict[str, Any]) -> dict[str, Any]:
+    """A0's ``api/projects.py`` action ``list_options``: ``[{"key": name, "label": title or name}]``."""
+    if body.get("action") != "list_options":
+        return {"ok": False, "error": "Invalid action"}
+    items = _a0("helpers.projects").get_active_projects_list()
+    return {"ok": True, "data": [{"key": p["name"], "label": p["title"] or p["name"]} for p in items]}
+
+
+def agents_api(body: dict[str, Any]) -> dict[str, Any]:
+    """A0's ``api/agents.py`` action ``list``: ``subagents.get_all_agents_list()``."""
+    if body.get("action") != "list":
+        return {"ok": False, "error": "Invalid action"}
+    return {"ok": True, "data": _a0("helpers.subagents").get_all_agents_list()}
+
+
+LIST_APIS = {"/api/plugins_list": plugins_list, "/api/projects": projects_api, "/api/agents": agents_api}
 
 
 @contextmanager

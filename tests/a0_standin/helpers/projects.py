@@ -48,3 +48,19 @@ def deactivate_project(context_id: str) -> None:
         raise ValueError(f"Context {context_id} not found")
     context.set_data(CONTEXT_DATA_KEY_PROJECT, None)
     context.set_output_data(CONTEXT_DATA_KEY_PROJECT, None)
+
+
+def get_active_projects_list() -> list[dict[str, str]]:
+    """Every folder under `usr/projects/`, with the `title` of its `.a0proj/project.json`, sorted by name."""
+    import json
+    import os
+
+    parent = get_projects_parent_folder()
+    projects: list[dict[str, str]] = []
+    for name in sorted(os.listdir(parent)) if os.path.isdir(parent) else []:
+        if not os.path.isdir(os.path.join(parent, name)):
+            continue
+        meta = get_project_meta(name, "project.json")
+        data = json.loads(files.read_file(meta)) if files.exists(meta) else {}
+        projects.append({"name": name, "title": str(data.get("title", "")), "description": "", "color": ""})
+    return projects

@@ -93,3 +93,31 @@ def get_paths(
         if not must_exist_completely or files.exists(path):
             paths.append(path)
     return paths
+
+
+def get_agents_roots() -> list[str]:
+    """Folders holding agent profiles: `agents/`, enabled plugins' `agents/`, `usr/agents/`, projects'."""
+    from helpers import plugins
+
+    paths = [
+        files.get_abs_path(DEFAULT_AGENTS_DIR),
+        *plugins.get_enabled_plugin_paths(None, "agents"),
+        files.get_abs_path(USER_AGENTS_DIR),
+        *files.find_existing_paths_by_pattern("usr/projects/*/.a0proj/agents"),
+    ]
+    return [p for i, p in enumerate(paths) if p and p not in paths[:i] and files.is_dir(p)]
+
+
+def get_all_agents_list() -> list[dict[str, str]]:
+    """`[{"key", "label"}]` of every profile folder with an `agent.yaml` (its `name`, else the folder;
+    its `title`, else the name), merged over the roots and sorted by key, as `/api/agents` lists them."""
+    merged: dict[str, str] = {}
+    for root in get_agents_roots():
+        for sub in files.get_subdirectories(root):
+            meta_path = files.get_abs_path(root, sub, "agent.yaml")
+            if not files.exists(meta_path):
+                continue
+            meta = files.read_file_yaml(meta_path) or {}
+            name = str(meta.get("name") or sub)
+            merged[name] = str(meta.get("title") or merged.get(name) or name)
+    return [{"key": key, "label": merged[key]} for key in sorted(merged)]

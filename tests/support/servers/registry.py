@@ -9,6 +9,7 @@ from .cohere import CohereApp
 from .cohere_compatible import SiliconFlowApp, TogetherApp, XinferenceApp
 from .infinity import InfinityApp
 from .jina import JinaApp, LocalAIApp
+from .litellm import LiteLLMApp
 from .llamacpp import LlamaCppApp
 from .mixedbread import MixedbreadApp
 from .ollama import OllamaApp
@@ -21,6 +22,7 @@ from .voyage import VoyageApp
 _APPS: tuple[type[ProtocolApp], ...] = (
     CohereApp, JinaApp, VoyageApp, MixedbreadApp, TogetherApp, XinferenceApp, LocalAIApp,
     SiliconFlowApp, InfinityApp, TeiApp, VllmApp, VllmQwen3App, LlamaCppApp, SglangApp, OllamaApp,
+    LiteLLMApp,
 )
 
 KINDS: dict[str, Callable[..., ProtocolApp]] = {app.kind: app for app in _APPS}

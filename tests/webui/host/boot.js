@@ -35,5 +35,5 @@ document.addEventListener("alpine:init", () => {
 
 await import("/vendor/alpine/alpine.min.js");
 
-globalThis.openPluginSettings = (name) => pluginSettings.openConfig(name);
+globalThis.openPluginSettings = (name, project = "", profile = "") => pluginSettings.openConfig(name, project, profile);
 globalThis.__hostReady = true;
