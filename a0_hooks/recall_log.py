@@ -1,9 +1,10 @@
 """One short line in the agent's A0 log per reranked or shadow-scored recall, so a user can watch it work.
 
 It says how many candidates were scored, how many were returned, how long it took, which API
-answered (and whether the request had to be sent again) and how much the order changed (memories
-kept in the top ``limit`` and their mean shift); on a fallback, why. Never document text (a server's
-error body may echo documents) and never the key.
+answered (and whether the request had to be sent again), how much the order changed (memories kept
+in the top ``limit`` and their mean shift), how many returned memories the stock result did not hold
+(rescued) and how many the relevance floor left out; on a fallback, why. Never document text (a
+server's error body may echo documents) and never the key.
 """
 
 from __future__ import annotations
@@ -27,13 +28,20 @@ def describe(outcome: RecallOutcome[Any], source: str) -> str:
     via = f"via {outcome.api}" + (f" after {_retries(outcome.retries)}" if outcome.retries else "")
     if outcome.applied:
         return (f"Reranked {source}: {outcome.candidates} candidates -> {returned} returned in {ms} ms "
-                f"{via}; {order}")
+                f"{via}; {order}{_pool_effects(outcome)}")
     return (f"Reranker shadow mode, {source}: {outcome.candidates} candidates scored in {ms} ms {via}; "
             f"would have {order}; stock order returned ({returned})")
 
 
 def _retries(count: int) -> str:
     return "1 retry" if count == 1 else f"{count} retries"
+
+
+def _pool_effects(outcome: RecallOutcome[Any]) -> str:
+    parts = [f"{outcome.rescued} rescued from outside the stock result"] if outcome.rescued else []
+    if outcome.floor_dropped:
+        parts.append(f"{outcome.floor_dropped} below rerank_min_score dropped")
+    return "".join(f"; {part}" for part in parts)
 
 
 def fallback_line(reason: str, source: str, candidates: int, returned: int, elapsed_s: float) -> str:

@@ -2,13 +2,18 @@
 
 Outside the recall scope (deletion, consolidation, the dashboard, memorize) the original runs with
 the caller's own arguments and nothing else happens. Inside it, when the plugin is on for the agent,
-``rerank_enabled`` is set and an endpoint is configured, the original is asked once for a pool of
-``max(limit, rerank_candidates)`` and the pool goes to ``rerank_pool``.
+``rerank_enabled`` is set and an endpoint is configured, two searches go to the original method:
 
-Why the fallback is exactly stock: the store ranks best-first and ``k`` only truncates (FAISS
-searches its ``fetch_k`` nearest, filters, applies the threshold, then keeps ``k``), so the first
-``limit`` of the pool are what the original returns for ``limit``. Every failure returns that slice.
-Exceptions raised by the store itself propagate unchanged; nothing of ours raises past this module.
+1. the caller's own call, unchanged: A0's answer, which is also the fallback, so the fallback is
+   stock by construction (the same objects in the same order). Nothing found: nothing is returned
+   and nothing else is asked.
+2. a wider one for the pool: ``max(limit, rerank_candidates)`` memories at ``rerank_pool_threshold``
+   (never above the caller's threshold), every other argument as the caller gave it (a precomputed
+   ``embedding`` included).
+
+The pool goes to ``rerank_pool`` with A0's answer first, and as many memories come back as A0's own
+call returned: A0 decides how many, the reranker which. Every failure returns A0's answer. Exceptions
+raised by the store in the first search propagate unchanged; nothing of ours raises past this module.
 """
 
 from __future__ import annotations
@@ -16,11 +21,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
-from typing import Any, Final
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..core.config import RerankerConfig
 from ..core.errors import ConfigError
+from ..core.recall_budget import GUARD_GRACE_S
 from ..service import runtime
 from ..service.recall_pool import rerank_pool
 from . import plugin_state, recall_log, recall_scope, settings
@@ -28,8 +34,6 @@ from .recall_scope import RecallScope
 from .search_call import SearchCall
 
 log = logging.getLogger("a0_reranker")
-
-GUARD_GRACE_S: Final = 2.0  # the service keeps rerank_timeout itself; this only bounds a misbehaving path
 
 
 async def search(original: Callable[..., Any], memory: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -41,10 +45,36 @@ async def search(original: Callable[..., Any], memory: Any, args: tuple[Any, ...
     if plan is None:
         return await original(memory, *args, **kwargs)
     call, config = plan
-    pool_args, pool_kwargs = call.with_limit(max(call.limit, config.candidates))
     with recall_scope.suspended():
-        pool = list(await original(memory, *pool_args, **pool_kwargs))
-    return await _choose(scope, call, config, pool)
+        stock = await original(memory, *args, **kwargs)
+        if not stock:
+            return stock
+        pool = await _wider(original, memory, call, config, stock)
+    if pool is None:
+        _fallback(scope, "pool_search", len(stock), len(stock), time.monotonic())
+        return stock
+    return await _choose(scope, call, config, stock, _stock_first(stock, pool))
+
+
+async def _wider(original: Callable[..., Any], memory: Any, call: SearchCall, config: RerankerConfig,
+                 stock: Sequence[Any]) -> list[Any] | None:
+    """The pool search, or A0's answer when it would ask for nothing more; None if it fails."""
+    limit, threshold = max(call.limit, config.candidates), call.pool_threshold(config.pool_threshold)
+    if limit == call.limit and threshold == call.threshold:
+        return list(stock)
+    args, kwargs = call.replaced(limit=limit, threshold=threshold)
+    try:
+        return list(await original(memory, *args, **kwargs))
+    except Exception:  # A0's own call succeeded, so stock A0 would not have failed: keep its answer
+        log.warning("a0_reranker: the pool search failed (recall keeps its stock result)", exc_info=True)
+        return None
+
+
+def _stock_first(stock: Sequence[Any], pool: Sequence[Any]) -> list[Any]:
+    """A0's answer, then the pool's other memories in embedding order (by identity: Documents compare
+    by value, and two memories may hold the same text)."""
+    seen = {id(document) for document in stock}
+    return [*stock, *(document for document in pool if id(document) not in seen)]
 
 
 def _plan(
@@ -68,15 +98,16 @@ def _plan(
         return None
 
 
-async def _choose(scope: RecallScope, call: SearchCall, config: RerankerConfig, pool: list[Any]) -> list[Any]:
-    """The reranked best ``limit`` of the pool, or on any failure its stock first ``limit``."""
-    stock = pool[: call.limit]
+async def _choose(scope: RecallScope, call: SearchCall, config: RerankerConfig, stock: Any,
+                  pool: list[Any]) -> Any:
+    """The reranker's best ``len(stock)`` of the pool (A0's answer first), or on any failure ``stock``."""
     if len(pool) < 2:
+        runtime.stats_recorder().pool_seen(len(pool), len(stock))
         return stock
     started = time.monotonic()
     try:
         outcome = await asyncio.wait_for(
-            rerank_pool(call.query, pool, limit=call.limit, config=config), config.timeout + GUARD_GRACE_S
+            rerank_pool(call.query, pool, limit=len(stock), config=config), config.timeout + GUARD_GRACE_S
         )
     except TimeoutError:  # the service overran its own deadline: counted apart from its "timeout"
         _fallback(scope, "recall_deadline", len(pool), len(stock), started)
@@ -86,7 +117,7 @@ async def _choose(scope: RecallScope, call: SearchCall, config: RerankerConfig, 
         _fallback(scope, "error", len(pool), len(stock), started)
         return stock
     recall_log.write(scope.agent, recall_log.describe(outcome, scope.source))
-    return outcome.documents
+    return outcome.documents if outcome.applied else stock
 
 
 def _fallback(scope: RecallScope, reason: str, candidates: int, returned: int, started: float) -> None:

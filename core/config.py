@@ -43,6 +43,8 @@ class RerankerConfig:
     model: str = ""
     api_key: str = dataclasses.field(default="", repr=False)
     candidates: int = 20
+    pool_threshold: float = 0.5  # A0's similarity is (1 + cosine) / 2: 0.5 is cosine 0
+    min_score: float = 0.0  # the relevance floor on the 0-1 scale; 0 is off
     instruction: str = QWEN3_DEFAULT_INSTRUCTION
     max_doc_chars: int = 8000
     max_query_chars: int = 1000
@@ -230,7 +232,8 @@ def _to_api(value: Any) -> str:
 
 _COERCE: Final[dict[str, Callable[[Any], Any]]] = {
     "enabled": _to_bool, "apply": _to_bool, "api": _to_api, "endpoint": _to_str, "model": lambda v: _to_str(v).strip(),
-    "api_key": lambda v: _to_str(v).strip(), "candidates": _to_int, "instruction": _to_str,
+    "api_key": lambda v: _to_str(v).strip(), "candidates": _to_int, "pool_threshold": _to_float,
+    "min_score": _to_float, "instruction": _to_str,
     "max_doc_chars": _to_int, "max_query_chars": _to_int, "timeout": _to_float, "batch_window_ms": _to_float,
     "max_concurrency": _to_int, "max_pairs_per_request": _to_int, "max_queued_pairs": _to_int,
     "breaker_failures": _to_int, "breaker_failure_rate": _to_float, "breaker_cooldown": _to_float,
@@ -242,6 +245,8 @@ _COERCE: Final[dict[str, Callable[[Any], Any]]] = {
 # Inclusive ranges; the panel shows the same limits.
 NUMERIC_RANGES: Final[dict[str, tuple[float, float]]] = {
     "candidates": (1, 1000),
+    "pool_threshold": (0, 1),
+    "min_score": (0, 1),
     "max_doc_chars": (16, 1_000_000),
     "max_query_chars": (16, 1_000_000),
     "timeout": (0.05, 600),
@@ -261,6 +266,7 @@ _TYPES: Final[dict[str, type | tuple[type, ...]]] = {
     "enabled": bool, "apply": bool, "tls_verify": bool, "hedge": bool,
     "timeout": (int, float), "batch_window_ms": (int, float), "breaker_cooldown": (int, float),
     "breaker_failure_rate": (int, float), "retry_budget": (int, float), "hedge_delay_ms": (int, float),
+    "pool_threshold": (int, float), "min_score": (int, float),
 }
 
 

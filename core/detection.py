@@ -3,8 +3,10 @@
 The service fetches a few cheap GETs (``/info``, ``/v1/models``, ``/models``, ``/api/version``) and
 hands their JSON to ``identify``; ``candidates`` turns the identity into dialects worth probing; the
 correctness probe scores clearly relevant and clearly irrelevant documents for a fixed query on each
-candidate and ``judge`` keeps the one that ranks them right by the widest margin. A vLLM serving
-Qwen3-Reranker answers ``/rerank`` with near-random scores, so only ``qwen3_score`` passes there.
+candidate and ``judge`` keeps the first, in the order given, that ranks them right: the server's own
+``/rerank`` before our client-templated ``/score``. A vLLM serving Qwen3-Reranker without its template
+answers ``/rerank`` with near-random scores, so only ``qwen3_score`` passes there; one started with
+the Qwen3 template ranks right on ``/rerank``, which then wins, and the prompt is never templated twice.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from urllib.parse import urlsplit
 from .dialects import Dialect
 from .dialects import catalog as cat
 from .errors import DetectionFailed
+from .scores import RAW, normalize
 
 PROBE_QUERY: Final = "What is the capital of France?"
 PROBE_RELEVANT: Final = ("Paris is the capital of France.", "The capital city of France is Paris.")
@@ -129,17 +132,17 @@ def candidates(identity: ServerIdentity, mode: str, instruction: str) -> list[li
     score_group: list[Dialect] = list(cat.qwen3_score_dialects(instruction))
     if mode == "qwen3_score":
         return [score_group]
-    rerank_group = _rerank_dialects(identity.kind, identity)
+    rerank_group = _rerank_dialects(identity.kind, identity, instruction)
     if mode == "rerank" or identity.kind not in ("vllm", "unknown", "xinference"):
         return [rerank_group]
     return [rerank_group, score_group]
 
 
-def _rerank_dialects(kind: str, identity: ServerIdentity) -> list[Dialect]:
+def _rerank_dialects(kind: str, identity: ServerIdentity, instruction: str) -> list[Dialect]:
     known: dict[str, list[Dialect]] = {
         "tei": [cat.tei_dialect(identity.max_client_batch)],
         "infinity": [cat.infinity_dialect(identity.url_prefix)],
-        "vllm": [cat.VLLM_RERANK],
+        "vllm": [cat.vllm_rerank_dialect(instruction)],
         "llamacpp": [cat.LLAMACPP],
         "sglang": [cat.SGLANG],
         "cohere": [cat.COHERE_V2, cat.COHERE_V1],
@@ -205,23 +208,24 @@ class ProbeOutcome:
 
 def to_probabilities(scores: Sequence[float]) -> list[float]:
     """Scores already in [0, 1] stay; logits (llama.cpp, raw scores) go through a sigmoid."""
-    if all(0.0 <= s <= 1.0 for s in scores):
-        return list(scores)
-    return [_sigmoid(s) for s in scores]
+    return normalize(scores, RAW)
 
 
-def _sigmoid(x: float) -> float:
-    if x >= 0:
-        return 1.0 / (1.0 + math.exp(-x))
-    z = math.exp(x)
-    return z / (1.0 + z)
+def preferred(outcomes: Sequence[ProbeOutcome]) -> ProbeOutcome | None:
+    """The first outcome, in candidate order, that ranks the probe correctly; None when none does.
+
+    Order, not the widest margin: when the server's own ``/rerank`` ranks right, it applies whatever
+    prompt its model needs (a vLLM with the Qwen3 template renders it), and our templated ``/score``
+    would wrap that prompt a second time. The margin only has to clear ``MIN_MARGIN``.
+    """
+    return next((o for o in outcomes if o.answered and o.ranks_correctly), None)
 
 
 def judge(outcomes: Sequence[ProbeOutcome]) -> ProbeOutcome:
-    """The candidate that ranks the probe correctly by the widest margin; ties keep the earlier one."""
-    correct = [o for o in outcomes if o.answered and o.ranks_correctly]
-    if correct:
-        return max(correct, key=lambda o: o.margin)  # max() keeps the first of equal margins
+    """The preferred candidate (see ``preferred``), or DetectionFailed saying why there is none."""
+    chosen = preferred(outcomes)
+    if chosen is not None:
+        return chosen
     answered = [o for o in outcomes if o.answered]
     if answered:
         raise DetectionFailed(

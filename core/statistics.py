@@ -19,6 +19,26 @@ LATENCY_WINDOW: Final = 2048  # recent reranks kept for the percentiles
 
 
 @dataclass(frozen=True)
+class PoolStatistics:
+    """What the reranker had to choose from: one entry per recall whose pool it was given."""
+
+    recalls: int = 0
+    mean_size: float | None = None
+    starved_fraction: float | None = None  # pool no larger than what the recall returns: nothing to choose
+    rescued: int = 0  # memories returned that stock's result did not contain
+    floor_dropped: int = 0  # memories the recall would have returned, left out by rerank_min_score
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "recalls": self.recalls,
+            "mean_size": _round(self.mean_size),
+            "starved_fraction": _round(self.starved_fraction),
+            "rescued": self.rescued,
+            "floor_dropped": self.floor_dropped,
+        }
+
+
+@dataclass(frozen=True)
 class RerankerStatistics:
     """A consistent snapshot of every counter (``fallbacks`` maps a reason to its count)."""
 
@@ -44,6 +64,7 @@ class RerankerStatistics:
     hedges: int = 0
     retry_budget_exhausted: int = 0
     reranked_after_retry: int = 0
+    pool: PoolStatistics = field(default_factory=PoolStatistics)
 
     @property
     def mean_pairs_per_request(self) -> float | None:
@@ -80,6 +101,7 @@ class RerankerStatistics:
             "hedges": self.hedges,
             "retry_budget_exhausted": self.retry_budget_exhausted,
             "reranked_after_retry": self.reranked_after_retry,
+            "pool": self.pool.as_dict(),
         }
 
 
@@ -108,6 +130,11 @@ class StatsRecorder:
             self._last_api = ""
             self._last_error = ""
             self._events: Counter[str] = Counter()
+            self._pools = 0
+            self._pool_members = 0
+            self._starved = 0
+            self._rescued = 0
+            self._floor_dropped = 0
 
     def rerank_started(self) -> None:
         with self._lock:
@@ -159,6 +186,15 @@ class StatsRecorder:
             self._shadow_kept += kept_fraction
             self._shadow_displacement += displacement
 
+    def pool_seen(self, size: int, returned: int, rescued: int = 0, floor_dropped: int = 0) -> None:
+        """One recall's pool: its ``size``, how many the recall returns, and what reranking changed."""
+        with self._lock:
+            self._pools += 1
+            self._pool_members += size
+            self._starved += size <= returned
+            self._rescued += rescued
+            self._floor_dropped += floor_dropped
+
     def snapshot(
         self, *, breakers: Mapping[str, str] | None = None, queued_pairs: int = 0, in_flight: int = 0
     ) -> RerankerStatistics:
@@ -181,7 +217,19 @@ class StatsRecorder:
                 last_api=self._last_api,
                 last_error=self._last_error,
                 **{name: self._events[name] for name in _EVENTS},
+                pool=self._pool_snapshot(),
             )
+
+    def _pool_snapshot(self) -> PoolStatistics:
+        """Called with the lock held."""
+        pools = self._pools
+        return PoolStatistics(
+            recalls=pools,
+            mean_size=self._pool_members / pools if pools else None,
+            starved_fraction=self._starved / pools if pools else None,
+            rescued=self._rescued,
+            floor_dropped=self._floor_dropped,
+        )
 
 
 _EVENTS: Final = ("cancelled", "retries", "stale_connection_retries", "rate_limit_waits", "hedges",

@@ -25,6 +25,7 @@ from ..core.errors import (
     TransportError,
 )
 from ..core.probe_report import ProbeReport
+from ..core.scores import PROBABILITY, RAW, ScoreScale, settled
 from .transport import HttpTransport, TlsSettings
 
 GET_TIMEOUT_CAP = 3.0  # identifying GETs are cheap; do not let a slow one eat the whole budget
@@ -39,6 +40,7 @@ class Route:
     model: str
     server: str
     probe: det.ProbeOutcome | None = None
+    scale: ScoreScale = PROBABILITY  # what the scores are: the dialect's word, settled by the probe
 
 
 def tls_of(config: RerankerConfig) -> TlsSettings:
@@ -110,7 +112,7 @@ async def resolve_route(transport: HttpTransport, config: RerankerConfig, deadli
     model = config.model or identity.default_model
     groups = det.candidates(identity, config.api, config.instruction)
     if config.api != "auto" and det.is_known(identity):
-        return Route(config.endpoint, groups[0][0], model, identity.kind)  # the GETs pinned the path: no probe
+        return await _pinned_route(transport, config, groups[0][0], model, identity.kind, deadline)
     results = await _probe_groups(transport, config, groups, model, deadline)
     winners = [attempts[-1] for attempts in results if attempts and attempts[-1].answered]
     everything = tuple(o.describe() for attempts in results for o in attempts)
@@ -121,7 +123,21 @@ async def resolve_route(transport: HttpTransport, config: RerankerConfig, deadli
     if chosen is None:
         attempts = [o for group in results for o in group]
         raise _unreachable(attempts, everything) or DetectionFailed(_nothing_answered(everything), everything)
-    return Route(config.endpoint, chosen.dialect, model, _server_name(identity, chosen), chosen)
+    scale = settled(chosen.dialect.score_scale, chosen.scores)
+    return Route(config.endpoint, chosen.dialect, model, _server_name(identity, chosen), chosen, scale)
+
+
+async def _pinned_route(
+    transport: HttpTransport, config: RerankerConfig, dialect: Dialect, model: str, server: str, deadline: float
+) -> Route:
+    """A forced API on a server the GETs named: the path is known, so no probe is needed, except to
+    learn whether a server that returns its model's raw output (llama.cpp) gives logits. If that probe
+    gets no answer the route still stands, and its scores are read batch by batch."""
+    if dialect.score_scale != RAW:
+        return Route(config.endpoint, dialect, model, server, scale=dialect.score_scale)
+    outcome = await probe_dialect(transport, config, dialect, model, deadline)
+    return Route(config.endpoint, dialect, model, server, outcome if outcome.answered else None,
+                 settled(RAW, outcome.scores))
 
 
 async def probe_endpoint(transport: HttpTransport, config: RerankerConfig, deadline: float) -> ProbeReport:
@@ -141,8 +157,7 @@ async def probe_endpoint(transport: HttpTransport, config: RerankerConfig, deadl
     if not winners:
         return ProbeReport.failure(config.endpoint, _nothing_answered(attempts), attempts, time.monotonic() - started)
     if config.api == "auto":
-        correct = [o for o in winners if o.ranks_correctly]
-        best = max(correct, key=lambda o: o.margin) if correct else max(winners, key=lambda o: o.margin)
+        best = det.preferred(winners) or max(winners, key=lambda o: o.margin)
     else:
         best = winners[0]
     return ProbeReport.from_outcome(

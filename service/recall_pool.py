@@ -1,9 +1,13 @@
 """What a reranked recall returns, given the candidate pool in stock order (no A0 knowledge here).
 
-The memory wrapper fetches a pool larger than A0 asked for, and this module decides what to hand
-back: the best ``limit`` by the reranker when reranking applies, the stock top-``limit`` in shadow
-mode (with the order change recorded) and on any failure. It never mutates the documents; it only
-picks among them. The demo and the CLI use this same function, so they show what the plugin does.
+The memory wrapper hands over a pool larger than A0's answer: A0's own result first, then the memories
+that a wider search found below A0's threshold. This module decides what to give back: the reranker's
+best ``limit`` of the whole pool when reranking applies, without those it scores below
+``rerank_min_score``; the stock top-``limit`` in shadow mode (with the order change recorded) and on
+any failure, where the floor never applies. It never mutates the documents; it only picks among them.
+It counts every pool it is given (size, whether it left anything to choose, memories rescued from
+outside the stock result, memories the floor dropped). The demo and the CLI use this same function,
+so they show what the plugin does.
 """
 
 from __future__ import annotations
@@ -15,7 +19,9 @@ from typing import Any, Generic, TypeVar
 
 from ..core.config import RerankerConfig
 from ..core.ranking import OrderChange, order_change
+from ..core.scores import normalize
 from . import runtime
+from .reranker_service import RerankResult
 
 D = TypeVar("D")
 
@@ -37,10 +43,13 @@ class RecallOutcome(Generic[D]):
     elapsed_s: float
     api: str = ""
     change: OrderChange | None = None
-    ranking: list[tuple[int, float]] | None = None
+    ranking: list[tuple[int, float]] | None = None  # the server's own scores, best first
     reason: str = ""  # why the stock order was kept, when the reranker did not answer
     message: str = ""
     retries: int = 0  # requests sent again before the reranker answered
+    relevance: list[float] | None = None  # the ranking's scores on the one 0-1 scale, in ranking order
+    rescued: int = 0  # returned documents from outside the stock top ``limit``
+    floor_dropped: int = 0  # documents of the best ``limit`` left out because they scored below the floor
 
 
 async def rerank_pool(
@@ -51,27 +60,50 @@ async def rerank_pool(
     config: RerankerConfig,
     text_of: Callable[[D], str] = page_content,
 ) -> RecallOutcome[D]:
-    """Rerank ``pool`` (stock order, best first) for ``query`` and keep ``limit`` documents.
+    """Rerank ``pool`` (stock order, best first) for ``query`` and keep at most ``limit`` documents.
 
     Returns the stock top-``limit`` when the reranker is unavailable or in shadow mode.
     """
     started = time.monotonic()
     stock = list(pool[:limit])
-    if len(pool) < 2 or limit <= 0:
+    if limit <= 0:
         return RecallOutcome(stock, applied=False, scored=False, candidates=len(pool), elapsed_s=0.0)
+    if len(pool) < 2:
+        return _counted(RecallOutcome(stock, applied=False, scored=False, candidates=len(pool), elapsed_s=0.0))
     result = await runtime.rerank_result_async(query, [text_of(d) for d in pool], config=config)
     elapsed = time.monotonic() - started
     ranking, api = result.ranking, result.api
     if ranking is None or len(ranking) != len(pool):
-        return RecallOutcome(stock, applied=False, scored=False, candidates=len(pool), elapsed_s=elapsed,
-                             reason=result.reason or "error", message=result.message)
+        return _counted(RecallOutcome(stock, applied=False, scored=False, candidates=len(pool), elapsed_s=elapsed,
+                                      reason=result.reason or "error", message=result.message))
     order = [index for index, _ in ranking]
-    change = order_change(order, min(limit, len(pool)))
+    change = order_change(order, len(stock))
+    relevance = normalize([score for _, score in ranking], result.scale)
+    scored = RecallOutcome(stock, applied=False, scored=True, candidates=len(pool), elapsed_s=elapsed,
+                           api=api, change=change, ranking=ranking, relevance=relevance, retries=result.retries)
     if not config.apply:
         runtime.stats_recorder().shadow_compared(change.kept / change.limit if change.limit else 1.0,
                                                  change.mean_displacement)
-        return RecallOutcome(stock, applied=False, scored=True, candidates=len(pool), elapsed_s=elapsed,
-                             api=api, change=change, ranking=ranking, retries=result.retries)
-    chosen = [pool[index] for index in order[:limit]]
-    return RecallOutcome(chosen, applied=True, scored=True, candidates=len(pool), elapsed_s=elapsed,
-                         api=api, change=change, ranking=ranking, retries=result.retries)
+        return _counted(scored)
+    return _counted(_choose(scored, pool, result, limit, config.min_score))
+
+
+def _choose(scored: RecallOutcome[D], pool: Sequence[D], result: RerankResult, limit: int, floor: float
+            ) -> RecallOutcome[D]:
+    """The reranker's best ``limit`` of the pool, without those whose relevance is below ``floor``."""
+    relevance = scored.relevance or []
+    order = [index for index, _ in result.ranking or []]
+    kept = [index for index, value in zip(order, relevance, strict=True) if value >= floor][:limit]
+    return RecallOutcome(
+        [pool[index] for index in kept], applied=True, scored=True, candidates=scored.candidates,
+        elapsed_s=scored.elapsed_s, api=scored.api, change=scored.change, ranking=scored.ranking,
+        retries=scored.retries, relevance=relevance, rescued=sum(1 for index in kept if index >= limit),
+        floor_dropped=len(scored.documents) - len(kept),
+    )
+
+
+def _counted(outcome: RecallOutcome[D]) -> RecallOutcome[D]:
+    """Record the pool behind ``outcome`` (how many the stock answer has is what a recall returns)."""
+    returned = outcome.floor_dropped + len(outcome.documents)
+    runtime.stats_recorder().pool_seen(outcome.candidates, returned, outcome.rescued, outcome.floor_dropped)
+    return outcome

@@ -27,6 +27,7 @@ from ..core.errors import BreakerOpen, InputTooLong, RateLimited, RerankError, S
 from ..core.probe_report import ProbeReport
 from ..core.ranking import cut_head, ranked, tighter_limits
 from ..core.redaction import redact
+from ..core.scores import PROBABILITY, ScoreScale
 from ..core.statistics import CountOnce, RerankerStatistics, StatsRecorder
 from .detection import Route, probe_endpoint, resolve_route, tls_of
 from .endpoints import Endpoint, EndpointRegistry
@@ -48,6 +49,7 @@ class RerankResult:
     reason: str = ""
     message: str = ""
     retries: int = 0  # requests sent again before the ranking came
+    scale: ScoreScale = PROBABILITY  # what the ranking's scores are (core.scores puts them on one scale)
 
 
 _KEY_FIELDS: Final = ("endpoint", "api", "model", "api_key", "tls_verify", "ca_bundle")
@@ -88,7 +90,7 @@ class RerankService:
         started = time.monotonic()
         self._stats.rerank_started()
         try:
-            ranking, api, retries = await self._rerank(query, documents, config, deadline)
+            ranking, api, retries, scale = await self._rerank(query, documents, config, deadline)
         except RerankError as exc:
             return self._fallback(exc.reason, _masked(str(exc), config, query, documents), ticket)
         except asyncio.CancelledError:
@@ -100,7 +102,7 @@ class RerankService:
             return self._fallback("error", f"unexpected error: {type(exc).__name__}", ticket)
         if ticket is None or ticket.claim():
             self._stats.rerank_succeeded(time.monotonic() - started, api, retried=retries > 0)
-        return RerankResult(ranking, api=api, retries=retries)
+        return RerankResult(ranking, api=api, retries=retries, scale=scale)
 
     async def probe(self, config: RerankerConfig, deadline: float) -> ProbeReport:
         """A live connection test that bypasses the detection cache (a fixed URL tests right at once)."""
@@ -128,9 +130,9 @@ class RerankService:
 
     async def _rerank(
         self, query: str, documents: Sequence[str], config: RerankerConfig, deadline: float
-    ) -> tuple[Ranking, str, int]:
+    ) -> tuple[Ranking, str, int, ScoreScale]:
         if not documents:
-            return [], "", 0
+            return [], "", 0, PROBABILITY
         endpoint = self._registry.endpoint(config)
         if not endpoint.state.breaker.would_admit():
             raise BreakerOpen("the reranker failed repeatedly; skipping it until the breaker's next probe")
@@ -143,7 +145,7 @@ class RerankService:
             if exc.status in _ROUTE_GONE_STATUSES:
                 self._detect.cache_invalidate(_Detection.of(config))
             raise
-        return ranked(scored.scores), route.dialect.api, scored.retries
+        return ranked(scored.scores), route.dialect.api, scored.retries, route.scale
 
     async def _score(
         self, route: Route, endpoint: Endpoint, query: str, documents: Sequence[str],
@@ -190,15 +192,15 @@ class RerankService:
         endpoint.route_keys.clear()
 
     def _batcher(self, route: Route, config: RerankerConfig, endpoint: Endpoint) -> MicroBatcher:
-        dialect = route.dialect
-        key = (str(config.tls_verify), config.ca_bundle, dialect.name, dialect.path, route.model,
-               config.instruction if dialect.mixes_queries else "")
+        dialect = route.dialect.with_instruction(config.instruction)  # the route is cached without it
+        key = (str(config.tls_verify), config.ca_bundle, dialect.name, dialect.path, route.model, dialect.instruction)
         max_pairs = max(1, min(config.max_pairs_per_request, dialect.max_pairs))
         return self._registry.batcher(endpoint, key, config, mixes_queries=dialect.mixes_queries,
                                       max_pairs=max_pairs, send=lambda: self._sender(route, config))
 
     def _sender(self, route: Route, config: RerankerConfig):  # type: ignore[no-untyped-def]
-        transport, dialect, tls, api_key = self._transport, route.dialect, tls_of(config), config.api_key
+        transport, tls, api_key = self._transport, tls_of(config), config.api_key
+        dialect = route.dialect.with_instruction(config.instruction)
 
         async def send(batch: ScoreBatch, deadline: float, fresh: bool) -> list[float]:
             request = dialect.build(batch, route.model)

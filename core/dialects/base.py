@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..errors import MalformedAnswer
+from ..scores import ScoreScale
 from .error_bodies import raise_for_status
 
 
@@ -83,6 +84,20 @@ class Dialect(Protocol):
     @property
     def max_pairs(self) -> int:
         """The server's own per-request limit."""
+        ...
+
+    @property
+    def score_scale(self) -> ScoreScale:
+        """What the server's scores are: probabilities, logits, or the model's raw output (see core.scores)."""
+        ...
+
+    @property
+    def instruction(self) -> str:
+        """The instruction this dialect sends or renders ("" when none): requests with another one differ."""
+        ...
+
+    def with_instruction(self, instruction: str) -> Dialect:
+        """This dialect carrying ``instruction`` where it sends or renders one; itself otherwise."""
         ...
 
     def build(self, batch: ScoreBatch, model: str) -> WireRequest: ...

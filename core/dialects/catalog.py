@@ -1,13 +1,16 @@
 """Every dialect we speak, by server. Routes, fields and limits are the facts of PROTOCOLS.md.
 
-``Qwen3ScoreDialect`` is built per instruction (the instruction is part of the text it sends), the
-others are constants. TEI's limit comes from its ``/info``; see ``tei_dialect``.
+``Qwen3ScoreDialect`` and vLLM's ``/rerank`` are built per instruction (the one renders it into the text
+it sends, the other sends it for the server's template); the others are constants. TEI's limit comes
+from its ``/info``; see ``tei_dialect``. llama.cpp, SGLang and unidentified servers return the model's
+raw output, which may be logits or probabilities: their routes settle it from the probe (core.scores).
 """
 
 from __future__ import annotations
 
 from typing import Final
 
+from ..scores import RAW
 from .qwen3_score import Qwen3ScoreDialect
 from .rerank_family import RerankDialect
 from .tei import TEI_DEFAULT_MAX_CLIENT_BATCH, TeiDialect
@@ -21,16 +24,22 @@ VOYAGE: Final = RerankDialect("voyage", "/v1/rerank", extra={"return_documents":
 MIXEDBREAD: Final = RerankDialect(
     "mixedbread", "/v1/reranking", documents_key="input", extra={"return_input": False}, max_pairs=1000
 )
-VLLM_RERANK: Final = RerankDialect("vllm", "/rerank", max_pairs=UNLIMITED)
-LLAMACPP: Final = RerankDialect("llamacpp", "/v1/rerank", max_pairs=UNLIMITED)
-SGLANG: Final = RerankDialect("sglang", "/v1/rerank", max_pairs=UNLIMITED)
+VLLM_RERANK: Final = RerankDialect("vllm", "/rerank", max_pairs=UNLIMITED, takes_instruction=True)
+LLAMACPP: Final = RerankDialect("llamacpp", "/v1/rerank", max_pairs=UNLIMITED, score_scale=RAW)
+SGLANG: Final = RerankDialect("sglang", "/v1/rerank", max_pairs=UNLIMITED, score_scale=RAW)
 
 # Servers we could not identify: the plain body every member of the family accepts, on each route.
 GENERIC_RERANK: Final = (
-    RerankDialect("rerank", "/v1/rerank", max_pairs=UNLIMITED),
-    RerankDialect("rerank", "/rerank", max_pairs=UNLIMITED),
-    RerankDialect("rerank", "/v2/rerank", max_pairs=UNLIMITED),
+    RerankDialect("rerank", "/v1/rerank", max_pairs=UNLIMITED, score_scale=RAW),
+    RerankDialect("rerank", "/rerank", max_pairs=UNLIMITED, score_scale=RAW),
+    RerankDialect("rerank", "/v2/rerank", max_pairs=UNLIMITED, score_scale=RAW),
 )
+
+
+def vllm_rerank_dialect(instruction: str) -> RerankDialect:
+    """vLLM's ``/rerank`` carrying ``rerank_instruction``: a server-side score template (Qwen3-Reranker
+    started with ``--chat-template``) renders it; without such a template vLLM ignores the field."""
+    return VLLM_RERANK.with_instruction(instruction)
 
 
 def infinity_dialect(url_prefix: str = "") -> RerankDialect:

@@ -8,11 +8,13 @@ this is what lets the batcher coalesce the recalls of many agents into one call.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import MalformedAnswer
 from ..qwen3_template import document_text, query_text
+from ..scores import PROBABILITY, ScoreScale
 from .base import ScoreBatch, WireAnswer, WireRequest, read_success_json, scores_from_items
 
 
@@ -24,6 +26,10 @@ class Qwen3ScoreDialect:
     max_pairs: int = 100_000
     api: str = "qwen3_score"
     mixes_queries: bool = True
+    score_scale: ScoreScale = PROBABILITY  # P(yes): vLLM's sigmoid of the (yes - no) logit
+
+    def with_instruction(self, instruction: str) -> Qwen3ScoreDialect:
+        return dataclasses.replace(self, instruction=instruction)
 
     def build(self, batch: ScoreBatch, model: str) -> WireRequest:
         templated = [query_text(query, self.instruction) for query in batch.queries]

@@ -4,15 +4,20 @@ Cohere (v1, v2), Jina, Infinity, vLLM, llama.cpp, SGLang and the Cohere-compatib
 this shape; they differ in the route, the name of the documents field, a few optional fields, the
 container of the results (``results``, ``data`` or a bare list) and the name of the score. Requests
 carry one query each (the servers score one query against many documents).
+
+vLLM's ``/rerank`` takes an ``instruction`` that its score template receives (PROTOCOLS.md section 5):
+a vLLM started with the Qwen3-Reranker template renders the judge prompt itself, with that line.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import MalformedAnswer
+from ..scores import PROBABILITY, ScoreScale
 from .base import ScoreBatch, WireAnswer, WireRequest, read_success_json, scores_from_items
 
 _SCORE_KEYS = ("relevance_score", "score")
@@ -30,6 +35,12 @@ class RerankDialect:
     requires_model: bool = False
     api: str = "rerank"
     mixes_queries: bool = False
+    score_scale: ScoreScale = PROBABILITY
+    takes_instruction: bool = False  # the server hands ``instruction`` to its score template (vLLM)
+    instruction: str = ""  # sent as ``instruction`` when set
+
+    def with_instruction(self, instruction: str) -> RerankDialect:
+        return dataclasses.replace(self, instruction=instruction) if self.takes_instruction else self
 
     def build(self, batch: ScoreBatch, model: str) -> WireRequest:
         if len(batch.queries) != 1:
@@ -39,6 +50,8 @@ class RerankDialect:
             body["model"] = model
         body["query"] = batch.queries[0]
         body[self.documents_key] = batch.documents
+        if self.instruction:
+            body["instruction"] = self.instruction
         body.update(self.extra)
         return WireRequest("POST", self.path, body)
 

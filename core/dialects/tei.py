@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..scores import PROBABILITY, ScoreScale
 from .base import ScoreBatch, WireAnswer, WireRequest, read_success_json, scores_from_items
 
 TEI_DEFAULT_MAX_CLIENT_BATCH = 32
@@ -20,6 +21,11 @@ class TeiDialect:
     max_pairs: int = TEI_DEFAULT_MAX_CLIENT_BATCH
     api: str = "rerank"
     mixes_queries: bool = False
+    score_scale: ScoreScale = PROBABILITY  # we send raw_scores false: TEI applies the sigmoid
+    instruction: str = ""
+
+    def with_instruction(self, instruction: str) -> TeiDialect:
+        return self  # TEI takes no instruction
 
     def build(self, batch: ScoreBatch, model: str) -> WireRequest:
         if len(batch.queries) != 1:

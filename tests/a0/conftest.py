@@ -1,6 +1,10 @@
-"""Fixtures for the A0 integration tests: a fresh A0 v1.7 stand-in root per test, the plugin imported
+"""Fixtures for the A0 integration tests: a fresh A0 stand-in root per test, the plugin imported
 through ``usr.plugins.a0_reranker`` exactly as A0 does, and seeded memories whose stock order and
 reranked order are known.
+
+Every test of this tier runs twice, once per memory API of the stand-in: A0 v1.7's and the newer
+upstream one (``embedding=``, ``search_similarity_threshold_with_scores``, ``delete_documents_by_query``
+with ``include_exact``/``cascade``); see ``MEMORY_APIS``.
 
 The plugin folder in each root is a real directory of symlinks into the repository, so the config
 and toggle files a test writes (global scope included) stay in the temporary root and never touch
@@ -30,6 +34,7 @@ PROFILE = "agent0"
 MEM_FILTER = "area == 'main' or area == 'fragments'"
 SOL_FILTER = "area == 'solutions'"
 SECRET_KEY = "sk-test-a0r-7f3c9e1d4b"
+MEMORY_APIS = ("v1.7", "newer")  # the stand-in's A0_STANDIN_MEMORY_API values
 
 
 
@@ -124,12 +129,21 @@ def memories_prompt(agent: Any, docs: list[Any]) -> str:
     return str(agent.parse_prompt("agent.system.memories.md", memories=text))
 
 
+@pytest.fixture(params=MEMORY_APIS)
+def memory_api(request: pytest.FixtureRequest) -> str:
+    """Which of the stand-in's memory APIs this test runs against."""
+    return str(request.param)
+
+
 @pytest.fixture
-def a0(tmp_path: Path) -> Iterator[A0]:
+def a0(tmp_path: Path, memory_api: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[A0]:
+    monkeypatch.setenv("A0_STANDIN_MEMORY_API", memory_api)  # read when the root imports its memory module
     root = build_overlay_root(tmp_path / "a0")
     try:
         with use_root(root):
-            yield A0(root)
+            a0 = A0(root)
+            assert memory_api == a0.mod("plugins._memory.helpers.memory").MEMORY_API
+            yield a0
     finally:
         runtime.shutdown()  # a fresh owner loop per test: no breaker or detection cache from another server
 

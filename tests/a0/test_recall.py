@@ -51,7 +51,7 @@ async def test_reranked_order_reaches_the_recall_prompt(a0: A0, server: RunningS
     assert [d.page_content for d in stock[:5]] == [memory_text(k) for k in range(5)]  # stock: embedding order
     expected = [memory_text(k) for k in range(15, 10, -1)]  # the reranker's best five
     assert loop_data.extras_persistent["memories"] == memories_prompt(agent, [_Doc(t) for t in expected])
-    assert asked == [20, 20]  # both searches asked for the pool, max(limit, candidates)
+    assert asked == [12, 20, 8]  # memories: A0's own call, then the pool; solutions: nothing found, no pool
     assert server.count("/rerank") >= 1
 
 
@@ -76,7 +76,7 @@ async def test_memory_load_is_reranked_and_decides_membership(a0: A0, server: Ru
     response = await agent.call_tool("memory_load", {"query": "alpha beta", "limit": 3})
     contents = [line.removeprefix("Content: ") for line in response.message.splitlines() if line.startswith("Content")]
     assert contents == [memory_text(15), memory_text(14), memory_text(13)]
-    assert [c["k"] for c in calls] == [20]
+    assert [c["k"] for c in calls] == [3, 20]  # A0's own call, then the pool
     assert a0.recall_lines(agent)[0].startswith("Reranked memory_load: 16 candidates -> 3 returned")
 
 

@@ -61,7 +61,7 @@ async def test_positional_calls_keep_their_shape(a0: A0, server: RunningServer) 
     reranked = await memory.search_similarity_threshold("alpha beta", 3, 0.7, "")
     assert contents(stock) == [memory_text(k) for k in range(3)]
     assert contents(reranked) == [memory_text(k) for k in (15, 14, 13)]
-    assert [c["k"] for c in calls] == [3, 20]
+    assert [c["k"] for c in calls] == [3, 3, 20]  # stock; then in scope A0's own call and the pool
 
 
 async def test_unknown_keywords_pass_through_to_a_newer_signature(a0: A0, server: RunningServer) -> None:
@@ -80,7 +80,7 @@ async def test_unknown_keywords_pass_through_to_a_newer_signature(a0: A0, server
     memory = await a0.Memory.get(agent)
     a0.ours("a0_hooks.recall_scope").begin(agent, "memory_load")
     found = await memory.search_similarity_threshold(query="alpha beta", limit=2, threshold=0.7, embedding=[0.5])
-    assert seen == [{"limit": 20, "embedding": [0.5]}]
+    assert seen == [{"limit": 2, "embedding": [0.5]}, {"limit": 20, "embedding": [0.5]}]
     assert contents(found) == [memory_text(15), memory_text(14)]
 
 

@@ -1,4 +1,17 @@
-"""A0 `plugins/_memory/helpers/memory.py` (v1.7), module `plugins._memory.helpers.memory` (§4.1-4.3).
+"""A0 `plugins/_memory/helpers/memory.py`, module `plugins._memory.helpers.memory` (§4.1-4.3, §4.7).
+
+Two versions, chosen when the module is imported by `A0_STANDIN_MEMORY_API` (`MEMORY_API`):
+`v1.7` (the default; tag v1.7) and `newer` (upstream's newer memory API, §4.7):
+- `search_similarity_threshold(..., filter="", embedding=None)`: with `embedding`, the store is
+  searched by that vector (`asimilarity_search_with_score_by_vector`, `k=limit`) and the
+  threshold applied to `_cosine_normalizer(score)`; without it, the v1.7 path;
+- `search_similarity_threshold_with_scores(query, limit, threshold, filter="")`: `(Document,
+  relevance)` pairs from `asimilarity_search_with_relevance_scores`; `embed_query(query)`;
+- `delete_documents_by_query(..., *, include_exact=False, cascade=False)`: also deletes memories
+  whose text or metadata contains the query (case and spacing ignored), and memories whose metadata
+  names a deleted id; ISO timestamps.
+
+What both versions share:
 
 - `Memory.index` (class level) holds one store per memory subdir for the whole process;
   `Memory.get(agent)` returns a NEW light `Memory(db, subdir)` wrapper around the shared store.
@@ -13,7 +26,9 @@
 from __future__ import annotations
 
 import ast
+import json
 import operator
+import os
 from collections.abc import Callable
 from datetime import datetime
 from enum import Enum
@@ -30,6 +45,12 @@ from langchain_community.vectorstores.utils import DistanceStrategy
 from langchain_core.documents import Document
 
 from helpers import files, guids, plugins, projects
+
+MEMORY_APIS = ("v1.7", "newer")
+MEMORY_API = os.environ.get("A0_STANDIN_MEMORY_API", "v1.7")
+if MEMORY_API not in MEMORY_APIS:
+    raise ValueError(f"A0_STANDIN_MEMORY_API must be one of {MEMORY_APIS}, not {MEMORY_API!r}")
+NEWER = MEMORY_API == "newer"
 
 
 class MyFaiss(FAISS):
@@ -106,9 +127,7 @@ class Memory:
     def get_document_by_id(self, id: str) -> Document | None:
         return self.db.get_by_ids(id)[0]
 
-    async def search_similarity_threshold(
-        self, query: str, limit: int, threshold: float, filter: str = ""
-    ) -> list[Document]:
+    async def _search_by_query(self, query: str, limit: int, threshold: float, filter: str) -> list[Document]:
         comparator = Memory._get_comparator(filter) if filter else None
         return await self.db.asearch(
             query,
@@ -118,9 +137,9 @@ class Memory:
             filter=comparator,
         )
 
-    async def delete_documents_by_query(self, query: str, threshold: float, filter: str = "") -> list[Document]:
+    async def _delete_by_search(self, query: str, threshold: float, filter: str) -> list[Document]:
+        """The shared loop: search 100 at a time (query positionally), delete what came back."""
         k = 100
-        total = 0
         removed: list[Document] = []
         while True:
             docs = await self.search_similarity_threshold(query, limit=k, threshold=threshold, filter=filter)
@@ -128,12 +147,82 @@ class Memory:
             document_ids = [doc.metadata["id"] for doc in docs]
             if document_ids:
                 await self.db.adelete(ids=document_ids)
-                total += len(document_ids)
             if len(document_ids) < k:
                 break
-        if total:
-            self._save_db()
         return removed
+
+    if NEWER:
+
+        async def search_similarity_threshold(
+            self, query: str, limit: int, threshold: float, filter: str = "", embedding: list[float] | None = None
+        ) -> list[Document]:
+            if embedding is None:
+                return await self._search_by_query(query, limit, threshold, filter)
+            comparator = Memory._get_comparator(filter) if filter else None
+            pairs = await self.db.asimilarity_search_with_score_by_vector(embedding, k=limit, filter=comparator)
+            return [doc for doc, score in pairs if Memory._cosine_normalizer(score) >= threshold]
+
+        async def search_similarity_threshold_with_scores(
+            self, query: str, limit: int, threshold: float, filter: str = ""
+        ) -> list[tuple[Document, float]]:
+            comparator = Memory._get_comparator(filter) if filter else None
+            return await self.db.asimilarity_search_with_relevance_scores(
+                query, k=limit, score_threshold=threshold, filter=comparator
+            )
+
+        async def embed_query(self, query: str) -> list[float]:
+            return await self.db.embedding_function.aembed_query(query)
+
+        async def delete_documents_by_query(
+            self, query: str, threshold: float, filter: str = "", *, include_exact: bool = False, cascade: bool = False
+        ) -> list[Document]:
+            removed = await self._delete_by_search(query, threshold, filter)
+            if include_exact:
+                removed += await self._delete_found(self._exact_matches(query, filter, removed))
+            if cascade:
+                removed += await self._delete_found(self._referring_to(removed))
+            if removed:
+                self._save_db()
+            return removed
+
+    else:
+
+        async def search_similarity_threshold(
+            self, query: str, limit: int, threshold: float, filter: str = ""
+        ) -> list[Document]:
+            return await self._search_by_query(query, limit, threshold, filter)
+
+        async def delete_documents_by_query(self, query: str, threshold: float, filter: str = "") -> list[Document]:
+            removed = await self._delete_by_search(query, threshold, filter)
+            if removed:
+                self._save_db()
+            return removed
+
+    async def _delete_found(self, docs: list[Document]) -> list[Document]:
+        if docs:
+            await self.db.adelete(ids=[doc.metadata["id"] for doc in docs])
+        return docs
+
+    def _exact_matches(self, query: str, filter: str, skip: list[Document]) -> list[Document]:
+        """Newer API: memories whose text or metadata contains the query (case and spacing ignored)."""
+        needle = _plain(query)
+        if len(needle) < 3:
+            return []
+        keep = Memory._get_comparator(filter) if filter else None
+        skipped = {doc.metadata.get("id") for doc in skip}
+        return [
+            doc for doc in self.db.get_all_docs().values()
+            if doc.metadata.get("id") not in skipped and (keep is None or keep(doc.metadata))
+            and needle in _plain(doc.page_content + "\n" + json.dumps(doc.metadata, sort_keys=True, default=str))
+        ]
+
+    def _referring_to(self, removed: list[Document]) -> list[Document]:
+        """Newer API: memories whose metadata names a removed memory's id (a comma list counts)."""
+        ids = {str(doc.metadata.get("id")) for doc in removed}
+        return [
+            doc for doc in self.db.get_all_docs().values()
+            if str(doc.metadata.get("id")) not in ids and _mentions(doc.metadata, ids)
+        ]
 
     async def delete_documents_by_ids(self, ids: list[str]) -> list[Document]:
         rem_docs = await self.db.aget_by_ids(ids)
@@ -206,7 +295,21 @@ class Memory:
 
     @staticmethod
     def get_timestamp() -> str:
-        return datetime.now().strftime("%Y-%m-%d %H:%M:%S")
+        now = datetime.now()
+        return now.astimezone().isoformat(timespec="seconds") if NEWER else now.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _plain(text: str) -> str:
+    return " ".join(str(text or "").casefold().split())
+
+
+def _mentions(value: Any, ids: set[str]) -> bool:
+    if isinstance(value, dict):
+        return any(_mentions(item, ids) for item in value.values())
+    if isinstance(value, list | tuple | set):
+        return any(_mentions(item, ids) for item in value)
+    text = str(value or "").strip()
+    return bool(text) and (text in ids or any(part.strip() in ids for part in text.split(",")))
 
 
 def reload() -> None:

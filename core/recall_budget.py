@@ -1,0 +1,41 @@
+"""How long one A0 recall can take with the reranker, against A0's own limit for it.
+
+A0's recall extension runs the memories search and then the solutions search inside one
+``asyncio.wait_for(..., SEARCH_TIMEOUT)`` of 30 s (v1.7 and newer); past it the recall is cancelled
+and the agent's turn goes on without memories. Each reranked search costs two store searches
+(milliseconds) and one rerank, which keeps ``rerank_timeout`` itself (its retries and hedges
+included) and is cut off ``GUARD_GRACE_S`` after it at the latest. So the worst case of one recall is
+about twice ``rerank_timeout + GUARD_GRACE_S``; settings that exceed A0's limit get a warning.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from .config import RerankerConfig, setting_key
+
+A0_SEARCH_TIMEOUT_S: Final = 30.0
+SEARCHES_PER_RECALL: Final = 2  # memories, then solutions
+GUARD_GRACE_S: Final = 2.0  # the recall code's own cut-off after rerank_timeout, for a misbehaving path
+
+
+def worst_recall_s(config: RerankerConfig) -> float:
+    """The longest one recall can wait for the reranker."""
+    return SEARCHES_PER_RECALL * (config.timeout + GUARD_GRACE_S)
+
+
+def longest_safe_timeout_s() -> float:
+    """The largest ``rerank_timeout`` whose worst case stays within A0's recall limit."""
+    return A0_SEARCH_TIMEOUT_S / SEARCHES_PER_RECALL - GUARD_GRACE_S
+
+
+def warnings(config: RerankerConfig) -> list[str]:
+    """Plain-language warnings about settings that are valid but work against A0 (empty: none)."""
+    worst = worst_recall_s(config)
+    if worst <= A0_SEARCH_TIMEOUT_S:
+        return []
+    return [
+        f"{setting_key('timeout')} {config.timeout:g} s: a recall reranks two searches, so it can wait up to "
+        f"{worst:g} s, past Agent Zero's {A0_SEARCH_TIMEOUT_S:g} s recall limit, which then drops the whole "
+        f"recall (no memories at all, not the stock ones). Keep it at {longest_safe_timeout_s():g} s or below."
+    ]

@@ -1,0 +1,51 @@
+"""One relevance scale for every server: probabilities in [0, 1], so one ``rerank_min_score`` means the
+same on each.
+
+A dialect declares what its server returns. Most return probabilities already (a sigmoid of the
+cross-encoder's logit: vLLM, TEI, Infinity, Cohere, Jina ...). A few return the model's raw output
+(llama.cpp: logits for a BERT-style GGUF, P(yes) for a Qwen3 GGUF), so the route settles that once,
+from the scores the detection probe saw, not anew for every batch: a batch of logits that happens to
+lie inside [0, 1] would otherwise be read as probabilities.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Final, Literal
+
+ScoreScale = Literal["probability", "logit", "raw"]
+PROBABILITY: Final = "probability"  # the server's scores are already in [0, 1]
+LOGIT: Final = "logit"  # unbounded logits: a sigmoid maps them to [0, 1]
+RAW: Final = "raw"  # the model's own output, either of the two; the probe tells which
+
+
+def settled(declared: ScoreScale, probe_scores: Sequence[float] | None) -> ScoreScale:
+    """The scale of a route: what the dialect declares, or for ``raw`` what the probe's scores show.
+
+    Stays ``raw`` only when no probe answered (a forced API whose probe failed).
+    """
+    if declared != RAW:
+        return declared
+    if not probe_scores:
+        return RAW
+    return PROBABILITY if _all_in_unit_range(probe_scores) else LOGIT
+
+
+def normalize(scores: Sequence[float], scale: ScoreScale) -> list[float]:
+    """``scores`` on the probability scale. ``raw`` (scale unknown) decides for this batch alone."""
+    if scale == LOGIT or (scale == RAW and not _all_in_unit_range(scores)):
+        return [sigmoid(s) for s in scores]
+    return [min(1.0, max(0.0, s)) for s in scores]
+
+
+def sigmoid(x: float) -> float:
+    """1 / (1 + e^-x) without overflow for large negative or positive logits."""
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    z = math.exp(x)
+    return z / (1.0 + z)
+
+
+def _all_in_unit_range(scores: Sequence[float]) -> bool:
+    return all(0.0 <= s <= 1.0 for s in scores)
