@@ -2,7 +2,8 @@
 
 Test probes the settings shown in the form, which are not saved yet: ``{"config": {rerank_* ...}}``
 merged over the defaults, validated first (one message per bad key), then probed live, never from the
-detection cache, so a URL the user just fixed tests right at once. Both always answer JSON and never
+detection cache, so a URL the user just fixed tests right at once; valid settings that work against A0
+(a timeout past its recall limit) come back as ``warnings``. Both always answer JSON and never
 raise; neither ever returns the API key.
 """
 
@@ -12,6 +13,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from ..core import recall_budget
 from ..core.config import RerankerConfig, load_default_settings
 from ..core.errors import ConfigError
 from ..core.probe_report import NOT_SAVED
@@ -36,7 +38,8 @@ async def test_connection(payload: Any) -> dict[str, Any]:
         if not config.configured:
             return _failure("Set the Reranker endpoint first (the server's base URL, e.g. http://HOST:8002).", key)
         report = await runtime.probe_async(config)
-        return plugin_status.scrub({**report.as_dict(), "success": report.ok}, key)
+        reply = {**report.as_dict(), "success": report.ok, "warnings": recall_budget.warnings(config)}
+        return plugin_status.scrub(reply, key)
     except Exception as exc:
         log.exception("a0_reranker: Test connection failed unexpectedly")
         return _failure(f"Unexpected error while testing: {type(exc).__name__}.", key)

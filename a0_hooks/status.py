@@ -11,6 +11,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from ..core import recall_budget
 from ..core.config import RerankerConfig
 from ..core.errors import ConfigError
 from ..core.probe_report import ProbeReport
@@ -37,6 +38,7 @@ def _snapshot(
     agent: Any, raw: Mapping[str, Any], config: RerankerConfig | None, problems: list[str], *, enabled: bool
 ) -> dict[str, Any]:
     key = str(raw.get("rerank_api_key") or "")
+    statistics = _statistics()
     info: dict[str, Any] = {
         "plugin_enabled": enabled,
         "memory_wrapper_installed": memory_patch.is_installed(),
@@ -50,9 +52,30 @@ def _snapshot(
         "candidates": config.candidates if config else None,
         "timeout_s": config.timeout if config else None,
         "settings_problems": problems,
-        "statistics": _statistics(),
+        "settings_warnings": recall_budget.warnings(config) if config else [],
+        "statistics": statistics,
+        "hints": pool_hints(statistics.get("pool") or {}, config),
     }
     return scrub(info, key)
+
+
+STARVED_MIN_RECALLS = 5  # judge the pools only once a few recalls were seen
+STARVED_FRACTION = 0.5
+
+
+def pool_hints(pool: Mapping[str, Any], config: RerankerConfig | None) -> list[str]:
+    """What to change when most pools left the reranker nothing to choose (empty: nothing to say)."""
+    recalls, starved = pool.get("recalls") or 0, pool.get("starved_fraction") or 0.0
+    if recalls < STARVED_MIN_RECALLS or starved < STARVED_FRACTION:
+        return []
+    threshold = f" (now {config.pool_threshold:g})" if config else ""
+    candidates = f" (now {config.candidates})" if config else ""
+    return [
+        f"Pools are starved: in {starved:.0%} of {recalls} recalls the pool held no more memories than the recall "
+        f"returns, so the reranker could only reorder them. Lower rerank_pool_threshold{threshold} or raise "
+        f"rerank_candidates{candidates}. Recall filters by area, and the store then looks at only its 20 nearest "
+        "memories of all areas, so a small memory or one taken up by another area starves pools too."
+    ]
 
 
 def _settings(
@@ -102,6 +125,8 @@ def format_report(info: Mapping[str, Any], probe: ProbeReport | None) -> str:
                  f"model: {info['model'] or '(server default)'}; API key: {key_state}")
     for problem in info["settings_problems"]:
         lines.append(f"- Invalid setting: {problem}")
+    for warning in info.get("settings_warnings") or []:
+        lines.append(f"- Setting warning: {warning}")
     if probe is not None:
         lines.append(f"- Live test: {probe.message}")
         if probe.ok:
@@ -109,6 +134,7 @@ def format_report(info: Mapping[str, Any], probe: ProbeReport | None) -> str:
                          f"model {probe.model or 'default'})")
     lines.append(f"- Memory search wrapped: {'yes' if info['memory_wrapper_installed'] else 'no (not yet)'}")
     lines.extend(_counter_lines(info.get("statistics") or {}))
+    lines.extend(f"- Hint: {hint}" for hint in info.get("hints") or [])
     return "\n".join(lines)
 
 
@@ -136,6 +162,11 @@ def _counter_lines(stats: Mapping[str, Any]) -> list[str]:
     if any(stats.get(key) for key in _RETRY_COUNTERS):
         counted = ", ".join(f"{label} {stats.get(key, 0)}" for key, label in _RETRY_COUNTERS.items())
         lines.append(f"- Sent again: {counted}")
+    pool = stats.get("pool") or {}
+    if pool.get("recalls"):
+        lines.append(f"- Pool: {pool['recalls']} recalls, {pool['mean_size']} memories on average, "
+                     f"{(pool['starved_fraction'] or 0.0):.0%} with nothing to choose; {pool['rescued']} rescued "
+                     f"from outside the stock result; {pool['floor_dropped']} dropped by rerank_min_score")
     if stats["shadow_recalls"]:
         kept = stats["shadow_mean_kept_fraction"] or 0.0
         lines.append(f"- Shadow mode: recalls compared {stats['shadow_recalls']}; {kept:.0%} of the stock top kept "

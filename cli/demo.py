@@ -15,6 +15,7 @@ from typing import Any
 
 from ..core.config import RerankerConfig
 from ..core.probe_report import ProbeReport
+from ..core.statistics import PoolStatistics
 from ..demo import memories
 from ..demo.embedding_order import embedding_order
 from ..demo.server import LABEL, DemoServer
@@ -36,6 +37,7 @@ class DemoRun:
     stock: list[tuple[int, float]]  # (memory index, similarity), best first
     outcome: RecallOutcome[str]
     limit: int
+    pool: PoolStatistics  # the engine's pool counters after the recall (what the status tool shows in A0)
 
 
 def add_parser(commands: Any) -> None:
@@ -77,7 +79,7 @@ async def recall(config: RerankerConfig, limit: int, *, embedded: bool) -> DemoR
     outcome = await rerank_pool(memories.QUERY, pool, limit=limit, config=config)
     if not outcome.applied or outcome.ranking is None:
         raise CliError(f"the recall kept its stock order ({outcome.reason}: {outcome.message})", FAILED)
-    return DemoRun(config.endpoint, embedded, report, stock, outcome, limit)
+    return DemoRun(config.endpoint, embedded, report, stock, outcome, limit, runtime.statistics().pool)
 
 
 def as_dict(demo: DemoRun) -> dict[str, Any]:
@@ -92,4 +94,5 @@ def as_dict(demo: DemoRun) -> dict[str, Any]:
         "after": [{"position": p, "score": score, "was": index + 1, "memory": memories.MEMORIES[demo.stock[index][0]]}
                   for p, (index, score) in enumerate(ranking[: demo.limit], 1)],
         "rerank_ms": round(demo.outcome.elapsed_s * 1000, 1),
+        "pool": demo.pool.as_dict(),
     }

@@ -660,6 +660,65 @@ async def test_delete_by_query_passes_query_positionally_and_loops_by_100(a0: A0
     assert len(db.db.get_all_docs()) == 10
 
 
+@pytest.fixture
+def newer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[A0]:
+    """A stand-in root with the newer upstream memory API (A0_FACTS section 4.7)."""
+    monkeypatch.setenv("A0_STANDIN_MEMORY_API", "newer")
+    root = build_a0_root(tmp_path / "a0")
+    (root / "usr" / "plugins" / PLUGIN_NAME).unlink()
+    with use_root(root):
+        yield A0(root)
+
+
+def test_the_memory_api_is_chosen_when_the_module_is_imported(a0: A0, monkeypatch: pytest.MonkeyPatch) -> None:
+    import inspect
+
+    assert a0.memory.MEMORY_API == "v1.7"
+    assert list(inspect.signature(a0.Memory.search_similarity_threshold).parameters) == [
+        "self", "query", "limit", "threshold", "filter"]
+    assert not hasattr(a0.Memory, "search_similarity_threshold_with_scores")
+    monkeypatch.setenv("A0_STANDIN_MEMORY_API", "v2")
+    sys.modules.pop("plugins._memory.helpers.memory")
+    with pytest.raises(ValueError, match="A0_STANDIN_MEMORY_API must be one of"):
+        importlib.import_module("plugins._memory.helpers.memory")
+
+
+@pytest.mark.anyio
+async def test_newer_search_takes_an_embedding_and_gives_scores(newer: A0) -> None:
+    db = await newer.Memory.get(newer.new_agent())
+    for i in range(25):
+        await db.insert_text(f"alpha beta {'gamma ' * (i % 4)}n{i}", {"area": "main" if i % 3 else "solutions"})
+    vector = await db.embed_query("alpha beta gamma")
+    for search in ({"limit": 12, "threshold": 0.7, "filter": "area == 'main'"}, {"limit": 30, "threshold": 0.6}):
+        by_query = await db.search_similarity_threshold("alpha beta gamma", **search)
+        by_vector = await db.search_similarity_threshold("ignored", embedding=vector, **search)
+        scored = await db.search_similarity_threshold_with_scores("alpha beta gamma", **search)
+        assert by_query and len(by_query) == len(by_vector) == len(scored)
+        assert all(a is b is c for a, b, (c, _) in zip(by_query, by_vector, scored, strict=True))
+        relevances = [score for _, score in scored]
+        assert relevances == sorted(relevances, reverse=True) and min(relevances) >= search["threshold"]
+
+
+@pytest.mark.anyio
+async def test_newer_delete_by_query_can_include_exact_matches_and_cascade(newer: A0) -> None:
+    from datetime import datetime
+
+    db = await newer.Memory.get(newer.new_agent())
+    await db.insert_text("rotate the backup key", {"area": "main"})
+    exact = await db.insert_text("Notes: ROTATE  the backup key every month, and log it", {"area": "main"})
+    await db.insert_text("a summary", {"area": "main", "sources": f"x1,{exact}"})
+    await db.insert_text("unrelated lunch menu", {"area": "main"})
+    plain = await db.delete_documents_by_query("rotate the backup key", 0.95)
+    assert [d.page_content for d in plain] == ["rotate the backup key"]  # the notes are less similar
+    await db.insert_text("rotate the backup key", {"area": "main"})
+    removed = await db.delete_documents_by_query("rotate the backup key", 0.95, include_exact=True, cascade=True)
+    assert [d.page_content for d in removed] == [
+        "rotate the backup key", "Notes: ROTATE  the backup key every month, and log it", "a summary"]
+    [left] = db.db.get_all_docs().values()
+    assert left.page_content == "unrelated lunch menu"
+    assert datetime.fromisoformat(left.metadata["timestamp"]).tzinfo is not None  # ISO timestamps
+
+
 @pytest.mark.anyio
 async def test_store_search_runs_in_an_executor_thread(a0: A0) -> None:
     threads: list[str] = []

@@ -136,8 +136,8 @@ async def test_to_logit_inverts_the_sigmoid_and_stays_bounded() -> None:
 
 async def test_every_documented_kind_is_registered() -> None:
     assert set(KINDS) == {"cohere", "jina", "voyage", "mixedbread", "together", "xinference", "localai",
-                          "siliconflow", "infinity", "tei", "vllm", "vllm_qwen3", "llamacpp", "sglang",
-                          "ollama", "litellm"}
+                          "siliconflow", "infinity", "tei", "vllm", "vllm_qwen3", "vllm_qwen3_templated",
+                          "llamacpp", "sglang", "ollama", "litellm"}
 
 
 async def test_unknown_kind_is_refused() -> None:
@@ -680,6 +680,39 @@ async def test_vllm_qwen3_inverted_ranks_raw_text_wrongly() -> None:
         models = await get(srv.url + "/v1/models")
     assert reply.json["results"][-1]["index"] == BEST
     assert models.json["data"][0]["id"] == "Qwen/Qwen3-Reranker-0.6B"
+
+
+# --------------------------------------------------------------------------------------------
+# vLLM serving Qwen3-Reranker with its score template (--chat-template)
+
+
+async def test_vllm_qwen3_templated_renders_raw_rerank_texts_into_the_judge_prompt() -> None:
+    async with running("vllm_qwen3_templated") as srv:
+        reply = await post(srv.url + "/rerank", rerank_body(instruction="Find the capital"))
+        score = await post(srv.url + "/score", {"text_1": QUERY, "text_2": DOCS})
+    assert reply.json["results"][0]["index"] == BEST
+    assert reply.json["results"][0]["relevance_score"] == pytest.approx(lexical_scorer(QUERY, DOCS[BEST]))
+    assert [d["score"] for d in score.json["data"]] == pytest.approx([lexical_scorer(QUERY, d) for d in DOCS])
+    assert srv.requests[0].json["instruction"] == "Find the capital"
+
+
+async def test_vllm_qwen3_templated_judges_a_twice_templated_pair_with_less_confidence() -> None:
+    pairs = [qwen3_split(QUERY, doc) for doc in DOCS]
+    async with running("vllm_qwen3_templated") as srv:
+        twice = await post(srv.url + "/score", {"text_1": [p[0] for p in pairs], "text_2": [p[1] for p in pairs]})
+        once = await post(srv.url + "/score", {"text_1": QUERY, "text_2": DOCS})
+    twice_scores = [d["score"] for d in twice.json["data"]]
+    once_scores = [d["score"] for d in once.json["data"]]
+    assert max(range(len(DOCS)), key=twice_scores.__getitem__) == BEST  # still ranks the best first ...
+    margin = twice_scores[BEST] - max(s for i, s in enumerate(twice_scores) if i != BEST)
+    assert 0 < margin < once_scores[BEST] - max(s for i, s in enumerate(once_scores) if i != BEST)  # ... worse
+    assert all(abs(t - 0.5) < abs(o - 0.5) for t, o in zip(twice_scores, once_scores, strict=True))
+
+
+async def test_vllm_qwen3_templated_truncation_cuts_the_rendered_suffix() -> None:
+    async with running("vllm_qwen3_templated") as srv:
+        reply = await post(srv.url + "/rerank", rerank_body(truncate_prompt_tokens=60))
+    assert all(0.45 <= r["relevance_score"] < 0.55 for r in reply.json["results"])
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 // What the panel shows for the plugin's two API replies, in plain words. No Alpine, no I/O.
-//   test_connection: ProbeReport.as_dict() + success (or {ok: false, message, errors})
-//   status:          {success, mode, plugin_enabled, ..., statistics: RerankerStatistics.as_dict()}
+//   test_connection: ProbeReport.as_dict() + success, warnings (or {ok: false, message, errors})
+//   status:          {success, mode, plugin_enabled, ..., settings_warnings, hints,
+//                     statistics: RerankerStatistics.as_dict() (its pool counters under "pool")}
 
 import { formatNumber } from "./reranker-settings.js";
 
@@ -41,6 +42,7 @@ export function testView(reply, { sent = true } = {}) {
     rows,
     problems,
     attempts: ok ? [] : [...(reply?.attempts ?? [])],
+    warnings: [...(reply?.warnings ?? [])],
     note: reply?.note || "",
   };
 }
@@ -79,6 +81,20 @@ export function statusView(reply) {
     problems: [...(reply?.settings_problems ?? [])],
     // the project and agent profile whose settings the mode and problems are (the counters: all of A0)
     scope: { projectName: reply?.scope?.project_name || "", agentProfile: reply?.scope?.agent_profile || "" },
+    ...poolView(stats.pool ?? {}),
+    warnings: [...(reply?.settings_warnings ?? [])],
+    hints: [...(reply?.hints ?? [])],
+  };
+}
+
+/** The pool tile: what the reranker had to choose from. */
+function poolView(pool) {
+  if (!pool.recalls) return { poolSize: "–", poolNote: "no recall reranked yet" };
+  return {
+    poolSize: formatNumber(pool.mean_size, 1),
+    poolNote:
+      `over ${count(pool.recalls)} recalls; ${percent(pool.starved_fraction)} had nothing to choose; ` +
+      `${count(pool.rescued)} rescued, ${count(pool.floor_dropped)} dropped by the floor`,
   };
 }
 

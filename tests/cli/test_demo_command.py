@@ -38,6 +38,10 @@ def test_demo_json_shows_the_relevant_memory_rising_to_the_top(cli) -> None:
     assert data["after"][0]["memory"] == RELEASE_NOTES
     assert data["after"][0]["was"] > data["limit"]
     assert len(data["after"]) == data["limit"] == 5
+    rescued = sum(1 for memory in data["after"] if memory["was"] > data["limit"])
+    assert data["pool"] == {"recalls": 1, "mean_size": len(data["before"]), "starved_fraction": 0.0,
+                            "rescued": rescued, "floor_dropped": 0}
+    assert rescued >= 1
 
 
 def test_demo_with_an_endpoint_uses_that_server(cli, infinity) -> None:

@@ -33,8 +33,8 @@ QUERIES = ["What is the capital of France?", "Which countries border France?", "
 SECTIONS = {
     "behaviour": ["rerank_enabled", "rerank_apply"],
     "connection": ["rerank_api", "rerank_endpoint", "rerank_model", "rerank_api_key"],
-    "quality": ["rerank_candidates", "rerank_instruction", "rerank_max_doc_chars", "rerank_max_query_chars",
-                "rerank_timeout"],
+    "quality": ["rerank_candidates", "rerank_pool_threshold", "rerank_min_score", "rerank_instruction",
+                "rerank_max_doc_chars", "rerank_max_query_chars", "rerank_timeout"],
     "batching": ["rerank_batch_window_ms", "rerank_max_concurrency", "rerank_max_pairs_per_request",
                  "rerank_max_queued_pairs"],
     "reliability": ["rerank_breaker_failures", "rerank_breaker_failure_rate", "rerank_breaker_cooldown",
@@ -89,7 +89,8 @@ def test_every_setting_of_default_config_is_in_the_panel(panel: Panel) -> None:
         assert panel.page.locator(f'[data-setting="{key}"] .field-description').inner_text().strip(), key
     assert panel.control("rerank_api_key").get_attribute("type") == "password"
     assert panel.control("rerank_api").locator("option").evaluate_all("os => os.map(o => o.value)") == list(API_MODES)
-    assert "only matters in qwen3_score mode" in panel.page.locator('[data-setting="rerank_instruction"]').inner_text()
+    instruction = panel.page.locator('[data-setting="rerank_instruction"]').inner_text()
+    assert "used in qwen3_score mode" in instruction and "vLLM's /rerank" in instruction
 
 
 def test_missing_keys_are_filled_with_the_plugins_defaults(panel: Panel, a0_root: A0Root) -> None:

@@ -1,10 +1,13 @@
-"""What a Qwen3-Reranker served WITHOUT its template does with the text vLLM feeds it.
+"""What a Qwen3-Reranker does with the text vLLM feeds it, with and without a server-side template.
 
-vLLM joins query and document with no separator for this model. Only when that joined text is,
-byte for byte, the official judge prompt (PROTOCOLS.md section 6, Transformers usage) does the
-model reach its yes/no decision; then we score the query and document found inside the prompt.
-Any other text gets a deterministic meaningless score. This is our own reading of the template,
-written independently of the client's, so it checks the client.
+Without one, vLLM joins query and document with no separator for this model. Only when that joined
+text is, byte for byte, the official judge prompt (PROTOCOLS.md section 6, Transformers usage) does
+the model reach its yes/no decision; then we score the query and document found inside the prompt.
+Any other text gets a deterministic meaningless score. With ``--chat-template`` vLLM renders every
+pair into that prompt itself (``TemplatedQwen3Scorer``); a pair the client had already templated is
+then wrapped twice, and the judge, reading a prompt inside its prompt, still ranks but with less
+confidence (PROTOCOLS.md section 5: 0.891 instead of 0.976 on a real server). This is our own reading
+of the template, written independently of the client's, so it checks the client.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ _DOCUMENT = "\n<Document>: "
 
 Untemplated = Literal["random", "inverted"]
 _NOISE_CENTRE, _NOISE_WIDTH = 0.5, 0.1
+_NESTED_CONFIDENCE = 0.5  # a twice-templated prompt: the score moves this far from 0.5 as it would once
 
 
 @dataclass(frozen=True)
@@ -80,4 +84,39 @@ class UntemplatedQwen3Scorer:
             return self.scorer(prompt.query, prompt.document)
         if self.untemplated == "inverted":
             return 1.0 - self.scorer(query, document)
-        return _NOISE_CENTRE + (stable_fraction(query + document) - 0.5) * _NOISE_WIDTH
+        return _noise(query + document)
+
+
+def _noise(text: str) -> float:
+    """A deterministic meaningless score in 0.45..0.55."""
+    return _NOISE_CENTRE + (stable_fraction(text) - 0.5) * _NOISE_WIDTH
+
+
+def _nested(prompt: JudgePrompt) -> JudgePrompt | None:
+    """The inner query and document when the rendered query and document were themselves templated."""
+    if not prompt.query.startswith(PREFIX) or not prompt.document.endswith(SUFFIX):
+        return None
+    return parse(prompt.query.rstrip("\n") + "\n" + prompt.document)
+
+
+class TemplatedQwen3Scorer:
+    """A vLLM started with the Qwen3-Reranker score template: it renders each (query, document) pair
+    into the judge prompt with the request's instruction, then the model judges that prompt.
+
+    ``score_prompt`` takes the rendered (and possibly truncated) prompt: the official prompt scores as
+    the plain scorer; a prompt that wraps an already templated pair is judged with less confidence;
+    anything else (a suffix lost to truncation) is meaningless.
+    """
+
+    def __init__(self, scorer: Scorer) -> None:
+        self.scorer = scorer
+
+    def score_prompt(self, text: str) -> float:
+        prompt = parse(text)
+        if prompt is None:
+            return _noise(text)
+        inner = _nested(prompt)
+        if inner is None:
+            return self.scorer(prompt.query, prompt.document)
+        return _NOISE_CENTRE + (self.scorer(inner.query, inner.document) - _NOISE_CENTRE) * _NESTED_CONFIDENCE
+

@@ -16,13 +16,13 @@ from .ollama import OllamaApp
 from .protocol_app import ProtocolApp
 from .sglang import SglangApp
 from .tei import TeiApp
-from .vllm import VllmApp, VllmQwen3App
+from .vllm import VllmApp, VllmQwen3App, VllmQwen3TemplatedApp
 from .voyage import VoyageApp
 
 _APPS: tuple[type[ProtocolApp], ...] = (
     CohereApp, JinaApp, VoyageApp, MixedbreadApp, TogetherApp, XinferenceApp, LocalAIApp,
-    SiliconFlowApp, InfinityApp, TeiApp, VllmApp, VllmQwen3App, LlamaCppApp, SglangApp, OllamaApp,
-    LiteLLMApp,
+    SiliconFlowApp, InfinityApp, TeiApp, VllmApp, VllmQwen3App, VllmQwen3TemplatedApp, LlamaCppApp, SglangApp,
+    OllamaApp, LiteLLMApp,
 )
 
 KINDS: dict[str, Callable[..., ProtocolApp]] = {app.kind: app for app in _APPS}

@@ -7,7 +7,7 @@ from typing import Any
 from aiohttp import web
 
 from .protocol_app import ProtocolApp
-from .qwen3_judge import Untemplated, UntemplatedQwen3Scorer
+from .qwen3_judge import DEFAULT_INSTRUCTION, TemplatedQwen3Scorer, Untemplated, UntemplatedQwen3Scorer, render
 from .ranking import best_first, cut
 from .scoring import Scorer, chars_for_tokens, lexical_scorer, pair_tokens, to_logit
 from .vllm_answers import ErrorStyle, error, route_miss, unauthorized
@@ -173,6 +173,31 @@ class VllmQwen3App(VllmApp):
     def __init__(self, *, scorer: Scorer = lexical_scorer, untemplated: Untemplated = "random",
                  **options: Any) -> None:
         super().__init__(scorer=UntemplatedQwen3Scorer(scorer, untemplated), **options)
+
+
+class VllmQwen3TemplatedApp(VllmApp):
+    """vLLM serving Qwen3-Reranker started with ``--chat-template`` for its score template.
+
+    Every (query, document) pair of ``/rerank`` and ``/score`` is rendered into the judge prompt with
+    the request's ``instruction`` (the template's default when absent) and the whole rendered prompt
+    is judged (``TemplatedQwen3Scorer``), so raw texts on ``/rerank`` rank well, a client-templated
+    pair is wrapped twice and ranks with less confidence, and ``truncate_prompt_tokens`` cuts the
+    rendered prompt (its suffix too).
+    """
+
+    kind = "vllm_qwen3_templated"
+    default_model = "Qwen/Qwen3-Reranker-0.6B"
+    default_max_model_len = 8192
+
+    def __init__(self, *, scorer: Scorer = lexical_scorer, **options: Any) -> None:
+        super().__init__(scorer=scorer, **options)
+        self.judge = TemplatedQwen3Scorer(scorer)
+
+    def _scores(self, pairs: list[tuple[str, str]], shared: Shared) -> list[float]:
+        instruction = shared.instruction if shared.instruction is not None else DEFAULT_INSTRUCTION
+        prompts = [self._fit(render(query, doc, instruction), "", shared) for query, doc in pairs]
+        scores = [self.judge.score_prompt(prompt) for prompt, _ in prompts]
+        return scores if shared.use_activation else [to_logit(s) for s in scores]
 
 
 def _truncated(query: str, doc: str, limit: int, side: str) -> tuple[str, str]:

@@ -35,6 +35,7 @@ class Shared:
     truncate_prompt_tokens: int | None
     truncation_side: str
     use_activation: bool
+    instruction: str | None = None  # newest builds hand it to a score template (PR #42412); others ignore it
 
 
 def invalid(errors: list[ErrorDict]) -> VllmRejected:
@@ -61,7 +62,8 @@ def read_shared(check: BodyCheck) -> Shared:
         check.errors.append({"type": "literal_error", "loc": ["body", "truncation_side"],
                              "msg": "Input should be 'left' or 'right'", "input": truncation})
     activation = _activation(check)
-    return Shared(model, truncate, truncation or "right", activation)
+    instruction = check.string("instruction", required=False)
+    return Shared(model, truncate, truncation or "right", activation, instruction)
 
 
 def _activation(check: BodyCheck) -> bool:
