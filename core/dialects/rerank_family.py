@@ -11,8 +11,8 @@ a vLLM started with the Qwen3-Reranker template renders the judge prompt itself,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 

@@ -153,8 +153,8 @@ _ERROR_SHAPES: Final[Mapping[str, Callable[[int, str, str | None], dict[str, Any
     "cohere": _message, "together": _message, "siliconflow": _message,
     "jina": _detail, "localai": _detail, "voyage": _detail, "mixedbread": _detail, "xinference": _detail,
     "infinity": lambda s, m, _k: _openai(s, m, None),
-    "vllm": _openai, "vllm_qwen3": _openai, "sglang": _flat, "llamacpp": _llamacpp, "tei": _tei,
-    "litellm": _litellm,
+    "vllm": _openai, "vllm_qwen3": _openai, "vllm_qwen3_templated": _openai, "sglang": _flat, "llamacpp": _llamacpp,
+    "tei": _tei, "litellm": _litellm,
 }
 
 # (status, message, error type): what an overloaded or broken server says.

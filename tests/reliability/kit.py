@@ -46,7 +46,7 @@ _MODELS: Final[Mapping[str, str]] = {
     "litellm": "rerank-english-v3.0",
 }
 # Kinds whose rerank route checks a bearer key (vLLM only guards /v1 paths, not /rerank or /score).
-KEYED_KINDS: Final = frozenset(DIALECT_KINDS) - {"vllm", "vllm_qwen3"}
+KEYED_KINDS: Final = frozenset(DIALECT_KINDS) - {"vllm", "vllm_qwen3", "vllm_qwen3_templated"}
 
 
 @dataclass(eq=False)

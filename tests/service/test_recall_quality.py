@@ -150,3 +150,22 @@ async def test_an_untemplated_qwen3_vllm_gets_no_instruction_field_on_score() ->
         assert last.json["text_1"].startswith(PREFIX) and f"<Instruct>: {INSTRUCTION}\n" in last.json["text_1"]
     finally:
         await server.close()
+
+
+@pytest.mark.parametrize("kind", ["vllm_qwen3_templated", "vllm_qwen3"])
+async def test_a_changed_instruction_reaches_the_server_at_once(kind: str) -> None:
+    """Routes are cached without the instruction, so every request carries the current one."""
+    server = await start_server(kind)
+    try:
+        config = RerankerConfig(endpoint=server.url, timeout=5, instruction=INSTRUCTION)
+        assert await reranker.rerank_async(QUERY, DOCS, config=config) is not None
+        detected = len(server.requests)
+        changed = config.replace(instruction="Find what the agent needs now")
+        assert await reranker.rerank_async(QUERY, DOCS, config=changed) is not None
+        [sent] = server.requests[detected:]  # no new detection: one request with the new instruction
+        if kind == "vllm_qwen3_templated":
+            assert sent.path == "/rerank" and sent.json["instruction"] == "Find what the agent needs now"
+        else:
+            assert sent.path == "/score" and "<Instruct>: Find what the agent needs now\n" in sent.json["text_1"]
+    finally:
+        await server.close()
