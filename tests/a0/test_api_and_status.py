@@ -32,6 +32,7 @@ KINDS: list[tuple[str, dict[str, Any], dict[str, Any], str]] = [
     ("tei", {}, {}, "rerank"),
     ("vllm", {}, {}, "rerank"),
     ("vllm_qwen3", {}, {}, "qwen3_score"),
+    ("vllm_qwen3_templated", {}, {}, "rerank"),  # the server applies the Qwen3 template: its own /rerank
     ("llamacpp", {}, {}, "rerank"),
     ("sglang", {}, {}, "rerank"),
     ("litellm", {}, {"rerank_model": "rerank-english-v3.0"}, "rerank"),
@@ -172,6 +173,44 @@ async def test_status_tool_reports_a_live_probe_and_the_counters(a0: A0) -> None
     assert "Mode: live" in text and f"Endpoint: {server.url}" in text and "API key: not set" in text
     assert "Live test: Reranks correctly" in text and "Resolved API: rerank at /rerank (server tei" in text
     assert "Reranks: 1 of 1 succeeded; fallbacks: none" in text and "Memory search wrapped: yes" in text
+
+
+@pytest.mark.anyio
+async def test_status_shows_the_pool_and_says_when_pools_are_starved(a0: A0) -> None:
+    server = await start_server("infinity", scorer=prio_scorer)
+    try:
+        a0.configure_global(endpoint=server.url, timeout=10)
+        agent = a0.new_agent(profile="")
+        await a0.seed(agent, 4)  # four memories: every pool holds exactly what the recall returns
+        for _ in range(5):
+            await agent.call_tool("memory_load", {"query": "alpha beta"})
+        reply = (await asyncio.to_thread(post, a0, "status", {})).json()
+        tool = (await agent.call_tool("reranker_status", {})).message
+    finally:
+        await server.close()
+    assert reply["statistics"]["pool"] == {"recalls": 5, "mean_size": 4.0, "starved_fraction": 1.0,
+                                           "rescued": 0, "floor_dropped": 0}
+    [hint] = reply["hints"]
+    assert hint.startswith("Pools are starved: in 100% of 5 recalls")
+    assert "Lower rerank_pool_threshold (now 0.5) or raise rerank_candidates (now 20)" in hint
+    assert "- Pool: 5 recalls, 4.0 memories on average, 100% with nothing to choose; 0 rescued" in tool
+    assert f"- Hint: {hint}" in tool
+
+
+@pytest.mark.anyio
+async def test_a_timeout_past_a0s_recall_limit_is_warned(a0: A0) -> None:
+    a0.configure_global(endpoint="http://127.0.0.1:9", timeout=20)
+    reply = (await asyncio.to_thread(post, a0, "status", {})).json()
+    [warning] = reply["settings_warnings"]
+    assert warning.startswith("rerank_timeout 20 s: a recall reranks two searches") and "13 s or below" in warning
+    tool = (await a0.new_agent(profile="").call_tool("reranker_status", {})).message
+    assert f"- Setting warning: {warning}" in tool
+    with serve_in_thread("infinity") as server:
+        slow = post(a0, "test_connection", {"config": {"rerank_endpoint": server.url, "rerank_timeout": "20"}})
+        fine = post(a0, "test_connection", {"config": {"rerank_endpoint": server.url, "rerank_timeout": "13"}})
+    assert slow.json()["ok"] and slow.json()["warnings"] == [warning]
+    assert fine.json()["ok"] and fine.json()["warnings"] == []
+    assert post(a0, "status", {}).json()["hints"] == []  # no pool seen yet: nothing to say
 
 
 @pytest.mark.anyio

@@ -3,6 +3,8 @@ its API calls answered by the plugin's real handlers and loopback reranker serve
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import os
 import re
 import struct
@@ -220,6 +222,35 @@ def test_live_status_shows_counters_and_stops_refreshing_when_closed(panel: Pane
     assert panel.page.evaluate("() => window.__statusFetches") == 0
     panel.page.evaluate("() => fetch('/').then(r => r.ok)")
     assert len(panel.host.plugin_calls("status")) == refreshes
+
+
+def starve_a_few_pools(a0_root: A0Root, endpoint: str) -> None:
+    """Recalls whose pool holds no more than they return, through the recall path's own function (on
+    a thread of its own: Playwright's sync API owns this thread's event loop)."""
+    recall_pool = a0_root.plugin("service.recall_pool")
+    config = a0_root.plugin("core.config").RerankerConfig(endpoint=endpoint, timeout=5)
+
+    def recall() -> Any:
+        return asyncio.run(recall_pool.rerank_pool(QUERIES[0], DOCUMENTS, limit=len(DOCUMENTS), config=config))
+
+    with concurrent.futures.ThreadPoolExecutor(1) as worker:
+        for _ in range(5):
+            assert worker.submit(recall).result().applied
+
+
+def test_live_status_shows_the_pool_its_hint_and_a_setting_warning(panel: Panel, a0_root: A0Root) -> None:
+    with serve_in_thread("infinity") as server:
+        starve_a_few_pools(a0_root, server.url)
+        a0_root.save_global_config({"rerank_endpoint": server.url, "rerank_timeout": 20})
+        open_panel(panel)
+        expect(panel.stat("pool").locator(".a0r-tile-value")).to_have_text("4")
+        expect(panel.stat("pool")).to_contain_text("over 5 recalls; 100% had nothing to choose; 0 rescued")
+        expect(panel.page.locator('[data-status="hint"]')).to_contain_text("Pools are starved")
+        expect(panel.page.locator('[data-status="hint"]')).to_contain_text("Lower rerank_pool_threshold (now 0.5)")
+        expect(panel.page.locator('[data-status="warning"]')).to_contain_text("Setting warning: rerank_timeout 20 s")
+        panel.test_button().click()
+        expect(panel.test_result()).to_have_attribute("data-ok", "true")
+        expect(panel.test_result().locator(".a0r-test-warning")).to_contain_text("past Agent Zero's 30 s")
 
 
 def test_the_api_key_is_a_password_and_no_reply_carries_it(panel: Panel, a0_root: A0Root) -> None:
