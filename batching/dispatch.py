@@ -24,6 +24,7 @@ from ..core.errors import BreakerOpen, MalformedAnswer, RateLimited, RerankError
 from ..core.statistics import StatsRecorder
 from .breaker import Permit
 from .endpoint_state import EndpointState
+from .hedging import race
 from .verdicts import RetryKind, health_of, retry_kind
 
 # send(batch, deadline, fresh): one HTTP exchange; ``fresh`` asks for a new connection (after a stale one)
@@ -55,6 +56,7 @@ class DispatchPolicy:
     hedge_delay_s: float | None = None  # None: the endpoint's observed p95
     hedge_floor_s: float = 0.05
     hedge_percentile: float = 0.95
+    hedges: int = 2  # duplicates per attempt: one after the delay, one more if that one fails
 
 
 class Dispatch:
@@ -177,15 +179,13 @@ class Dispatch:
             return await self._attempt(request, permit)
         first = asyncio.create_task(self._attempt(request, permit))
         first.add_done_callback(lambda task: permit.report("neutral") if task.cancelled() else None)
-        tasks = {first}
-        try:
-            done, _ = await asyncio.wait(tasks, timeout=delay)
-            if not done and self._spend_budget():
-                tasks.add(asyncio.create_task(self._hedge(request)))
-            return await _first_success(first, tasks)
-        finally:
-            for task in tasks:
-                _cancel_quietly(task)
+
+        def start_hedge() -> asyncio.Task[list[float]] | None:
+            if not request.has_waiters or not self._spend_budget():
+                return None
+            return asyncio.create_task(self._hedge(request))
+
+        return await race(first, start_hedge, delay=delay, hedges=self.policy.hedges)
 
     async def _hedge(self, request: Request) -> list[float]:
         """The duplicate: the next free slot (ahead of new batches), its own permit, one attempt."""
@@ -201,22 +201,3 @@ class Dispatch:
             return await self._attempt(request, permit)
         finally:
             limiter.release()
-
-
-async def _first_success(primary: asyncio.Future[list[float]], tasks: set[asyncio.Task[list[float]]]
-                         ) -> list[float]:
-    """The first result among ``tasks``; if all fail, the primary attempt's error."""
-    pending = set(tasks)
-    while pending:
-        done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-        for task in done:
-            if not task.cancelled() and task.exception() is None:
-                return task.result()
-    return primary.result()  # raises the primary attempt's error (all failed)
-
-
-def _cancel_quietly(task: asyncio.Task[list[float]]) -> None:
-    """Cancel a losing attempt; its outcome is reported by the attempt itself, its error is not ours."""
-    if not task.done():
-        task.cancel()
-    task.add_done_callback(lambda t: None if t.cancelled() else t.exception())

@@ -16,13 +16,13 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from async_lru import alru_cache
 
 from ..batching.batcher import MicroBatcher, Scored
 from ..core.config import RerankerConfig
-from ..core.dialects import Dialect, ScoreBatch
+from ..core.dialects import ScoreBatch
 from ..core.errors import BreakerOpen, InputTooLong, RateLimited, RerankError, ServerError
 from ..core.probe_report import ProbeReport
 from ..core.ranking import cut_head, ranked, tighter_limits
@@ -138,7 +138,8 @@ class RerankService:
             raise BreakerOpen("the reranker failed repeatedly; skipping it until the breaker's next probe")
         if endpoint.state.not_before >= deadline:
             raise RateLimited(429, "the server asked us to wait (Retry-After) past this recall's deadline")
-        route = _bound_to_instruction(await self._route(config, deadline, endpoint), config.instruction)
+        route = await self._route(config, deadline, endpoint)  # cached without the instruction: bind this call's
+        route = dataclasses.replace(route, dialect=route.dialect.with_instruction(config.instruction))
         try:
             scored = await self._score(route, endpoint, query, documents, config, deadline)
         except ServerError as exc:
@@ -192,15 +193,14 @@ class RerankService:
         endpoint.route_keys.clear()
 
     def _batcher(self, route: Route, config: RerankerConfig, endpoint: Endpoint) -> MicroBatcher:
-        dialect = route.dialect.with_instruction(config.instruction)  # the route is cached without it
+        dialect = route.dialect
         key = (str(config.tls_verify), config.ca_bundle, dialect.name, dialect.path, route.model, dialect.instruction)
         max_pairs = max(1, min(config.max_pairs_per_request, dialect.max_pairs))
         return self._registry.batcher(endpoint, key, config, mixes_queries=dialect.mixes_queries,
                                       max_pairs=max_pairs, send=lambda: self._sender(route, config))
 
     def _sender(self, route: Route, config: RerankerConfig):  # type: ignore[no-untyped-def]
-        transport, tls, api_key = self._transport, tls_of(config), config.api_key
-        dialect = route.dialect.with_instruction(config.instruction)
+        transport, dialect, tls, api_key = self._transport, route.dialect, tls_of(config), config.api_key
 
         async def send(batch: ScoreBatch, deadline: float, fresh: bool) -> list[float]:
             request = dialect.build(batch, route.model)
@@ -216,16 +216,6 @@ class RerankService:
             self._stats.fallback(reason, text)
             log.debug("a0_reranker: fallback to the stock order (%s): %s", reason, text)
         return RerankResult(None, reason=reason, message=text)
-
-
-def _bound_to_instruction(route: Route, instruction: str) -> Route:
-    """Detection is cached without the instruction (it does not change which API wins), but a dialect
-    that sends it (the Qwen3 template) must send this call's."""
-    dialect: Any = route.dialect
-    if getattr(dialect, "instruction", instruction) == instruction:
-        return route
-    rebound: Dialect = dataclasses.replace(dialect, instruction=instruction)
-    return dataclasses.replace(route, dialect=rebound)
 
 
 def _masked(message: str, config: RerankerConfig, query: str, documents: Sequence[str]) -> str:

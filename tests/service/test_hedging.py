@@ -1,0 +1,103 @@
+"""Hedging the slow tail (issue: resilience, hedging): a request still unanswered after the hedge delay
+is sent once more; the first answer wins, the loser is cancelled, the cap still holds, and hedges come
+out of the retry budget. Sequenced by the server's own counters."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from support.encoding import encoding_scorer, recall
+from support.servers import Hang, RecordedRequest, Respond, RunningServer, start_server
+from usr.plugins.a0_reranker.core.config import RerankerConfig
+from usr.plugins.a0_reranker.service import runtime
+
+pytestmark = pytest.mark.anyio
+
+OVERLOADED = Respond(503, {"error": {"message": "The server is overloaded", "type": "ServiceUnavailableError",
+                                     "param": None, "code": 503}})
+
+
+async def detected(**settings: Any) -> tuple[RunningServer, RerankerConfig]:
+    server = await start_server("vllm", scorer=encoding_scorer)
+    config = RerankerConfig(endpoint=server.url, api="rerank", hedge=True, **{"timeout": 5.0, **settings})
+    assert await runtime.rerank_async(*recall(0, 4), config=config) is not None
+    server.reset()
+    return server, config
+
+
+def nth_posts(faults: dict[int, Any]) -> Any:
+    """``faults[n]`` for the n-th POST from now (1-based), normal answers otherwise."""
+    seen = [0]
+
+    def rule(request: RecordedRequest) -> Any:
+        if request.method != "POST":
+            return None
+        seen[0] += 1
+        return faults.get(seen[0])
+
+    return rule
+
+
+async def test_a_stalled_request_is_hedged_and_the_first_answer_wins() -> None:
+    server, config = await detected(hedge_delay_ms=50)
+    try:
+        server.set_fault(nth_posts({1: Hang()}))
+        ranking = await runtime.rerank_async(*recall(1, 4), config=config)
+        assert ranking is not None and [i for i, _ in ranking] == [3, 2, 1, 0]
+        await server.wait_until(lambda s: s.in_flight == 0)  # the stalled loser was cancelled
+        assert server.count("/rerank") == 2
+        stats = runtime.statistics()
+        assert stats.hedges == 1 and stats.fallback_total == 0 and stats.in_flight == 0
+    finally:
+        await server.close()
+
+
+async def test_a_hedge_that_fails_is_followed_by_another() -> None:
+    server, config = await detected(hedge_delay_ms=50)
+    try:
+        server.set_fault(nth_posts({1: Hang(), 2: OVERLOADED}))
+        assert await runtime.rerank_async(*recall(1, 4), config=config) is not None
+        assert server.count("/rerank") == 3 and runtime.statistics().hedges == 2
+    finally:
+        await server.close()
+
+
+async def test_an_answer_before_the_delay_sends_no_hedge() -> None:
+    server, config = await detected(hedge_delay_ms=2000)
+    try:
+        for q in range(1, 6):
+            assert await runtime.rerank_async(*recall(q, 4), config=config) is not None
+        assert server.count("/rerank") == 5 and runtime.statistics().hedges == 0
+    finally:
+        await server.close()
+
+
+async def test_hedges_never_exceed_the_concurrency_cap() -> None:
+    """The hedge waits for a free slot (ahead of new batches); its win frees the stalled one's."""
+    server, config = await detected(hedge_delay_ms=50, max_concurrency=2)
+    try:
+        server.set_fault(nth_posts({1: Hang()}))
+        results = await asyncio.gather(*(runtime.rerank_async(*recall(q, 4), config=config) for q in range(1, 9)))
+        assert all(r is not None for r in results)
+        assert server.max_in_flight <= 2 and runtime.statistics().hedges >= 1
+    finally:
+        await server.close()
+
+
+async def test_the_automatic_delay_waits_for_enough_answers_to_know_the_tail() -> None:
+    server, config = await detected()  # hedge_delay_ms 0: the endpoint's p95, once 20 answers are known
+    try:
+        server.set_fault(nth_posts({1: Hang()}))
+        assert await runtime.rerank_async(*recall(1, 4), config=config.replace(timeout=0.5)) is None
+        assert runtime.statistics().hedges == 0  # too few answers yet: no delay to go by
+        server.set_fault(None)
+        for q in range(2, 30):
+            assert await runtime.rerank_async(*recall(q, 4), config=config) is not None
+        server.set_fault(nth_posts({1: Hang()}))
+        assert await runtime.rerank_async(*recall(40, 4), config=config) is not None
+        assert runtime.statistics().hedges == 1
+    finally:
+        await server.close()
