@@ -47,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
     rows = ranking_rows(result, documents)[: args.top]
     if args.json:
         print(json.dumps({"query": args.query, "endpoint": config.endpoint, "api": result.api,
-                          "elapsed_ms": round(elapsed_ms, 1), "results": rows}, indent=2, ensure_ascii=False))
+                          "elapsed_ms": round(elapsed_ms, 1), "retries": result.retries, "results": rows,
+                          "statistics": runtime.statistics().as_dict()}, indent=2, ensure_ascii=False))
     else:
         print(f"{len(documents)} documents ranked by {config.endpoint} ({result.api} API, {elapsed_ms:.0f} ms)")
         print("\n".join(ranking_table(rows)))

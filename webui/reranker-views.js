@@ -107,7 +107,7 @@ function retryNote(stats) {
     [stats.retry_budget_exhausted, "times the retry budget was spent"],
     [stats.cancelled, "cancelled by their caller"],
   ].filter(([value]) => typeof value === "number" && value > 0);
-  return parts.length ? parts.map(([value, text]) => `${count(value)} ${text}`).join(", ") : "none needed";
+  return parts.length ? parts.map(([value, text]) => `${text}: ${count(value)}`).join(", ") : "none needed";
 }
 
 function count(value) {

@@ -34,6 +34,10 @@ def test_json_output(cli, infinity) -> None:
     assert scores == sorted(scores, reverse=True)
     assert [item["rank"] for item in data["results"]] == [1, 2, 3]
     assert data["results"][0]["document"] == DOCS[1]
+    counters = data["statistics"]
+    assert data["retries"] == 0 and counters["reranked"] == 1
+    assert {"retries", "stale_connection_retries", "rate_limit_waits", "hedges", "retry_budget_exhausted",
+            "cancelled"} <= counters.keys()
 
 
 def test_top_limits_the_output(cli, infinity) -> None:

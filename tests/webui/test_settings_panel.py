@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from support.a0_layout import REPO_ROOT
-from support.servers import serve_in_thread
+from support.servers import Respond, serve_in_thread
 from usr.plugins.a0_reranker.core.config import API_MODES
 
 from .conftest import A0Root, Panel, goto_host
@@ -222,6 +222,21 @@ def test_live_status_shows_counters_and_stops_refreshing_when_closed(panel: Pane
     assert panel.page.evaluate("() => window.__statusFetches") == 0
     panel.page.evaluate("() => fetch('/').then(r => r.ok)")
     assert len(panel.host.plugin_calls("status")) == refreshes
+
+
+def test_live_status_counts_the_requests_sent_again(panel: Panel, a0_root: A0Root) -> None:
+    with serve_in_thread("infinity") as server:
+        rerank_a_few(a0_root, server.url)
+        failed: list[Any] = []
+        overloaded = Respond(503, {"error": {"message": "model is overloaded", "type": None, "param": None,
+                                             "code": 503}})
+        server.set_fault(lambda r: (failed.append(r) or overloaded) if r.method == "POST" and not failed else None)
+        rerank_a_few(a0_root, server.url)
+        a0_root.save_global_config({"rerank_endpoint": server.url})
+        open_panel(panel)
+        expect(panel.stat("reranked").locator(".a0r-tile-value")).to_have_text("6 of 6")
+        expect(panel.stat("retries").locator(".a0r-tile-value")).to_have_text("1")
+        expect(panel.stat("retries")).to_contain_text("recalls saved by a retry: 1")
 
 
 def starve_a_few_pools(a0_root: A0Root, endpoint: str) -> None:
