@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..core.config import DEFAULT_CONFIG_FILE, RerankerConfig, load_default_settings
+from ..core.errors import ConfigError
 from . import PLUGIN_NAME
 from .plugin_state import a0_plugins
 
@@ -70,10 +71,13 @@ def plugin_settings(agent: Any = None, scope: Scope | None = None) -> dict[str, 
 def resolve_config(config: RerankerConfig | Mapping[str, Any] | None = None, agent: Any = None) -> RerankerConfig:
     """The config a call uses: ``None`` = the plugin's settings; a dict overrides them; a config is used as is.
 
-    Raises ``ConfigError`` naming every bad key.
+    Raises ``ConfigError`` naming every bad key (or ``config`` itself when it is neither).
     """
     if isinstance(config, RerankerConfig):
         return config
+    if config is not None and not isinstance(config, Mapping):
+        raise ConfigError([f"config: expected a dict of rerank_* settings or a RerankerConfig, "
+                           f"got {type(config).__name__}"])
     settings = plugin_settings(agent)
     if config:
         settings.update(config)

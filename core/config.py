@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import hashlib
 import math
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -20,6 +21,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from .errors import ConfigError
+from .redaction import shown_value
 
 ApiMode = Literal["auto", "rerank", "qwen3_score"]
 API_MODES: Final = ("auto", "rerank", "qwen3_score")
@@ -72,6 +74,8 @@ class RerankerConfig:
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any] | None) -> RerankerConfig:
         """Build from A0-style ``rerank_*`` keys; unknown keys are ignored, missing ones take defaults."""
+        if settings is not None and not isinstance(settings, Mapping):
+            raise ConfigError([f"settings: expected a mapping of rerank_* keys, got {type(settings).__name__}"])
         values: dict[str, Any] = {}
         problems: list[str] = []
         for f in dataclasses.fields(cls):
@@ -143,12 +147,26 @@ def normalize_endpoint(endpoint: str) -> str:
     return text
 
 
+_NOT_IN_URLS: Final = re.compile(r"[\s\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+_CONTROL_CHARACTERS: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
+
 def endpoint_problem(endpoint: str) -> str | None:
-    """Why an endpoint is unusable, or None. Empty is allowed: it means "not configured"."""
+    """Why an endpoint is unusable, or None. Empty is allowed: it means "not configured".
+
+    Never raises: what ``urlsplit`` cannot read is named as a problem too. No message repeats the URL,
+    which may hold a user name and password.
+    """
     text = endpoint.strip()
     if not text:
         return None
-    parts = urlsplit(text)
+    if _NOT_IN_URLS.search(text):
+        return "must not contain spaces, line breaks or other control characters"
+    try:
+        parts = urlsplit(text)
+    except ValueError:
+        return ("has a malformed host: an IPv6 address goes in [brackets], an IPv4 address or a host name "
+                "without them, and a host name has only letters, digits, dots and hyphens")
     if parts.scheme not in ("http", "https"):
         return "must start with http:// or https://"
     if not parts.hostname:
@@ -177,12 +195,12 @@ def _to_bool(value: Any) -> bool:
         return bool(value)
     if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
         return value.strip().lower() in _TRUE
-    raise ValueError(f"expected true or false, got {value!r}")
+    raise ValueError(f"expected true or false, got {shown_value(value)}")
 
 
 def _to_int(value: Any) -> int:
     if isinstance(value, bool):
-        raise ValueError(f"expected a whole number, got {value!r}")
+        raise ValueError(f"expected a whole number, got {shown_value(value)}")
     if isinstance(value, int):
         return value
     if isinstance(value, float) and value.is_integer():
@@ -195,23 +213,23 @@ def _to_int(value: Any) -> int:
             number = math.nan
         if math.isfinite(number) and number.is_integer():
             return int(number)
-    raise ValueError(f"expected a whole number, got {value!r}")
+    raise ValueError(f"expected a whole number, got {shown_value(value)}")
 
 
 def _to_float(value: Any) -> float:
     if isinstance(value, bool):
-        raise ValueError(f"expected a number, got {value!r}")
-    if isinstance(value, int | float):
-        number = float(value)
-    elif isinstance(value, str):
-        try:
+        raise ValueError(f"expected a number, got {shown_value(value)}")
+    try:
+        if isinstance(value, int | float):
+            number = float(value)
+        elif isinstance(value, str):
             number = float(value.strip())
-        except ValueError:
-            raise ValueError(f"expected a number, got {value!r}") from None
-    else:
-        raise ValueError(f"expected a number, got {value!r}")
+        else:
+            raise ValueError
+    except (ValueError, OverflowError):  # OverflowError: an int such as 10**400
+        raise ValueError(f"expected a number, got {shown_value(value)}") from None
     if not math.isfinite(number):
-        raise ValueError(f"expected a finite number, got {value!r}")
+        raise ValueError(f"expected a finite number, got {shown_value(value)}")
     return number
 
 
@@ -226,7 +244,7 @@ def _to_str(value: Any) -> str:
 def _to_api(value: Any) -> str:
     text = _to_str(value).strip().lower()
     if text not in API_MODES:
-        raise ValueError(f"expected one of {', '.join(API_MODES)}, got {value!r}")
+        raise ValueError(f"expected one of {', '.join(API_MODES)}, got {shown_value(value)}")
     return text
 
 
@@ -271,12 +289,13 @@ _TYPES: Final[dict[str, type | tuple[type, ...]]] = {
 
 
 _SECRET_FIELDS: Final = frozenset({"api_key"})
+_SINGLE_LINE_FIELDS: Final = frozenset({"api_key", "ca_bundle"})  # a header value and a file name
 
 
 def _check_field(name: str, value: Any) -> str | None:
     key = setting_key(name)
     expected: Any = _TYPES.get(name, int if name in NUMERIC_RANGES else str)
-    shown = f"a {type(value).__name__}" if name in _SECRET_FIELDS else repr(value)  # never echo a key
+    shown = f"a {type(value).__name__}" if name in _SECRET_FIELDS else shown_value(value)  # never echo a key
     if isinstance(value, bool) and expected is not bool:
         return f"{key}: expected {'a number' if name in NUMERIC_RANGES else 'text'}, got {shown}"
     if not isinstance(value, expected):
@@ -284,9 +303,11 @@ def _check_field(name: str, value: Any) -> str | None:
     if name in NUMERIC_RANGES:
         low, high = NUMERIC_RANGES[name]
         if not (low <= value <= high) or (isinstance(value, float) and not math.isfinite(value)):
-            return f"{key}: must be between {low:g} and {high:g}, got {value!r}"
+            return f"{key}: must be between {low:g} and {high:g}, got {shown}"
     if name == "api" and value not in API_MODES:
-        return f"{key}: expected one of {', '.join(API_MODES)}, got {value!r}"
+        return f"{key}: expected one of {', '.join(API_MODES)}, got {shown}"
+    if name in _SINGLE_LINE_FIELDS and _CONTROL_CHARACTERS.search(value):
+        return f"{key}: must not contain a line break or other control character"
     if name == "endpoint" and (problem := endpoint_problem(value)):
         return f"{key}: the URL {problem}"
     return None

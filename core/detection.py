@@ -14,12 +14,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
 from urllib.parse import urlsplit
 
+from .answer_boundary import read_answer
 from .dialects import Dialect
 from .dialects import catalog as cat
-from .errors import DetectionFailed
+from .errors import DetectionFailed, MalformedAnswer
 from .scores import RAW, normalize
 
 PROBE_QUERY: Final = "What is the capital of France?"
@@ -42,6 +43,7 @@ HOSTED: Final[Mapping[str, str]] = {
 }
 
 IDENTIFYING_GETS: Final = ("/info", "/v1/models", "/models", "/api/version")
+MAX_MODEL_ID_CHARS: Final = 256  # a longer "model id" is not one: it is not sent back, nor shown
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,24 @@ def hosted_kind(endpoint: str) -> str | None:
 
 
 def identify(gets: Mapping[str, Any]) -> ServerIdentity:
-    """Read the JSON of the identifying GETs (path -> parsed JSON, or None when it failed)."""
+    """Read the JSON of the identifying GETs (path -> parsed JSON, or None when it failed).
+
+    A body that does not read as its server writes it counts as absent, as a failed GET does: the GETs
+    are hints, and the correctness probe decides. Raises nothing but ``MalformedAnswer``.
+    """
+    readable = {path: body for path, body in gets.items() if _reads_alone(path, body)}
+    return read_answer(_identify, readable)
+
+
+def _reads_alone(path: str, body: Any) -> bool:
+    try:
+        read_answer(_identify, {path: body})
+    except MalformedAnswer:
+        return False
+    return True
+
+
+def _identify(gets: Mapping[str, Any]) -> ServerIdentity:
     info = gets.get("/info")
     if isinstance(info, dict) and {"model_type", "max_client_batch_size", "version"} <= info.keys():
         return _identify_tei(info)
@@ -87,8 +106,8 @@ def identify(gets: Mapping[str, Any]) -> ServerIdentity:
 def _identify_tei(info: dict[str, Any]) -> ServerIdentity:
     model_type = info.get("model_type")
     batch = info.get("max_client_batch_size")
-    name = info.get("served_model_name") or info.get("model_id") or ""
-    models = (str(name),) if name else ()
+    name = info.get("served_model_name") or info.get("model_id")
+    models = (name,) if _is_model_id(name) else ()
     limit = batch if isinstance(batch, int) and batch > 0 else None
     if not (isinstance(model_type, dict) and "reranker" in model_type):
         served = ", ".join(model_type) if isinstance(model_type, dict) else "unknown"
@@ -103,7 +122,7 @@ def _identify_listing(owners: set[str], models: tuple[str, ...], listing: Any, p
     if "llamacpp" in owners:
         return ServerIdentity("llamacpp", models)
     if "infinity" in owners:
-        rerankers = tuple(m["id"] for m in listing["data"] if "rerank" in (m.get("capabilities") or []))
+        rerankers = tuple(m["id"] for m in _entries(listing) if _is_model_id(m.get("id")) and _may_rerank(m))
         if not rerankers:
             return ServerIdentity("infinity", models, url_prefix=prefix,
                                   problem="Infinity serves no model with the rerank capability")
@@ -115,14 +134,29 @@ def _identify_listing(owners: set[str], models: tuple[str, ...], listing: Any, p
     return ServerIdentity("unknown", models)
 
 
-def _owners(listing: Any) -> set[str]:
+def _entries(listing: Any) -> list[dict[str, Any]]:
+    """The model objects of an OpenAI-style listing (anything else in ``data`` is skipped)."""
     if not isinstance(listing, dict) or not isinstance(listing.get("data"), list):
-        return set()
-    return {str(m.get("owned_by", "")).lower() for m in listing["data"] if isinstance(m, dict)}
+        return []
+    return [m for m in listing["data"] if isinstance(m, dict)]
+
+
+def _owners(listing: Any) -> set[str]:
+    return {owner.lower() if isinstance(owner := m.get("owned_by"), str) else "" for m in _entries(listing)}
 
 
 def _model_ids(listing: Any) -> tuple[str, ...]:
-    return tuple(str(m["id"]) for m in listing["data"] if isinstance(m, dict) and m.get("id"))
+    return tuple(m["id"] for m in _entries(listing) if _is_model_id(m.get("id")))
+
+
+def _is_model_id(value: Any) -> TypeGuard[str]:
+    return isinstance(value, str) and 0 < len(value) <= MAX_MODEL_ID_CHARS
+
+
+def _may_rerank(model: dict[str, Any]) -> bool:
+    """Infinity lists each model's capabilities: only a list naming ``rerank`` says it reranks."""
+    capabilities = model.get("capabilities")
+    return isinstance(capabilities, list) and "rerank" in capabilities
 
 
 def candidates(identity: ServerIdentity, mode: str, instruction: str) -> list[list[Dialect]]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .detection import ProbeOutcome
-from .redaction import redact
+from .redaction import shown
 
 NOT_SAVED = "Test does not save: click Save to use these settings."
 
@@ -63,10 +63,11 @@ class ProbeReport:
         )
 
     def redacted(self, *secrets: str) -> ProbeReport:
-        """The same report with ``secrets`` masked in the server-written text (error bodies may echo them)."""
-        return dataclasses.replace(
-            self, message=redact(self.message, *secrets), attempts=tuple(redact(a, *secrets) for a in self.attempts)
-        )
+        """The same report with every text but the endpoint (ours) through the one masking: servers write
+        into all of them (error bodies, model ids, names), and may echo a secret into any."""
+        texts: dict[str, Any] = {f.name: shown(value, *secrets) for f in dataclasses.fields(self)
+                 if f.name != "endpoint" and isinstance(value := getattr(self, f.name), str)}
+        return dataclasses.replace(self, **texts, attempts=tuple(shown(a, *secrets) for a in self.attempts))
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -1,33 +1,152 @@
-"""Keep secrets out of every text we log, store or return.
+"""Keep secrets out of every text we log, store or return, and keep server-written text displayable.
 
 Servers put our own input into their error text: some echo the Authorization header, many quote the
-documents they refused. Error text is shortened to a few hundred characters with a trailing ellipsis,
-which can cut an echoed secret in two, so a secret's first part at such a cut is masked as well.
+documents they refused, as they received them (cut to our limits), with their whitespace changed,
+JSON- or repr-escaped, or shortened to their first or last characters. ``redact`` masks all of these
+where they stand in the text. ``shown`` masks first and only then flattens the text to one printable
+line and shortens it: flattening or cutting first would hide a quote from the masking.
 """
 
 from __future__ import annotations
 
+import json
+import re
+import reprlib
 from typing import Final
 
 MASK: Final = "***"
-ELLIPSIS: Final = "…"  # what ``error_bodies`` ends a shortened message with
+ELLIPSES: Final = ("…", "...")  # how we (``shown``) and servers end a shortened text
 MIN_SECRET_CHARS: Final = 4  # shorter texts are too common to mask without mangling the message
+MIN_QUOTE_CHARS: Final = 16  # a run this long of a secret's first or last characters is a quote of it
+SHOWN_CHARS: Final = 400
+_WORD: Final = re.compile(r"\S+")
+_UNPRINTABLE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+_USERINFO_START: Final = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*:)?//")
+Span = tuple[int, int]
 
 
 def redact(text: str, *secrets: str) -> str:
-    """Replace every occurrence of each (non-trivial) secret, and a cut-off start of one, with a mask."""
-    for secret in secrets:
-        if secret and len(secret) >= MIN_SECRET_CHARS:
-            text = _mask_cut_start(text.replace(secret, MASK), secret)
-    return text
-
-
-def _mask_cut_start(text: str, secret: str) -> str:
-    """A message shortened with an ellipsis may end in the first part of a secret: mask that part."""
-    if not text.endswith(ELLIPSIS):
+    """``text`` with every quote of each (non-trivial) secret masked; the rest keeps its layout."""
+    flat, starts, ends = _flatten(text)
+    escaped = "\\" in flat
+    spans = sorted(span for secret in secrets for form in _forms(secret, escaped) for span in _quotes(flat, form))
+    if not spans:
         return text
-    head = text[: -len(ELLIPSIS)]
-    for size in range(min(len(secret) - 1, len(head)), MIN_SECRET_CHARS - 1, -1):
-        if head.endswith(secret[:size]):
-            return head[:-size] + MASK + ELLIPSIS
-    return text
+    pieces, kept_from = [], 0
+    for first, last in _merged(spans):
+        pieces += [text[kept_from : starts[first]], MASK]
+        kept_from = ends[last - 1]
+    return "".join([*pieces, text[kept_from:]])
+
+
+def shown(text: str, *secrets: str) -> str:
+    """One printable line of at most ``SHOWN_CHARS``: secrets masked first, then flattened and cut."""
+    line = _UNPRINTABLE.sub("\ufffd", " ".join(redact(text, *secrets).split()))
+    return line if len(line) <= SHOWN_CHARS else line[: SHOWN_CHARS - 1] + ELLIPSES[0]
+
+
+def without_userinfo(url: str) -> str:
+    """``url`` with a ``user:password@`` part replaced by ``***@``; plain string work, so it never raises."""
+    opening = _USERINFO_START.match(url)
+    start = opening.end() if opening else 0
+    authority_end = min([i for i in (url.find(c, start) for c in "/?#") if i >= 0] or [len(url)])
+    at = url.rfind("@", start, authority_end)
+    return url if at < 0 else f"{url[:start]}{MASK}{url[at:]}"
+
+
+_REPR: Final = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 60
+_REPR.maxlevel = 3
+
+
+def shown_value(value: object) -> str:
+    """A short repr of a foreign value (a setting, a field of an answer), whatever its size or depth."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"an integer of about {int(value.bit_length() * 0.30103)} digits"
+    try:
+        return _REPR.repr(value)
+    except Exception:  # e.g. a list holding an integer too long for repr()
+        return f"a {type(value).__name__}"
+
+
+# --- matching ----------------------------------------------------------------------------------------
+
+
+def _flatten(text: str) -> tuple[str, list[int], list[int]]:
+    """``text`` with each whitespace run as one space (ends trimmed), and for each of its characters
+    where it starts and ends in ``text`` (a space stands for the whole run it replaced)."""
+    parts: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    for word in _WORD.finditer(text):
+        first, last = word.span()
+        if parts:
+            parts.append(" ")
+            starts.append(ends[-1])
+            ends.append(first)
+        parts.append(word.group())
+        starts.extend(range(first, last))
+        ends.extend(range(first + 1, last + 1))
+    return "".join(parts), starts, ends
+
+
+def _forms(secret: str, escaped: bool) -> set[str]:
+    """The secret flattened as ``text`` is, and, when the text holds escapes, JSON- and repr-escaped."""
+    if len(secret.strip()) < MIN_SECRET_CHARS:
+        return set()
+    variants = [secret]
+    if escaped:
+        variants += [json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1], repr(secret)[1:-1]]
+    return {" ".join(variant.split()) for variant in variants}
+
+
+def _quotes(flat: str, form: str) -> list[Span]:
+    """Where ``flat`` holds ``form``, a run of at least MIN_QUOTE_CHARS of its start or its end, or a
+    shorter run of its start cut off by an ellipsis."""
+    spans = [(i, i + len(form)) for i in _occurrences(flat, form)]
+    if len(form) > MIN_QUOTE_CHARS:
+        spans += [(i, i + _common_head(flat, i, form)) for i in _occurrences(flat, form[:MIN_QUOTE_CHARS])]
+        spans += [(end - _common_tail(flat, end, form), end)
+                  for end in (i + MIN_QUOTE_CHARS for i in _occurrences(flat, form[-MIN_QUOTE_CHARS:]))]
+    for end in (i for mark in ELLIPSES for i in _occurrences(flat, mark)):
+        for size in range(min(len(form) - 1, MIN_QUOTE_CHARS, end), MIN_SECRET_CHARS - 1, -1):
+            if flat.startswith(form[:size], end - size):
+                spans.append((end - size, end))
+                break
+    return spans
+
+
+def _occurrences(text: str, part: str) -> list[int]:
+    found, at = [], text.find(part)
+    while at >= 0:
+        found.append(at)
+        at = text.find(part, at + 1)
+    return found
+
+
+def _common_head(text: str, start: int, form: str) -> int:
+    """How many first characters of ``form`` ``text`` holds from ``start`` on."""
+    low, high = 0, min(len(text) - start, len(form))
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if text.startswith(form[:middle], start) else (low, middle - 1)
+    return low
+
+
+def _common_tail(text: str, end: int, form: str) -> int:
+    """How many last characters of ``form`` ``text`` holds just before ``end``."""
+    low, high = 0, min(end, len(form))
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if text.endswith(form[len(form) - middle :], 0, end) else (low, middle - 1)
+    return low
+
+
+def _merged(spans: list[Span]) -> list[Span]:
+    merged: list[Span] = []
+    for first, last in spans:
+        if merged and first <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], last))
+        else:
+            merged.append((first, last))
+    return merged

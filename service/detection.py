@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..core import detection as det
+from ..core.answer_boundary import read_answer
 from ..core.config import RerankerConfig
 from ..core.dialects import Dialect, ScoreBatch, WireRequest
 from ..core.errors import (
@@ -80,7 +81,7 @@ async def probe_dialect(
         answer = await transport.send(
             config.endpoint, dialect.build(batch, model), deadline=deadline, api_key=config.api_key, tls=tls_of(config)
         )
-        scores = dialect.parse(answer, batch)
+        scores = read_answer(dialect.parse, answer, batch)
     except RerankError as exc:
         return det.ProbeOutcome(dialect, error=str(exc), latency_s=time.monotonic() - started, failure=exc.reason,
                                 retry_after=getattr(exc, "retry_after", None))
@@ -117,7 +118,7 @@ async def resolve_route(transport: HttpTransport, config: RerankerConfig, deadli
     winners = [attempts[-1] for attempts in results if attempts and attempts[-1].answered]
     everything = tuple(o.describe() for attempts in results for o in attempts)
     if config.api == "auto":
-        chosen = det.judge(winners) if winners else None
+        chosen = read_answer(det.judge, winners) if winners else None
     else:
         chosen = winners[0] if winners else None
     if chosen is None:
@@ -148,14 +149,22 @@ async def probe_endpoint(transport: HttpTransport, config: RerankerConfig, deadl
         model = config.model or identity.default_model
         groups = det.candidates(identity, config.api, config.instruction)
         results = await _probe_groups(transport, config, groups, model, deadline)
+        return read_answer(_judged_report, config, identity, model, results, time.monotonic() - started)
     except DetectionFailed as exc:
         return ProbeReport.failure(config.endpoint, str(exc), exc.attempts, time.monotonic() - started)
     except RerankError as exc:
         return ProbeReport.failure(config.endpoint, str(exc), (), time.monotonic() - started)
+
+
+def _judged_report(
+    config: RerankerConfig, identity: det.ServerIdentity, model: str, results: list[list[det.ProbeOutcome]],
+    elapsed_s: float,
+) -> ProbeReport:
+    """The report on the probe's answers: the best candidate, or why none answered."""
     attempts = tuple(o.describe() for group in results for o in group)
     winners = [group[-1] for group in results if group and group[-1].answered]
     if not winners:
-        return ProbeReport.failure(config.endpoint, _nothing_answered(attempts), attempts, time.monotonic() - started)
+        return ProbeReport.failure(config.endpoint, _nothing_answered(attempts), attempts, elapsed_s)
     if config.api == "auto":
         best = det.preferred(winners) or max(winners, key=lambda o: o.margin)
     else:

@@ -21,12 +21,13 @@ from typing import Final
 from async_lru import alru_cache
 
 from ..batching.batcher import MicroBatcher, Scored
+from ..core.answer_boundary import read_answer
 from ..core.config import RerankerConfig
 from ..core.dialects import ScoreBatch
 from ..core.errors import BreakerOpen, InputTooLong, RateLimited, RerankError, ServerError
 from ..core.probe_report import ProbeReport
-from ..core.ranking import cut_head, ranked, tighter_limits
-from ..core.redaction import redact
+from ..core.ranking import cut_head, ranked, sent_texts, tighter_limits
+from ..core.redaction import shown
 from ..core.scores import PROBABILITY, ScoreScale
 from ..core.statistics import CountOnce, RerankerStatistics, StatsRecorder
 from .detection import Route, probe_endpoint, resolve_route, tls_of
@@ -206,7 +207,7 @@ class RerankService:
             request = dialect.build(batch, route.model)
             answer = await transport.send(route.endpoint, request, deadline=deadline, api_key=api_key, tls=tls,
                                           fresh=fresh)
-            return dialect.parse(answer, batch)
+            return read_answer(dialect.parse, answer, batch)
 
         return send
 
@@ -219,9 +220,11 @@ class RerankService:
 
 
 def _masked(message: str, config: RerankerConfig, query: str, documents: Sequence[str]) -> str:
-    """Error text without the key, the query or any document: servers quote what they refused, and this
-    text goes to the log and the status panel, which must not carry memory contents."""
-    return redact(message, config.api_key, query, *documents)
+    """Error text without the key, the query or any document, as given or as cut when sent: servers quote
+    what they refused, and this text goes to the log and the status panel, which must not carry memory
+    contents."""
+    texts = sent_texts(query, documents, config.max_query_chars, config.max_doc_chars)
+    return shown(message, config.api_key, *texts)
 
 
 # Statuses that say the route itself no longer holds (the API moved, the key or the model changed).

@@ -81,21 +81,32 @@ def _valid_input(query: Any, documents: Any) -> bool:
     if not isinstance(query, str) or isinstance(documents, str | bytes):
         log.warning("a0_reranker: rerank() needs a query string and a list of document strings")
         return False
-    if not isinstance(documents, Sequence) or not all(isinstance(d, str) for d in documents):
+    try:
+        valid = isinstance(documents, Sequence) and all(isinstance(d, str) for d in documents)
+    except Exception:  # the caller's sequence failed while we iterated it
+        valid = False
+    if not valid:
         log.warning("a0_reranker: rerank() needs a list of document strings")
-        return False
-    return True
+    return valid
 
 
-def _refusal(query: Any, documents: Any, config: RerankerConfig) -> RerankResult | None:
-    """Why this call goes nowhere near the server, or None when it should be sent."""
+def _refusal(query: Any, documents: Any, config: Any) -> RerankResult | None:
+    """Why this call goes nowhere near the server, or None when it should be sent. A caller's mistake
+    (settings that are no config, input that is no list of strings) is counted as a fallback."""
+    if not isinstance(config, RerankerConfig):
+        return _counted(RerankResult(None, reason="config", message="config: expected a RerankerConfig"))
     if not config.enabled:
         return RerankResult(None, reason="disabled", message="rerank_enabled is off")
     if not config.configured:
         return RerankResult(None, reason="not_configured", message="no endpoint is set")
     if not _valid_input(query, documents):
-        return RerankResult(None, reason="bad_input", message="needs a query string and a list of strings")
+        return _counted(RerankResult(None, reason="bad_input", message="needs a query string and a list of strings"))
     return None
+
+
+def _counted(refusal: RerankResult) -> RerankResult:
+    stats_recorder().fallback(refusal.reason, refusal.message)
+    return refusal
 
 
 @dataclass(frozen=True)
@@ -191,6 +202,8 @@ def rerank(query: str, documents: Sequence[str], *, config: RerankerConfig) -> R
 
 async def probe_async(config: RerankerConfig) -> ProbeReport:
     """Live connection test (bypasses the detection cache). Never raises."""
+    if not isinstance(config, RerankerConfig):
+        return ProbeReport.failure("", "config: expected a RerankerConfig", (), 0.0)
     if not config.configured:
         return ProbeReport.failure("", "no endpoint is set", (), 0.0)
     deadline = time.monotonic() + config.timeout
@@ -209,6 +222,8 @@ async def probe_async(config: RerankerConfig) -> ProbeReport:
 
 def probe(config: RerankerConfig) -> ProbeReport:
     """Blocking form of ``probe_async`` for threads and the CLI."""
+    if not isinstance(config, RerankerConfig):
+        return ProbeReport.failure("", "config: expected a RerankerConfig", (), 0.0)
     if not config.configured:
         return ProbeReport.failure("", "no endpoint is set", (), 0.0)
     try:

@@ -7,13 +7,14 @@ raises ``MalformedAnswer``; a non-success status raises ``ServerError`` carrying
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..answer_boundary import read_json
 from ..errors import MalformedAnswer
+from ..redaction import shown_value
 from ..scores import ScoreScale
 from .error_bodies import raise_for_status
 
@@ -57,9 +58,9 @@ class WireAnswer:
 
     def json(self) -> Any:
         try:
-            return json.loads(self.body.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            raise MalformedAnswer(f"the answer is not JSON ({_describe_body(self)})") from None
+            return read_json(self.body)
+        except MalformedAnswer as exc:
+            raise MalformedAnswer(f"{exc} ({_describe_body(self)})") from None
 
 
 class Dialect(Protocol):
@@ -123,7 +124,7 @@ def scores_from_items(items: Any, expected: int, score_keys: Sequence[str]) -> l
             raise MalformedAnswer("a result is not an object")
         index = item.get("index")
         if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < expected:
-            raise MalformedAnswer(f"result index {index!r} is out of range 0..{expected - 1}")
+            raise MalformedAnswer(f"result index {shown_value(index)} is out of range 0..{expected - 1}")
         if scores[index] is not None:
             raise MalformedAnswer(f"result index {index} appears twice")
         scores[index] = _score_of(item, score_keys)
@@ -134,10 +135,16 @@ def _score_of(item: dict[str, Any], score_keys: Sequence[str]) -> float:
     for key in score_keys:
         if key in item:
             value = item[key]
-            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-                raise MalformedAnswer(f"score {value!r} is not a finite number")
-            return float(value)
+            number = float(value) if isinstance(value, float) or _is_small_int(value) else math.nan
+            if not math.isfinite(number):
+                raise MalformedAnswer(f"score {shown_value(value)} is not a finite number")
+            return number
     raise MalformedAnswer(f"a result has no {' or '.join(score_keys)}")
+
+
+def _is_small_int(value: Any) -> bool:
+    """An int that converts to a finite float (``10**400`` does not: it raises OverflowError)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value.bit_length() <= 1000
 
 
 def _describe_body(answer: WireAnswer) -> str:

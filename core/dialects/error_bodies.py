@@ -4,22 +4,27 @@ Shapes (PROTOCOLS.md): Cohere ``{"message"}``; OpenAI-style ``{"error": {"messag
 vLLM ≥ 0.10.1, llama.cpp); TEI ``{"error": "...", "error_type"}``; old vLLM ``{"object": "error",
 "message"}``; FastAPI ``{"detail": "..."}`` or ``{"detail": [{"loc", "msg"}]}``; vLLM auth ``{"error":
 "Unauthorized"}``; TEI's text/plain 422 and empty 401/404 bodies; HTML pages from proxies.
+
+The message keeps the server's own layout and is only bounded in length here: servers quote our input
+in it, and masking (``redaction.shown``) must see the quote as written before the text is flattened.
+A body of any other shape gives no words, only the status's hint; reading it never raises.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from typing import TYPE_CHECKING, Any, Final
 
-from ..errors import InputTooLong, RateLimited, ServerError
+from ..answer_boundary import read_answer, read_json
+from ..errors import InputTooLong, MalformedAnswer, RateLimited, ServerError
+from ..redaction import ELLIPSES
 from ..retry_after import parse_retry_after
 
 if TYPE_CHECKING:
     from .base import WireAnswer
 
-MAX_MESSAGE_CHARS: Final = 300
+MAX_MESSAGE_CHARS: Final = 2000  # what is kept of the server's words, before masking shortens them for display
 
 _TOO_LONG: Final = re.compile(
     r"maximum context length|too large to process|exceed_context_size|context size|must have less than"
@@ -56,20 +61,20 @@ def raise_for_status(answer: WireAnswer) -> None:
 
 def error_message(answer: WireAnswer) -> str:
     """The server's own words for a failed request, or a plain hint when it gave none."""
+    try:
+        message = read_answer(_server_words, answer)
+    except MalformedAnswer:
+        message = ""
+    return _bounded(message or _STATUS_HINTS.get(answer.status, "no error details"))
+
+
+def _server_words(answer: WireAnswer) -> str:
     text = answer.body.decode("utf-8", errors="replace").strip()
-    message = ""
     if text.startswith(("{", "[")):
-        try:
-            message = _message_from_json(json.loads(text))
-        except ValueError:
-            message = ""
-    elif "html" in answer.content_type.lower() or text.lower().startswith(("<!doctype", "<html")):
-        message = "an HTML page instead of an API answer"
-    else:
-        message = text
-    if not message:
-        message = _STATUS_HINTS.get(answer.status, "no error details")
-    return _shorten(message)
+        return _message_from_json(read_json(answer.body))
+    if "html" in answer.content_type.lower() or text.lower().startswith(("<!doctype", "<html")):
+        return "an HTML page instead of an API answer"
+    return text
 
 
 def _message_from_json(data: Any) -> str:
@@ -91,7 +96,9 @@ def _message_from_json(data: Any) -> str:
 
 
 def _fastapi_problem(problem: dict[str, Any]) -> str:
-    location = ".".join(str(part) for part in problem.get("loc", []) if part != "body")
+    parts = problem.get("loc")
+    parts = parts if isinstance(parts, list) else []
+    location = ".".join(str(part) for part in parts if isinstance(part, str | int) and part != "body")
     message = _text(problem.get("msg"))
     return f"{location}: {message}" if location else message
 
@@ -100,6 +107,6 @@ def _text(value: Any) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
-def _shorten(message: str) -> str:
-    flat = " ".join(message.split())
-    return flat if len(flat) <= MAX_MESSAGE_CHARS else flat[: MAX_MESSAGE_CHARS - 1] + "…"
+def _bounded(message: str) -> str:
+    text = message.strip()
+    return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 1] + ELLIPSES[0]

@@ -1,0 +1,58 @@
+"""The one translation boundary for what a server answered.
+
+Everything a server sends is foreign data. A parser or a judge that meets a shape it did not expect
+may raise anything (TypeError, AttributeError, OverflowError, RecursionError ...); ``read_answer``
+turns any such exception into ``MalformedAnswer``, so the service counts a malformed answer and
+reports it to the breaker instead of logging a bug. ``read_json`` is the JSON reader for answers: it
+refuses integers longer than any index, count or limit while the standard library parses, and
+nesting deeper than the standard library can follow, so neither reaches a parser.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, Final, ParamSpec, TypeVar
+
+from .errors import MalformedAnswer, RerankError
+
+MAX_INT_DIGITS: Final = 20  # 2**64 has 20 digits; no index, count or limit a server sends is longer
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def read_answer(read: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """``read(*args)``, with any exception but our own errors raised as ``MalformedAnswer``."""
+    try:
+        return read(*args, **kwargs)
+    except RerankError:
+        raise
+    except Exception as exc:  # the answer is foreign data: whatever breaks while reading it is its fault
+        raise MalformedAnswer(f"the answer could not be read ({type(exc).__name__})") from None
+
+
+class _IntegerTooLong(ValueError):
+    pass
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise _IntegerTooLong
+    return int(text)
+
+
+def read_json(body: bytes) -> Any:
+    """Decode a UTF-8 JSON body; anything else (or a number or nesting beyond reason) is ``MalformedAnswer``."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise MalformedAnswer("the answer is not UTF-8 text") from None
+    try:
+        return json.loads(text, parse_int=_bounded_int)
+    except _IntegerTooLong:
+        raise MalformedAnswer(f"the answer holds an integer of more than {MAX_INT_DIGITS} digits") from None
+    except RecursionError:
+        raise MalformedAnswer("the answer is JSON nested too deeply to read") from None
+    except ValueError:
+        raise MalformedAnswer("the answer is not JSON") from None
