@@ -37,7 +37,11 @@ class ChildProcessServer:
 
     def __enter__(self) -> Self:
         self._process.start()
-        self.url = f"http://127.0.0.1:{self._ports.get(timeout=60)}"
+        try:
+            self.url = f"http://127.0.0.1:{self._ports.get(timeout=60)}"
+        except BaseException:  # no port, or interrupted (Ctrl-C, SIGTERM) while waiting: stop the child too
+            self.__exit__()
+            raise
         return self
 
     def __exit__(self, *exc: object) -> None:

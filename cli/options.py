@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import Any
 
 from ..core.config import API_MODES, RerankerConfig
 from ..core.errors import ConfigError
+from ..core.redaction import without_userinfo
 from .errors import CliError
 
 
@@ -30,19 +32,22 @@ def api_key_from_env(variable: str) -> str:
     return key
 
 
-def server_config(args: argparse.Namespace, endpoint: str) -> RerankerConfig:
-    """The plugin's own config model, validated the same way as the settings panel."""
+def server_config(args: argparse.Namespace, endpoint: str, **settings: Any) -> RerankerConfig:
+    """The plugin's own config model, validated the same way as the settings panel; ``settings`` are
+    further fields a command sets."""
     try:
         return RerankerConfig(endpoint=endpoint, api=args.api, model=args.model.strip(),
-                              api_key=api_key_from_env(args.key_env), timeout=args.timeout)
+                              api_key=api_key_from_env(args.key_env), timeout=args.timeout, **settings)
     except ConfigError as exc:
         raise CliError(config_problem(exc, endpoint)) from None
 
 
 def config_problem(error: ConfigError, endpoint: str) -> str:
-    """ConfigError's lines, with the settings named as the options that set them."""
-    names = {"rerank_endpoint": f"endpoint {endpoint!r}", "rerank_timeout": "--timeout", "rerank_model": "--model",
-             "rerank_api": "--api", "rerank_api_key": "--key-env"}
+    """ConfigError's lines, with the settings named as the options that set them (and the endpoint as
+    typed, less any user name and password)."""
+    names = {"rerank_endpoint": f"endpoint {without_userinfo(endpoint)!r}", "rerank_timeout": "--timeout",
+             "rerank_model": "--model", "rerank_api": "--api", "rerank_api_key": "--key-env",
+             "rerank_max_queued_pairs": "--max-queued-pairs"}
     problems = []
     for problem in error.problems:
         key, _, text = problem.partition(": ")

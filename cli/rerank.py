@@ -9,9 +9,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from ..core.config import RerankerConfig
 from ..service import runtime
 from ..service.reranker_service import RerankResult
-from .documents import FORMATS, read_documents
+from .documents import FORMATS, checked_text, read_documents
 from .errors import FAILED, CliError
 from .formatting import table, terminal_width
 from .options import add_server_options, positive_int, server_config
@@ -30,6 +31,9 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--format", choices=FORMATS, default="auto",
                         help="how --file is read: plain lines, JSON Lines, or auto (default)")
     parser.add_argument("--top", type=positive_int, metavar="N", help="print only the best N")
+    parser.add_argument("--max-queued-pairs", type=positive_int, default=RerankerConfig().max_queued_pairs,
+                        metavar="N", help="pairs the engine holds in its queue at most, as rerank_max_queued_pairs "
+                                          "(default: %(default)s); raise it to rank more documents in one call")
     parser.add_argument("--json", action="store_true", help="print the ranking as JSON")
     parser.add_argument("query", metavar="QUERY")
     parser.add_argument("documents", metavar="DOC", nargs="*")
@@ -37,13 +41,15 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    config = server_config(args, args.endpoint)
+    config = server_config(args, args.endpoint, max_queued_pairs=args.max_queued_pairs)
+    query = checked_text(args.query, "QUERY")
     documents = read_documents(args.documents, args.file, args.format)
     started = time.monotonic()
-    result = asyncio.run(runtime.rerank_result_async(args.query, documents, config=config))
+    result = asyncio.run(runtime.rerank_result_async(query, documents, config=config))
     elapsed_ms = (time.monotonic() - started) * 1000
     if result.ranking is None:
-        raise CliError(f"no ranking from {config.endpoint}: {result.message or result.reason}", FAILED)
+        hint = " (see --max-queued-pairs)" if result.reason == "queue_full" else ""
+        raise CliError(f"no ranking from {config.endpoint}: {result.message or result.reason}{hint}", FAILED)
     rows = ranking_rows(result, documents)[: args.top]
     if args.json:
         print(json.dumps({"query": args.query, "endpoint": config.endpoint, "api": result.api,
