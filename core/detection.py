@@ -154,9 +154,10 @@ def _is_model_id(value: Any) -> TypeGuard[str]:
 
 
 def _may_rerank(model: dict[str, Any]) -> bool:
-    """Infinity lists each model's capabilities: only a list naming ``rerank`` says it reranks."""
+    """Infinity lists each model's capabilities; a listing without a list of them cannot rule the model
+    out (the probe decides)."""
     capabilities = model.get("capabilities")
-    return isinstance(capabilities, list) and "rerank" in capabilities
+    return "rerank" in capabilities if isinstance(capabilities, list) else True
 
 
 def candidates(identity: ServerIdentity, mode: str, instruction: str) -> list[list[Dialect]]:

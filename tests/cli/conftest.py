@@ -31,16 +31,36 @@ def package_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def cli(package_path: Path) -> Cli:
     """``cli("probe", url, input=..., env={...}, path=[...])`` runs the command and returns the finished process."""
 
-    def run(*args: str, input: str | None = None, env: dict[str, str] | None = None,
-            path: tuple[Path, ...] = (), timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        child_env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "A0_TEST_KEY"))}
-        child_env["PYTHONPATH"] = os.pathsep.join(str(p) for p in (*path, package_path))
-        child_env["PYTHONIOENCODING"] = "utf-8"
-        child_env.update(env or {})
-        return subprocess.run([sys.executable, "-m", "a0_reranker", *args], input=input, env=child_env,
+    def run(*args: str | bytes, input: str | None = None, env: dict[str, str] | None = None,
+            path: tuple[Path, ...] = (), timeout: float = 60,
+            stdin_closed: bool = False) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "a0_reranker", *args]
+        if stdin_closed:  # the shell closes file descriptor 0 before Python starts
+            command = ["sh", "-c", 'exec "$@" 0<&-', "sh", *command]
+        return subprocess.run(command, input=input, env=cli_env(package_path, env, path),
                               capture_output=True, text=True, timeout=timeout, check=False)
 
     return run
+
+
+@pytest.fixture(scope="session")
+def start_cli(package_path: Path) -> Callable[..., subprocess.Popen[str]]:
+    """``start_cli(*args)`` starts the command without waiting, its stdout and stderr piped."""
+
+    def start(*args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen([sys.executable, "-m", "a0_reranker", *args], env=cli_env(package_path),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    return start
+
+
+def cli_env(package_path: Path, env: dict[str, str] | None = None, path: tuple[Path, ...] = ()) -> dict[str, str]:
+    """The child's environment: this package on its path, strict UTF-8 output, no inherited test keys."""
+    child_env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "A0_TEST_KEY"))}
+    child_env["PYTHONPATH"] = os.pathsep.join(str(p) for p in (*path, package_path))
+    child_env["PYTHONIOENCODING"] = "utf-8"
+    child_env.update(env or {})
+    return child_env
 
 
 @pytest.fixture(scope="module")

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
+import os
+import select
+import signal
+from pathlib import Path
 
 import pytest
 
@@ -75,3 +80,62 @@ def test_a_vllm_score_endpoint_is_benchmarked(cli, tmp_path) -> None:
     document = json.loads((tmp_path / "bench.json").read_text(encoding="utf-8"))
     assert document["server"] == "endpoint" and document["cost_model"] is None
     assert "n/a" in result.stdout  # a real server has no /stats request counter
+
+
+# --- issue 15: SIGTERM (timeout, docker stop, systemd) ends the benchmark and everything it started ----------
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (from /proc)."""
+    return [int(entry.name) for entry in Path("/proc").iterdir()
+            if entry.name.isdigit() and _parent(int(entry.name)) == pid]
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):  # it ended meanwhile
+        return None
+    return int(fields[1])
+
+
+def _ended(pidfds: list[int], within_s: float) -> bool:
+    """Whether every process behind ``pidfds`` has ended (a pidfd turns readable then), waiting at most
+    ``within_s`` for the last of them: one that has closed its pipes may still be tearing down."""
+    remaining = list(pidfds)
+    while remaining:
+        ready, _, _ = select.select(remaining, [], [], within_s)
+        if not ready:
+            return False
+        remaining = [fd for fd in remaining if fd not in ready]
+    return True
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open") or not Path("/proc/self/stat").exists(),
+                    reason="watches the child processes through /proc and pidfds (Linux)")
+def test_sigterm_during_bench_ends_its_server_and_the_resource_tracker(start_cli, tmp_path) -> None:
+    bench = start_cli("bench", "--concurrency", "1", "--documents", "4", "--recalls", "1000000",
+                      "--out", str(tmp_path))
+    pidfds: list[int] = []
+    try:
+        assert bench.stderr is not None
+        first = bench.stderr.readline()  # the progress bar's first step: the server is up, recalls run
+        assert "naive at concurrency 1" in first, first
+        started = _children(bench.pid)
+        pidfds = [os.pidfd_open(pid) for pid in started]
+        assert len(started) >= 2, started  # the cost-model server and multiprocessing's resource tracker
+        bench.send_signal(signal.SIGTERM)
+        stdout, stderr = bench.communicate(timeout=60)  # returns once no process holds its pipes open
+        assert _ended(pidfds, within_s=30), [pid for pid in started if _parent(pid) is not None]
+    finally:  # on a failure, leave nothing behind either (a pidfd names exactly that process, never a reused id)
+        for fd in pidfds:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+            os.close(fd)
+        if bench.poll() is None:
+            bench.kill()
+            bench.communicate()
+    assert bench.returncode == 143, stderr
+    assert stderr.splitlines()[-1] == "a0-reranker bench: terminated", stderr
+    assert "Traceback" not in stderr and "leaked" not in stderr, stderr
+    assert stdout == ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from reliability.hostile_servers import HOSTILE_SERVERS
 
 from support.servers import serve_in_thread
 
@@ -87,3 +88,32 @@ def test_the_key_comes_from_the_named_variable_and_is_never_printed(cli, one_err
     assert keyed.returncode == 0, keyed.stdout
     for result in (without, missing, keyed):
         assert secret not in result.stdout + result.stderr
+
+
+# --- issue 15: hostile servers and odd settings ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_SERVERS))
+def test_a_hostile_server_is_one_line_and_exit_1(cli, one_error_line, name: str) -> None:
+    kind, rule = HOSTILE_SERVERS[name]
+    with serve_in_thread(kind) as server:
+        server.set_fault(rule)
+        result = cli("probe", server.url)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Not working: no reranker API answered" in one_error_line(result)
+
+
+@pytest.mark.parametrize("url", ["http://[::1", "http://[127.0.0.1]:80", "http://ex℀ample.com", "http://u:hunter2@[::1"])
+def test_a_url_that_cannot_be_read_is_one_line_and_exit_2(cli, one_error_line, url: str) -> None:
+    result = cli("probe", url)
+    assert result.returncode == 2, result.stderr
+    line = one_error_line(result)
+    assert "the URL has a malformed host" in line and "hunter2" not in line
+
+
+def test_a_key_with_a_line_break_is_one_line_naming_the_option_and_never_printed(cli, one_error_line) -> None:
+    result = cli("probe", "http://127.0.0.1:1", "--key-env", "A0_TEST_KEY", env={"A0_TEST_KEY": "sk-first\nsk-second"})
+    assert result.returncode == 2
+    line = one_error_line(result)
+    assert line.endswith("--key-env: must not contain a line break or other control character")
+    assert "sk-first" not in line and "sk-second" not in line

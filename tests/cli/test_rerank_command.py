@@ -99,3 +99,57 @@ def test_an_unreachable_server_is_one_line(cli, unused_port, one_error_line) -> 
     result = cli("rerank", "--endpoint", f"http://127.0.0.1:{unused_port}", "--timeout", "3", QUERY, *DOCS)
     assert result.returncode == 1
     assert "cannot connect" in one_error_line(result)
+
+
+# --- issue 15: odd input at the edge ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("args", "stdin", "closed", "needle"), [
+    (["--file", "-", QUERY], None, True, "cannot read stdin: it is closed"),
+    (["--file", "-", QUERY], "", False, "no documents to rank"),
+    (["--file", "-", QUERY], '"ok"\n"half a pair \\ud800 here"\n', False, "stdin line 2: not valid Unicode text"),
+    (["--file", "-", "--format", "jsonl", QUERY], "[" * 100_000 + "\n", False, "stdin line 1: JSON this reader"),
+    (["--file", "-", QUERY], '{"text": "' + "[" * 5000 + '"}\n{"a": ' + "[" * 100_000 + "\n", False,
+     "stdin line 2: JSON this reader"),
+])
+def test_closed_empty_or_broken_stdin_is_one_line_and_exit_2(cli, infinity, one_error_line, args, stdin, closed,
+                                                             needle) -> None:
+    result = cli("rerank", "--endpoint", infinity.url, *args, input=stdin, stdin_closed=closed)
+    assert result.returncode == 2, result.stderr
+    assert needle in one_error_line(result)
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    ([b"caf\xe9 query", "a document"], "QUERY: not valid Unicode text at character 4"),
+    ([QUERY, "fine", b"\xff\xfe broken"], "DOC 2: not valid Unicode text at character 1"),
+])
+def test_undecodable_argv_bytes_are_one_line_with_a_strict_utf8_stdout(cli, infinity, one_error_line, args,
+                                                                       needle) -> None:
+    result = cli("rerank", "--endpoint", infinity.url, *args)
+    assert result.returncode == 2, result.stderr
+    assert needle in one_error_line(result)
+
+
+def test_a_user_and_password_typed_into_the_url_are_never_printed(cli, one_error_line) -> None:
+    for url in ("http://admin:hunter2@[::1", "http://admin:hunter2@127.0.0.1:1", "http://admin:hunter2@ex℀ample.com"):
+        result = cli("rerank", "--endpoint", url, QUERY, *DOCS)
+        assert result.returncode == 2, result.stderr
+        line = one_error_line(result)
+        assert "hunter2" not in line and "admin" not in line and "endpoint 'http://***@" in line, line
+
+
+def test_max_queued_pairs_is_checked_like_the_setting(cli, infinity, one_error_line) -> None:
+    result = cli("rerank", "--endpoint", infinity.url, "--max-queued-pairs", "2000000", QUERY, *DOCS)
+    assert result.returncode == 2
+    assert "--max-queued-pairs: must be between 1 and 1e+06" in one_error_line(result)
+
+
+def test_max_queued_pairs_lets_one_call_rank_more_documents_than_the_default_bound(cli, infinity, tmp_path) -> None:
+    path = tmp_path / "many.txt"
+    many = 4200  # more than rerank_max_queued_pairs' default, 4096
+    path.write_text("\n".join(f"document {i} about {'France' if i % 7 == 0 else 'bananas'}" for i in range(many)),
+                    encoding="utf-8")
+    result = cli("rerank", "--endpoint", infinity.url, "--max-queued-pairs", "8192", "--file", str(path), "--json",
+                 "--top", "3", QUERY, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert all("France" in item["document"] for item in json.loads(result.stdout)["results"])

@@ -81,6 +81,7 @@ MUTATIONS: Final[Mapping[str, Mutation]] = {
     "score_infinite": _set_score(float("inf")),
     "score_negative_infinite": _set_score(float("-inf")),
     "score_overflowing_literal": _set_score(_RAW),
+    "score_integer_too_large_for_a_float": _set_score(10**400),
     "score_as_text": _set_score("0.9"),
     "score_null": _set_score(None),
     "score_boolean": _set_score(True),

@@ -7,6 +7,7 @@ thread) while the async recall runs on the test's loop, as A0's threads and loop
 from __future__ import annotations
 
 import gc
+import logging
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from typing import Any
@@ -49,3 +50,11 @@ def serve() -> Iterator[Serve]:
             return stack.enter_context(serve_in_thread(kind, **options))
 
         yield start
+
+
+@pytest.fixture
+def everything_logged(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
+    """Every record, from the plugin's logger and from any other (aiohttp, asyncio), at DEBUG."""
+    caplog.set_level(logging.DEBUG)
+    caplog.set_level(logging.DEBUG, logger="a0_reranker")
+    yield caplog

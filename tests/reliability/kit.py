@@ -8,13 +8,16 @@ path, also when a failure made the service forget the route and detect again.
 
 from __future__ import annotations
 
+import json
+import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from support.servers import KINDS, Fault, FaultRule, RecordedRequest
 from usr.plugins.a0_reranker.core.config import RerankerConfig
+from usr.plugins.a0_reranker.service import runtime
 
 MARK: Final = "zephyrquill"  # in every test document, in no probe document
 TIMEOUT: Final = 0.3  # rerank_timeout of the matrix: faults that wait cost this once per test
@@ -88,3 +91,22 @@ def timed(call: Any, *args: Any, **kwargs: Any) -> tuple[Any, float]:
     started = time.perf_counter()
     result = call(*args, **kwargs)
     return result, time.perf_counter() - started
+
+
+def shown_text(caplog: Any, *more: Any) -> str:
+    """All a user or an operator can see: log records with their exception text, counters, extras."""
+    return "\n".join([*(logged_text(r) for r in caplog.records), counters_text(), *(repr(m) for m in more)])
+
+
+def logged_text(record: logging.LogRecord) -> str:
+    return f"{record.getMessage()} {record.exc_text or ''} {record.stack_info or ''}"
+
+
+def counters_text() -> str:
+    stats = runtime.statistics()
+    return f"{stats!r} {json.dumps(stats.as_dict())}"
+
+
+def tracebacks(records: Iterable[logging.LogRecord]) -> list[str]:
+    """The records that carry a traceback (a bug, by the plugin's contract), as text."""
+    return [logged_text(r) for r in records if r.exc_info or r.exc_text or r.stack_info]

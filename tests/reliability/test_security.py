@@ -10,8 +10,7 @@ the Authorization header into its error body, one echoes the documents.
 from __future__ import annotations
 
 import json
-import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ import anyio.to_thread
 import pytest
 import trustme
 from aiohttp import web
-from reliability.kit import LIMIT, MARK, QUERY, TEXTS, config_for, is_ours, make_pool, on_our_requests
+from reliability.kit import LIMIT, MARK, QUERY, TEXTS, config_for, is_ours, make_pool, on_our_requests, shown_text
 from reliability.tls_server import tls_server, write_ca_bundle
 
 from support.servers import Hang, InvalidJson, Respond, RunningServer
@@ -59,21 +58,6 @@ class EchoDocuments:
         detail = [{"loc": ["body", "documents", i], "msg": f"unsupported document {doc!r}"}
                   for i, doc in enumerate(documents)]
         return web.json_response({"detail": detail}, status=422)
-
-
-@pytest.fixture
-def everything_logged(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
-    """Every record, from the plugin's logger and from any other (aiohttp, asyncio), at DEBUG."""
-    caplog.set_level(logging.DEBUG)
-    caplog.set_level(logging.DEBUG, logger="a0_reranker")
-    yield caplog
-
-
-def shown_text(caplog: pytest.LogCaptureFixture, *more: Any) -> str:
-    """All a user or an operator can see: log records with their exception text, counters, extras."""
-    records = [f"{r.getMessage()} {r.exc_text or ''} {r.stack_info or ''}" for r in caplog.records]
-    stats = runtime.statistics()
-    return "\n".join([*records, repr(stats), json.dumps(stats.as_dict()), *(repr(m) for m in more)])
 
 
 def assert_secret_absent(text: str) -> None:

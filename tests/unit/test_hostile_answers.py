@@ -1,0 +1,274 @@
+"""Issue 15, the pure half: answers, settings and texts built to break the reader. Each either reads or
+is refused with our own error (``MalformedAnswer``, ``ServerError``, ``ConfigError``), never another one;
+masking finds what was sent however the server wrote it back."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from usr.plugins.a0_reranker.core import detection as det
+from usr.plugins.a0_reranker.core.answer_boundary import read_answer, read_json
+from usr.plugins.a0_reranker.core.config import RerankerConfig, endpoint_problem
+from usr.plugins.a0_reranker.core.dialects import ScoreBatch, WireAnswer
+from usr.plugins.a0_reranker.core.dialects import catalog as cat
+from usr.plugins.a0_reranker.core.dialects.base import scores_from_items
+from usr.plugins.a0_reranker.core.errors import ConfigError, MalformedAnswer, ServerError
+from usr.plugins.a0_reranker.core.probe_report import ProbeReport
+from usr.plugins.a0_reranker.core.ranking import sent_texts
+from usr.plugins.a0_reranker.core.redaction import MASK, redact, shown, shown_value, without_userinfo
+
+BATCH = ScoreBatch.single("q", ["a", "b"])
+DEEP = b"[" * 100_000 + b"]" * 100_000
+KEY = "sk-live-7f3a9c2e-DO-NOT-LEAK"
+
+
+def answer(body: bytes, status: int = 200) -> WireAnswer:
+    return WireAnswer(status=status, body=body, content_type="application/json")
+
+
+# --- reading answers ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("body", "problem"), [
+    (b'{"results": [{"index": 0, "relevance_score": 1' + b"0" * 400 + b'}]}', "integer of more than 20 digits"),
+    (DEEP, "nested too deeply"),
+    (b'{"results": [{"index": 0, "relevance_score": 0.5', "not JSON"),
+    (b'{"results": "\xff\xfe"}', "not UTF-8"),
+    (b"1" * 5000, "integer of more than 20 digits"),
+])
+def test_json_beyond_reason_is_refused_while_it_is_parsed(body: bytes, problem: str) -> None:
+    with pytest.raises(MalformedAnswer, match=problem):
+        read_json(body)
+    with pytest.raises(MalformedAnswer, match=problem):
+        cat.VLLM_RERANK.parse(answer(body), BATCH)
+
+
+def test_a_huge_float_literal_is_infinite_and_refused_as_a_score() -> None:
+    body = json.dumps({"results": [{"index": 0, "relevance_score": 0.1}, {"index": 1, "relevance_score": 0.2}]})
+    assert read_json(body.replace("0.1", "1e999").encode())["results"][0]["relevance_score"] == math.inf
+    with pytest.raises(MalformedAnswer, match="not a finite number"):
+        cat.VLLM_RERANK.parse(answer(body.replace("0.1", "1e999").encode()), BATCH)
+
+
+def test_an_integer_too_large_for_a_float_is_a_malformed_score_even_without_json() -> None:
+    items = [{"index": 0, "relevance_score": 10**400}, {"index": 1, "relevance_score": 1}]
+    with pytest.raises(MalformedAnswer, match="integer of about 400 digits is not a finite number"):
+        scores_from_items(items, 2, ("relevance_score",))
+
+
+def test_the_boundary_turns_any_exception_into_a_malformed_answer_and_keeps_our_own() -> None:
+    def breaks(error: Exception) -> None:
+        raise error
+
+    for error in (TypeError("x"), AttributeError("x"), OverflowError("x"), RecursionError("x"), KeyError("x")):
+        with pytest.raises(MalformedAnswer, match=type(error).__name__):
+            read_answer(breaks, error)
+    with pytest.raises(ServerError):
+        read_answer(breaks, ServerError(503, "busy"))
+    assert read_answer(lambda a, *, b: a + b, 1, b=2) == 3
+
+
+@pytest.mark.parametrize("detail", [
+    [{"loc": 5}], [{"loc": "body"}], [{"loc": [{"deep": 1}, None, 3], "msg": 7}], [5, "x"], {"loc": 5},
+])
+def test_a_422_whose_detail_has_any_shape_is_an_http_error_with_a_message(detail: object) -> None:
+    body = json.dumps({"detail": detail}).encode()
+    with pytest.raises(ServerError) as refused:
+        cat.VLLM_RERANK.parse(answer(body, status=422), BATCH)
+    assert refused.value.status == 422 and refused.value.message
+
+
+@pytest.mark.parametrize("body", [DEEP, b'{"error": {"message": 1' + b"0" * 50 + b"}}", b"\xff\xfe{", b"{" * 5000])
+def test_an_error_body_that_cannot_be_read_falls_back_to_the_status_hint(body: bytes) -> None:
+    with pytest.raises(ServerError) as refused:
+        cat.VLLM_RERANK.parse(answer(body, status=503), BATCH)
+    assert refused.value.message == "service unavailable" or refused.value.message.startswith("\ufffd")
+
+
+def test_an_error_message_keeps_its_layout_for_the_masking_and_is_bounded() -> None:
+    body = json.dumps({"error": {"message": "first line\n  second   line " + "x" * 5000}}).encode()
+    with pytest.raises(ServerError) as refused:
+        cat.VLLM_RERANK.parse(answer(body, status=400), BATCH)
+    assert refused.value.message.startswith("first line\n  second   line")
+    assert len(refused.value.message) == 2000 and refused.value.message.endswith("…")
+
+
+# --- identify(): the GETs are hints --------------------------------------------------------------------
+
+HOSTILE_LISTINGS = [
+    {"object": "list", "data": [{"id": "m", "owned_by": "infinity", "capabilities": ["rerank"]}, 7, None, "x"]},
+    {"object": "list", "data": [{"id": "m", "owned_by": "infinity", "capabilities": 5}]},
+    {"object": "list", "data": [{"id": {"nested": 1}, "owned_by": ["vllm"]}, {"id": 5, "owned_by": 5}]},
+    {"object": "list", "data": [{"id": "x" * 10_000, "owned_by": "vllm"}]},
+    {"object": "list", "data": 5},
+    [1, 2, 3],
+    "text",
+]
+
+
+@pytest.mark.parametrize("listing", HOSTILE_LISTINGS)
+@pytest.mark.parametrize("path", ["/v1/models", "/models"])
+def test_a_hostile_models_listing_never_breaks_identify(listing: object, path: str) -> None:
+    identity = det.identify({"/info": None, path: listing, "/api/version": None})
+    assert all(isinstance(m, str) and len(m) <= det.MAX_MODEL_ID_CHARS for m in identity.models)
+
+
+def test_a_listing_entry_that_is_no_object_is_skipped_and_the_rest_still_identifies() -> None:
+    identity = det.identify({"/v1/models": HOSTILE_LISTINGS[0]})
+    assert (identity.kind, identity.models, identity.problem) == ("infinity", ("m",), "")
+
+
+def test_a_get_body_that_breaks_reading_counts_as_absent_and_the_others_still_count() -> None:
+    class Exploding(dict):  # a body whose every lookup fails, standing in for shapes nobody foresaw
+        def get(self, *_args: object) -> object:
+            raise TypeError("boom")
+
+    vllm = {"object": "list", "data": [{"id": "a0-reranker", "owned_by": "vllm"}]}
+    identity = det.identify({"/info": Exploding(), "/v1/models": vllm})
+    assert (identity.kind, identity.default_model) == ("vllm", "a0-reranker")
+    assert det.identify({"/info": Exploding()}) == det.ServerIdentity()
+
+
+@pytest.mark.parametrize("info", [
+    {"model_type": 5, "max_client_batch_size": "x", "version": None, "model_id": ["a"]},
+    {"model_type": {"reranker": 1}, "max_client_batch_size": -3, "version": 1, "served_model_name": {"a": 1}},
+])
+def test_a_hostile_tei_info_is_read_without_error(info: dict[str, object]) -> None:
+    identity = det.identify({"/info": info})
+    assert identity.kind == "tei" and identity.models == () and identity.max_client_batch is None
+
+
+def test_judging_scores_at_the_edges_of_the_float_range_does_not_raise() -> None:
+    dialect = cat.VLLM_RERANK
+    outcome = det.ProbeOutcome(dialect, scores=(1e308, 1e308, -1e308, -1e308))
+    assert read_answer(det.judge, [outcome]) is outcome
+    assert "ranks correctly" in outcome.describe()
+
+
+# --- masking ------------------------------------------------------------------------------------------
+
+DOC = "The backup key\n  lives in the vault — rotated every   ninety days by the admin team, café ☕ 東京."
+
+
+@pytest.mark.parametrize("written", [
+    DOC,  # as sent
+    " ".join(DOC.split()),  # whitespace flattened by the server
+    DOC.replace("\n", "\n\n\t"),  # whitespace changed another way
+    json.dumps(DOC)[1:-1],  # JSON-escaped into a message
+    json.dumps(DOC, ensure_ascii=False)[1:-1],
+    repr(DOC),  # repr-quoted (Python servers, FastAPI)
+    DOC[:40] + "...",  # the server quoted only the start
+    "..." + DOC[-30:],  # or only the end
+])
+def test_a_quoted_document_is_masked_however_the_server_wrote_it(written: str) -> None:
+    text = shown(f"HTTP 422: unsupported document {written} (see docs)", DOC)
+    assert "backup key" not in text and "ninety days" not in text and "東京" not in text and MASK in text
+    assert text.startswith("HTTP 422: unsupported document") and text.endswith("(see docs)")
+
+
+def test_a_cut_text_is_masked_and_so_are_the_cuts_of_the_retry() -> None:
+    query = "rotate the backup key " * 100  # 2,200 characters: A0's queries are longer than the cut
+    document = "vault rotation notes: " + "ninety days " * 200
+    texts = sent_texts(query, [document], max_query_chars=1000, max_doc_chars=2000)
+    assert {query, query[:1000], query[:500], document, document[:2000], document[:1200]} == texts
+    for quoted in (query[:1000], query[:500], document[:2000], document[:1200], document[:1200].rstrip()[-60:]):
+        text = shown(f"refused: '{quoted}' is too long", KEY, *texts)
+        assert "rotate the backup" not in text and "ninety days" not in text, text
+
+
+def test_a_document_cut_by_our_own_shortening_is_masked() -> None:
+    message = "invalid document: " + "x" * 1900 + DOC
+    with pytest.raises(ServerError) as refused:
+        cat.VLLM_RERANK.parse(answer(json.dumps({"detail": message}).encode(), status=422), BATCH)
+    assert refused.value.message.endswith("…")
+    assert "The backup" not in redact(refused.value.message, DOC)
+
+
+def test_masking_keeps_the_layout_outside_what_it_masks() -> None:
+    assert redact(f"line one\n  Bearer {KEY}\nline three", KEY) == "line one\n  Bearer ***\nline three"
+    assert redact("short words stay: the a of", "the") == "short words stay: the a of"  # under 4 characters
+    assert redact("", KEY) == "" and redact("nothing", "") == "nothing"
+
+
+def test_shown_is_one_printable_line_cut_after_masking() -> None:
+    text = shown("a\n\tb \x1b[31mred\x1b[0m \ud800 " + "y" * 1000 + KEY, KEY)
+    assert text.startswith("a b \ufffd[31mred\ufffd[0m \ufffd y") and len(text) == 400 and text.endswith("…")
+    assert "\n" not in text and "\x1b" not in text
+
+
+def test_every_text_of_a_probe_report_is_masked() -> None:
+    bearer = f"Bearer {KEY}"
+    report = ProbeReport(ok=False, endpoint="http://127.0.0.1:1", message=f"no ({bearer})", api="rerank",
+                         server=bearer, dialect="rerank", path="/rerank", model=bearer, attempts=(bearer, "x"))
+    shown_report = json.dumps(report.redacted(KEY).as_dict())
+    assert KEY not in shown_report and KEY[:12] not in shown_report
+    assert report.redacted(KEY).endpoint == report.endpoint
+
+
+def test_userinfo_is_taken_out_of_any_url_text_without_parsing_it() -> None:
+    assert without_userinfo("http://user:pw@[::1") == "http://***@[::1"
+    assert without_userinfo("https://u:p@h:80/p@th?q=@") == "https://***@h:80/p@th?q=@"
+    assert without_userinfo("u:p@127.0.0.1:8000") == "***@127.0.0.1:8000"
+    assert without_userinfo("http://host/a@b") == "http://host/a@b"
+    assert without_userinfo("") == ""
+
+
+def test_a_foreign_value_is_shown_short_whatever_it_is() -> None:
+    assert shown_value(10**5000) == "an integer of about 5000 digits"
+    assert len(shown_value("x" * 10_000)) <= 70 and len(shown_value(list(range(10_000)))) <= 70
+    nested: list[object] = []
+    for _ in range(5000):
+        nested = [nested]
+    assert shown_value(nested) == "[[[[...]]]]"
+
+
+# --- settings -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("url", [
+    "http://[::1", "http://[127.0.0.1]:80", "http://ex℀ample.com", "http://user:secret@ex℀ample.com",
+    "http://exa mple.com", "http://ex\nample.com", "http://h\x00st", "http://\udcff.com", "http://h:99999",
+])
+def test_a_url_urlsplit_cannot_read_is_a_named_problem_that_does_not_repeat_it(url: str) -> None:
+    problem = endpoint_problem(url)
+    assert problem and "secret" not in problem and "ample" not in problem
+    with pytest.raises(ConfigError, match="rerank_endpoint: the URL"):
+        RerankerConfig(endpoint=url)
+
+
+@pytest.mark.parametrize("key", [f"{KEY[:8]}\n{KEY[8:]}", f"{KEY[:8]}\r\n{KEY[8:]}", f"{KEY}\x00", f"{KEY}\u2028x",
+                                 f"\x1b[2J{KEY}"])
+def test_an_api_key_with_a_control_character_is_a_settings_problem_that_never_echoes_it(key: str) -> None:
+    for build in (lambda: RerankerConfig(api_key=key), lambda: RerankerConfig.from_settings({"rerank_api_key": key})):
+        with pytest.raises(ConfigError) as refused:
+            build()
+        assert refused.value.problems == ["rerank_api_key: must not contain a line break or other control character"]
+        assert KEY[:8] not in repr(refused.value)
+    with pytest.raises(ConfigError, match="rerank_api_key"):
+        RerankerConfig(api_key=f"{KEY}\n")
+
+
+def test_a_key_pasted_with_a_trailing_line_break_is_trimmed_as_settings_are() -> None:
+    assert RerankerConfig.from_settings({"rerank_api_key": f" {KEY}\n"}).api_key == KEY
+
+
+@pytest.mark.parametrize(("settings", "key"), [
+    ({"rerank_timeout": 10**400}, "rerank_timeout"),
+    ({"rerank_candidates": 10**5000}, "rerank_candidates"),
+    ({"rerank_breaker_cooldown": "1" * 5000}, "rerank_breaker_cooldown"),
+    ({"rerank_enabled": [[[[["deep"]]]]]}, "rerank_enabled"),
+    ({"rerank_ca_bundle": "a\x00b"}, "rerank_ca_bundle"),
+])
+def test_an_unreasonable_value_is_a_config_error_naming_its_key(settings: dict[str, object], key: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        RerankerConfig.from_settings(settings)
+    assert [p.split(":")[0] for p in refused.value.problems] == [key]
+    assert len(str(refused.value)) < 200
+
+
+def test_settings_that_are_no_mapping_are_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="settings: expected a mapping"):
+        RerankerConfig.from_settings("text")  # type: ignore[arg-type]
