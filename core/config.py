@@ -138,12 +138,11 @@ def _parse_settings_file(path: Path, mtime_ns: int) -> dict[str, Any]:
 
 
 def normalize_endpoint(endpoint: str) -> str:
-    """Trim spaces, trailing slashes and a pasted API path, so ``http://h:8002/v1/rerank`` works too."""
+    """Trim spaces, trailing slashes and pasted API paths, so ``http://h:8002/v1/rerank`` works too.
+    Idempotent: a config built from a normalized endpoint (``replace``) keeps it as it is."""
     text = endpoint.strip().rstrip("/")
-    lowered = text.lower()
-    for suffix in _PASTED_API_SUFFIXES:
-        if lowered.endswith(suffix):
-            return text[: -len(suffix)].rstrip("/")
+    while suffix := next((s for s in _PASTED_API_SUFFIXES if text.lower().endswith(s)), ""):
+        text = text[: -len(suffix)].rstrip("/")
     return text
 
 

@@ -13,6 +13,7 @@ from contextlib import ExitStack
 from typing import Any
 
 import pytest
+from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from support.servers import RunningServer, serve_in_thread
 from usr.plugins.a0_reranker.service import runtime
@@ -58,3 +59,10 @@ def everything_logged(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCa
     caplog.set_level(logging.DEBUG)
     caplog.set_level(logging.DEBUG, logger="a0_reranker")
     yield caplog
+
+
+@pytest.fixture(scope="module")
+def portal() -> Iterator[BlockingPortal]:
+    """An event loop in a thread standing in for A0's, so hypothesis drives a plain function."""
+    with start_blocking_portal(backend="asyncio") as running:
+        yield running

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from anyio.from_thread import BlockingPortal, start_blocking_portal
+from anyio.from_thread import BlockingPortal
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from reliability.answer_faults import encode
@@ -84,13 +84,6 @@ def test_a_planned_answer_is_used_exactly_when_usable(name: str, data: st.DataOb
 
 
 # --- level 2: the whole recall against a real server ---------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def portal() -> Iterator[BlockingPortal]:
-    """An event loop in a thread standing in for A0's, so hypothesis drives a plain function."""
-    with start_blocking_portal(backend="asyncio") as running:
-        yield running
 
 
 @pytest.fixture(scope="module", params=sorted(SHAPES))

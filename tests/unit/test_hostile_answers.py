@@ -272,3 +272,8 @@ def test_an_unreasonable_value_is_a_config_error_naming_its_key(settings: dict[s
 def test_settings_that_are_no_mapping_are_a_config_error() -> None:
     with pytest.raises(ConfigError, match="settings: expected a mapping"):
         RerankerConfig.from_settings("text")  # type: ignore[arg-type]
+
+
+def test_a_normalized_endpoint_stays_as_it_is_when_the_config_is_rebuilt() -> None:
+    config = RerankerConfig(endpoint="http://127.0.0.1:8000/v1/rerank/v1")
+    assert config.endpoint == "http://127.0.0.1:8000" == config.replace(timeout=5).endpoint
