@@ -33,7 +33,7 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--top", type=positive_int, metavar="N", help="print only the best N")
     parser.add_argument("--max-queued-pairs", type=positive_int, default=RerankerConfig().max_queued_pairs,
                         metavar="N", help="pairs the engine holds in its queue at most, as rerank_max_queued_pairs "
-                                          "(default: %(default)s); raise it to rank more documents in one call")
+                                          "(default: %(default)s); a lone call larger than this still goes through")
     parser.add_argument("--json", action="store_true", help="print the ranking as JSON")
     parser.add_argument("query", metavar="QUERY")
     parser.add_argument("documents", metavar="DOC", nargs="*")

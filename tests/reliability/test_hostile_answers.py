@@ -84,11 +84,13 @@ async def test_a_score_too_large_for_a_float_is_malformed_and_keeps_the_route(
 
 
 async def test_malformed_answers_are_reported_to_the_breaker(serve: Any) -> None:
+    """A server that answers, but only malformed answers, opens the breaker by its failure rate (once
+    the breaker has seen enough attempts), as any other failing server does."""
     server = serve("vllm")
-    config = config_for("vllm", server.url, timeout=5, breaker_failures=3, breaker_cooldown=3600)
+    config = config_for("vllm", server.url, timeout=5, breaker_cooldown=3600)
     assert await reranker.rerank_async(QUERY, DOCS, config=config) is not None
     server.set_fault(on_our_requests(SCORE_10E400))
-    for _ in range(10):
+    for _ in range(40):
         assert await reranker.rerank_async(QUERY, DOCS, config=config) is None
     counted = fallbacks()
     assert counted.get("malformed", 0) >= 1 and counted.get("breaker_open", 0) >= 1, counted
@@ -287,7 +289,6 @@ async def test_a_documents_sequence_whose_iteration_raises_gives_none(serve: Any
     assert tracebacks(everything_logged.records) == []
 
 
-@pytest.mark.xfail(strict=False, reason="lead: batcher admits a lone large call")
 async def test_one_call_larger_than_the_queue_bound_goes_through_on_an_idle_engine(serve: Any) -> None:
     server = serve("vllm")
     config = config_for("vllm", server.url, timeout=5, max_queued_pairs=4)
