@@ -4,8 +4,8 @@ Everything a server sends is foreign data. A parser or a judge that meets a shap
 may raise anything (TypeError, AttributeError, OverflowError, RecursionError ...); ``read_answer``
 turns any such exception into ``MalformedAnswer``, so the service counts a malformed answer and
 reports it to the breaker instead of logging a bug. ``read_json`` is the JSON reader for answers: it
-refuses integers longer than any index, count or limit while the standard library parses, and
-nesting deeper than the standard library can follow, so neither reaches a parser.
+refuses, while the standard library parses, integers longer than any number a reranker has reason to
+send, and nesting deeper than the standard library can follow, so neither reaches a parser.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from typing import Any, Final, ParamSpec, TypeVar
 
 from .errors import MalformedAnswer, RerankError
 
-MAX_INT_DIGITS: Final = 20  # 2**64 has 20 digits; no index, count or limit a server sends is longer
+# The largest finite float has 309 digits: no score, index, count or id a server sends needs more.
+MAX_INT_DIGITS: Final = 320
 
 P = ParamSpec("P")
 T = TypeVar("T")

@@ -135,16 +135,21 @@ def _score_of(item: dict[str, Any], score_keys: Sequence[str]) -> float:
     for key in score_keys:
         if key in item:
             value = item[key]
-            number = float(value) if isinstance(value, float) or _is_small_int(value) else math.nan
+            number = _as_float(value)
             if not math.isfinite(number):
                 raise MalformedAnswer(f"score {shown_value(value)} is not a finite number")
             return number
     raise MalformedAnswer(f"a result has no {' or '.join(score_keys)}")
 
 
-def _is_small_int(value: Any) -> bool:
-    """An int that converts to a finite float (``10**400`` does not: it raises OverflowError)."""
-    return isinstance(value, int) and not isinstance(value, bool) and value.bit_length() <= 1000
+def _as_float(value: Any) -> float:
+    """A JSON number as a float; NaN for anything else, and for an int no float holds (``10**400``)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return math.nan
+    try:
+        return float(value)
+    except OverflowError:
+        return math.nan
 
 
 def _describe_body(answer: WireAnswer) -> str:

@@ -33,17 +33,23 @@ def answer(body: bytes, status: int = 200) -> WireAnswer:
 
 
 @pytest.mark.parametrize(("body", "problem"), [
-    (b'{"results": [{"index": 0, "relevance_score": 1' + b"0" * 400 + b'}]}', "integer of more than 20 digits"),
+    (b'{"results": [{"index": 0, "relevance_score": 1' + b"0" * 400 + b'}]}', "integer of more than 320 digits"),
     (DEEP, "nested too deeply"),
     (b'{"results": [{"index": 0, "relevance_score": 0.5', "not JSON"),
     (b'{"results": "\xff\xfe"}', "not UTF-8"),
-    (b"1" * 5000, "integer of more than 20 digits"),
+    (b"1" * 5000, "integer of more than 320 digits"),
 ])
 def test_json_beyond_reason_is_refused_while_it_is_parsed(body: bytes, problem: str) -> None:
     with pytest.raises(MalformedAnswer, match=problem):
         read_json(body)
     with pytest.raises(MalformedAnswer, match=problem):
         cat.VLLM_RERANK.parse(answer(body), BATCH)
+
+
+def test_a_long_integer_in_a_field_nobody_reads_does_not_spoil_a_good_answer() -> None:
+    body = json.dumps({"id": 2**127, "created": 10**20, "results": [
+        {"index": 1, "relevance_score": 0.9, "document": 10**300}, {"index": 0, "relevance_score": 0.1}]}).encode()
+    assert cat.VLLM_RERANK.parse(answer(body), BATCH) == [0.1, 0.9]
 
 
 def test_a_huge_float_literal_is_infinite_and_refused_as_a_score() -> None:
