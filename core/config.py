@@ -16,10 +16,10 @@ import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final, Literal
-from urllib.parse import urlsplit
 
 import yaml
 
+from .endpoint_url import endpoint_problem, normalize_endpoint
 from .errors import ConfigError
 from .redaction import shown_value
 
@@ -27,11 +27,6 @@ ApiMode = Literal["auto", "rerank", "qwen3_score"]
 API_MODES: Final = ("auto", "rerank", "qwen3_score")
 QWEN3_DEFAULT_INSTRUCTION: Final = "Given a web search query, retrieve relevant passages that answer the query"
 DEFAULT_CONFIG_FILE: Final = Path(__file__).resolve().parent.parent / "default_config.yaml"
-
-# API paths a user may paste into the endpoint field; the plugin appends the path itself.
-_PASTED_API_SUFFIXES: Final = (
-    "/v1/rerank", "/v2/rerank", "/v1/reranking", "/reranking", "/rerank", "/v1/score", "/score", "/v1", "/v2",
-)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -135,50 +130,6 @@ def _parse_settings_file(path: Path, mtime_ns: int) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError([f"{path.name}: expected a mapping of settings"])
     return data
-
-
-def normalize_endpoint(endpoint: str) -> str:
-    """Trim spaces, trailing slashes and pasted API paths, so ``http://h:8002/v1/rerank`` works too.
-    Idempotent: a config built from a normalized endpoint (``replace``) keeps it as it is."""
-    text = endpoint.strip().rstrip("/")
-    while suffix := next((s for s in _PASTED_API_SUFFIXES if text.lower().endswith(s)), ""):
-        text = text[: -len(suffix)].rstrip("/")
-    return text
-
-
-_NOT_IN_URLS: Final = re.compile(r"[\s\x00-\x1f\x7f-\x9f\ud800-\udfff]")
-_CONTROL_CHARACTERS: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
-
-
-def endpoint_problem(endpoint: str) -> str | None:
-    """Why an endpoint is unusable, or None. Empty is allowed: it means "not configured".
-
-    Never raises: what ``urlsplit`` cannot read is named as a problem too. No message repeats the URL,
-    which may hold a user name and password.
-    """
-    text = endpoint.strip()
-    if not text:
-        return None
-    if _NOT_IN_URLS.search(text):
-        return "must not contain spaces, line breaks or other control characters"
-    try:
-        parts = urlsplit(text)
-    except ValueError:
-        return ("has a malformed host: an IPv6 address goes in [brackets], an IPv4 address or a host name "
-                "without them, and a host name has only letters, digits, dots and hyphens")
-    if parts.scheme not in ("http", "https"):
-        return "must start with http:// or https://"
-    if not parts.hostname:
-        return "has no host name"
-    if parts.username or parts.password:
-        return "must not contain a user name or password (put a key in rerank_api_key)"
-    if parts.query or parts.fragment:
-        return "must not contain ?query or #fragment"
-    try:
-        _ = parts.port
-    except ValueError:
-        return "has an invalid port"
-    return None
 
 
 # --- coercion: what arrives from forms, YAML and env overrides --------------------------------------
@@ -289,6 +240,7 @@ _TYPES: Final[dict[str, type | tuple[type, ...]]] = {
 
 _SECRET_FIELDS: Final = frozenset({"api_key"})
 _SINGLE_LINE_FIELDS: Final = frozenset({"api_key", "ca_bundle"})  # a header value and a file name
+_CONTROL_CHARACTERS: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 
 
 def _check_field(name: str, value: Any) -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from reliability.hostile_servers import HOSTILE_SERVERS
+from reliability.hostile_servers import HOSTILE_SERVERS, ReflectAuthorizationIntoModels, on_listings
 
 from support.servers import serve_in_thread
 
@@ -117,3 +117,15 @@ def test_a_key_with_a_line_break_is_one_line_naming_the_option_and_never_printed
     line = one_error_line(result)
     assert line.endswith("--key-env: must not contain a line break or other control character")
     assert "sk-first" not in line and "sk-second" not in line
+
+
+def test_a_key_reflected_into_the_model_ids_is_never_printed(cli) -> None:
+    secret = "sk-test-5f2a9c-reflected"
+    with serve_in_thread("llamacpp", api_key=secret) as server:
+        server.set_fault(on_listings(ReflectAuthorizationIntoModels()))
+        shown = [cli("probe", server.url, "--key-env", "A0_TEST_KEY", *more, env={"A0_TEST_KEY": secret})
+                 for more in ((), ("--json",))]
+    for result in shown:
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "Bearer *** (reflected)" in result.stdout
+        assert secret not in result.stdout + result.stderr and secret[:12] not in result.stdout + result.stderr

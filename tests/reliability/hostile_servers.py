@@ -9,9 +9,11 @@ tests and the CLI tests (``a0-reranker probe``) both use them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Final
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
 
+from aiohttp import web
 from reliability.answer_faults import MUTATIONS, DamagedAnswer
 
 from support.servers import FaultRule, Respond
@@ -50,3 +52,15 @@ HOSTILE_SERVERS: Final[Mapping[str, tuple[str, FaultRule]]] = {
     "models_entry_not_an_object": ("infinity", on_everything(Respond(200, MODELS_ENTRY_NOT_AN_OBJECT))),
     "models_capabilities_an_integer": ("infinity", on_everything(Respond(200, MODELS_CAPABILITIES_AN_INTEGER))),
 }
+
+
+@dataclass(frozen=True)
+class ReflectAuthorizationIntoModels:
+    """A careless proxy: its model listing names the model after the Authorization header it was sent."""
+
+    owner: str = "llamacpp"
+
+    async def apply(self, request: web.Request, proceed: Callable[[], Any]) -> web.StreamResponse:
+        bearer = request.headers.get("Authorization", "")
+        models = [{"id": f"{bearer} (reflected)", "object": "model", "owned_by": self.owner}]
+        return web.json_response({"object": "list", "data": models})

@@ -21,6 +21,7 @@ from reliability.hostile_servers import (
     HOSTILE_SERVERS,
     MODELS_CAPABILITIES_AN_INTEGER,
     MODELS_ENTRY_NOT_AN_OBJECT,
+    ReflectAuthorizationIntoModels,
     on_listings,
 )
 from reliability.kit import MARK, QUERY, TEXTS, config_for, on_our_requests, shown_text, tracebacks
@@ -196,15 +197,7 @@ async def test_memory_text_quoted_back_as_it_was_cut_is_masked(serve: Any, every
 
 async def test_a_key_reflected_into_model_ids_is_masked_in_the_report(serve: Any, everything_logged: Any) -> None:
     server = serve("llamacpp", api_key=SECRET)  # llama.cpp scores with whatever model id it is sent
-
-    @dataclass(frozen=True)
-    class ReflectAuthorization:
-        async def apply(self, request: web.Request, proceed: Callable[[], Any]) -> web.StreamResponse:
-            bearer = request.headers.get("Authorization", "")
-            models = [{"id": f"{bearer} (reflected)", "object": "model", "owned_by": "llamacpp"}]
-            return web.json_response({"object": "list", "data": models})
-
-    server.set_fault(on_listings(ReflectAuthorization()))
+    server.set_fault(on_listings(ReflectAuthorizationIntoModels()))
     config = config_for("llamacpp", server.url, timeout=5, api_key=SECRET)
     report = await runtime.probe_async(config)
     assert report.ok and report.model == "Bearer *** (reflected)", report
