@@ -66,14 +66,14 @@ def assert_absent(shown: str, secret: str) -> None:
     assert not leaked, (leaked, shown)
 
 
-def assert_contained(result: RerankResult, caplog: Any, secrets: Sequence[str], *shown: Any) -> None:
-    """The property of the tier, for one generated answer."""
-    if result.ranking is not None:
+def assert_contained(result: RerankResult | None, caplog: Any, secrets: Sequence[str], *shown: Any) -> None:
+    """The property of the tier, for one generated answer (``result``: of the rerank, when one ran)."""
+    if result is not None and result.ranking is not None:
         assert sorted(index for index, _ in result.ranking) == list(range(len(MEMORIES)))
         scores = [score for _, score in result.ranking]
         assert all(isinstance(s, float) and math.isfinite(s) for s in scores)
         assert scores == sorted(scores, reverse=True)
-    else:
+    elif result is not None:
         assert result.reason and result.reason != "error", result
     assert "error" not in runtime.statistics().fallbacks
     assert tracebacks(caplog.records) == []
@@ -166,24 +166,27 @@ def servers() -> Iterator[dict[str, RunningServer]]:
 
 @settings(FUZZ, max_examples=DETECTION_ANSWERS)
 @given(answer=generated_answers(), kind=st.sampled_from(["vllm", "infinity", "tei"]),
-       which=st.sampled_from(["gets", "listings", "posts", "everything"]))
+       which=st.sampled_from(["gets", "listings", "posts", "everything"]),
+       drive=st.sampled_from(["rerank", "probe", "both"]))
 @planned(DETECTION_ANSWERS)
 def test_any_answer_during_detection_and_the_probe_is_contained(
     portal: BlockingPortal, servers: dict[str, RunningServer], everything_logged: Any,
-    examples: list[GeneratedAnswer], answer: GeneratedAnswer, kind: str, which: str,
+    examples: list[GeneratedAnswer], answer: GeneratedAnswer, kind: str, which: str, drive: str,
 ) -> None:
+    """The answer the GETs or the POSTs of detection get, in a rerank (a fresh key: nothing cached), in
+    a connection test, or in both one after the other."""
     server = servers[kind]
     _fresh_example(everything_logged)
     config = RerankerConfig(endpoint=server.url, api_key=fresh_key(), timeout=2.0, **OUT_OF_THE_WAY, **CUTS)
     rule, fault = targets(answer, which, MARK)
     server.set_fault(rule)
     try:
-        result = rerank(portal, config)
-        report = portal.call(runtime.probe_async, config)
+        result = rerank(portal, config) if drive != "probe" else None
+        report = portal.call(runtime.probe_async, config) if drive != "rerank" else None
     finally:
         server.set_fault(None)
-    assert fault.served, (which, result)
+    assert fault.served, (which, result, report)
     examples.append(answer)
-    event(f"{which}: {'ranked' if result.ranking is not None else result.reason}; probe {report.ok}")
-    assert_contained(result, everything_logged, [config.api_key, QUERY, *MEMORIES], report,
-                     json.dumps(report.as_dict()))
+    event(f"{which}: {result.ranking is not None if result else '-'}, probe {report.ok if report else '-'}")
+    shown = [report, json.dumps(report.as_dict())] if report else []
+    assert_contained(result, everything_logged, [config.api_key, QUERY, *MEMORIES], *shown)
