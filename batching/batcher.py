@@ -24,16 +24,17 @@ from dataclasses import dataclass
 from ..core.errors import DeadlineExceeded, Overloaded, RerankError
 from .dispatch import Dispatch
 from .jobs import Job
-from .limiter import EndpointLimiter
 from .plans import PendingQueue, Plan
 
 
 @dataclass(frozen=True)
 class Scored:
-    """One job's scores, in document order, and how many retries the requests carrying it needed."""
+    """One job's scores, in document order, how many retries the requests carrying it needed, and the
+    replica that answered when a request went on to another one."""
 
     scores: list[float]
     retries: int = 0
+    failover_to: str = ""
 
 
 class MicroBatcher:
@@ -43,14 +44,13 @@ class MicroBatcher:
         self,
         dispatch: Dispatch,
         *,
-        limiter: EndpointLimiter,
         mixes_queries: bool,
         max_pairs: int,
         window: float,
         max_queued_pairs: int,
     ) -> None:
         self._dispatch_step = dispatch
-        self._limiter = limiter
+        self._slots = dispatch.replicas
         self._mixes_queries = mixes_queries
         self._max_pairs = max_pairs
         self._window = window
@@ -61,7 +61,8 @@ class MicroBatcher:
         self._dispatcher: asyncio.Task[None] | None = None
         self._closed = False
 
-    def configure(self, *, max_pairs: int, window: float, max_queued_pairs: int) -> None:
+    def configure(self, *, mixes_queries: bool, max_pairs: int, window: float, max_queued_pairs: int) -> None:
+        self._mixes_queries = mixes_queries
         self._max_pairs = max_pairs
         self._window = window
         self._max_queued_pairs = max_queued_pairs
@@ -100,7 +101,7 @@ class MicroBatcher:
         self._ensure_dispatcher()
         timer = loop.call_at(deadline, self._expire, job)
         try:
-            return Scored(await job.future, job.retries)
+            return Scored(await job.future, job.retries, job.answered_by)
         finally:
             timer.cancel()
             self._finish(job, at_deadline=False)
@@ -147,18 +148,19 @@ class MicroBatcher:
                 self._fail_jobs(self._queue.drain(), RerankError(f"internal batching error: {exc!r}"))
 
     async def _dispatch_one(self) -> None:
-        await self._limiter.acquire()
+        replica = await self._slots.acquire()
         started = False
         try:
-            if self._limiter.in_flight > 1:
+            if self._slots.in_flight > 1:
                 await self._wait_for_company()
             plan = self._queue.take(max_pairs=self._max_pairs, mixes_queries=self._mixes_queries)
             if plan is not None:
+                plan.replica = replica
                 self._start(plan)
                 started = True
         finally:
             if not started:
-                self._limiter.release()
+                replica.state.limiter.release()
 
     async def _wait_for_company(self) -> None:
         """Other requests are in flight: give more jobs until the window closes to join this one."""
@@ -189,7 +191,9 @@ class MicroBatcher:
 
     def _plan_done(self, plan: Plan, task: asyncio.Task[None]) -> None:
         """Runs however the task ended, even cancelled before its first step: the slot comes back."""
-        self._limiter.release()
+        if plan.replica is not None:
+            plan.replica.state.limiter.release()
+            plan.replica = None
         self._plans.discard(plan)
         jobs = plan.jobs
         for job in jobs:

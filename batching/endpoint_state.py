@@ -1,30 +1,38 @@
-"""Everything the dispatch step keeps per endpoint (base URL and API key): its concurrency slots,
-breaker, retry budget, recent latencies and the time before which a 429 asked us not to send."""
+"""Everything the dispatch step keeps per endpoint (one server: base URL and API key): its concurrency
+slots, breaker, the time before which a 429 asked us not to send, and the load and speed the
+balancer reads (pairs in flight, seconds per pair as an exponentially weighted moving average)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Final
 
 from ..core.errors import RateLimited
 from .breaker import CircuitBreaker
-from .latency import LatencyWindow
 from .limiter import EndpointLimiter
-from .retry_budget import RetryBudget
+
+EWMA_WEIGHT: Final = 0.3  # of the newest answer: a replica that slows down is noticed within a few requests
 
 
 @dataclass(eq=False)
 class EndpointState:
     limiter: EndpointLimiter
     breaker: CircuitBreaker
-    budget: RetryBudget
-    latency: LatencyWindow = field(default_factory=LatencyWindow)
     not_before: float = 0.0  # monotonic seconds; set from a 429's Retry-After
+    outstanding_pairs: int = 0
+    seconds_per_pair: float | None = None  # None: never measured
+    seconds_per_request: float | None = None
+    pairs_sent: int = 0
+    answers: int = 0
 
     def hold_off(self, until: float) -> None:
         """No attempt to this endpoint before ``until`` (a later Retry-After only extends it)."""
         self.not_before = max(self.not_before, until)
+
+    def rate_limited(self) -> bool:
+        return self.not_before > time.monotonic()
 
     async def wait_out_retry_after(self, deadline: float) -> bool:
         """Before any request: wait out a Retry-After when the deadline allows it (True when it
@@ -37,6 +45,21 @@ class EndpointState:
         await asyncio.sleep(wait)
         return True
 
+    def answered(self, seconds: float, pairs: int) -> None:
+        """A request of ``pairs`` pairs came back fine after ``seconds``."""
+        self.seconds_per_pair = _ewma(self.seconds_per_pair, seconds / max(pairs, 1))
+        self.seconds_per_request = _ewma(self.seconds_per_request, seconds)
+        self.answers += 1
+
+    @property
+    def cost(self) -> float:
+        """What one more request costs here, for the balancer: its speed times its load."""
+        return (self.seconds_per_pair or 0.0) * (self.outstanding_pairs + 1)
+
     @property
     def idle(self) -> bool:
         return self.limiter.in_flight == 0
+
+
+def _ewma(previous: float | None, sample: float) -> float:
+    return sample if previous is None else previous + EWMA_WEIGHT * (sample - previous)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from ..core.dialects import ScoreBatch
 from .jobs import Job
+from .replicas import Replica
 
 PairKey = tuple[str, str]
 
@@ -29,6 +30,9 @@ class Plan:
     task: asyncio.Task[None] | None = field(default=None, repr=False)
     retries: int = 0
     fresh: bool = False  # the next attempt needs a new connection (the last pooled one was stale)
+    replica: Replica | None = field(default=None, repr=False)  # whose concurrency slot the request holds
+    first_replica: str = ""
+    answered_by: str = ""  # the replica that answered, when another than the first one
     abandoned_at_deadline: bool = False  # the last waiter left because its deadline passed
     _abandoned: bool = field(default=False, repr=False)
 
@@ -50,6 +54,7 @@ class Plan:
         for (query, document), score in zip(self._keys(), scores, strict=True):
             for job in self.routes[(query, document)]:
                 job.retries = max(job.retries, self.retries)
+                job.answered_by = job.answered_by or self.answered_by
                 job.deliver(document, score)
 
     def abandon(self, *, at_deadline: bool) -> None:

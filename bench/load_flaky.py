@@ -301,7 +301,7 @@ def load_config(endpoint: str, **overrides: Any) -> RerankerConfig:
 
 SCENARIOS: dict[str, dict[str, Any]] = {
     "default settings": {},
-    "hedging on (rerank_hedge)": {"hedge": True},
+    "hedging on (rerank_hedge)": {"hedge": "on"},
 }
 GOALS: dict[str, float] = {"default settings": 0.90, "hedging on (rerank_hedge)": 0.97}
 

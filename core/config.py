@@ -19,12 +19,15 @@ from typing import Any, Final, Literal
 
 import yaml
 
-from .endpoint_url import endpoint_problem, normalize_endpoint
+from .coercion import to_bool, to_choice, to_endpoints, to_float, to_int, to_str, to_switch
+from .endpoint_url import endpoints_problem, normalize_endpoints, split_endpoints
 from .errors import ConfigError
 from .redaction import shown_value
 
 ApiMode = Literal["auto", "rerank", "qwen3_score"]
 API_MODES: Final = ("auto", "rerank", "qwen3_score")
+HedgeMode = Literal["auto", "on", "off"]
+HEDGE_MODES: Final = ("auto", "on", "off")  # auto: on with two replicas or more
 QWEN3_DEFAULT_INSTRUCTION: Final = "Given a web search query, retrieve relevant passages that answer the query"
 DEFAULT_CONFIG_FILE: Final = Path(__file__).resolve().parent.parent / "default_config.yaml"
 
@@ -55,7 +58,7 @@ class RerankerConfig:
     breaker_cooldown: float = 15.0
     max_retries: int = 2
     retry_budget: float = 0.2
-    hedge: bool = False
+    hedge: HedgeMode = "auto"
     hedge_delay_ms: float = 0.0
     tls_verify: bool = True
     ca_bundle: str = ""
@@ -64,7 +67,7 @@ class RerankerConfig:
         problems = [p for f in dataclasses.fields(self) if (p := _check_field(f.name, getattr(self, f.name)))]
         if problems:
             raise ConfigError(problems)
-        object.__setattr__(self, "endpoint", normalize_endpoint(self.endpoint))
+        object.__setattr__(self, "endpoint", normalize_endpoints(self.endpoint))
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any] | None) -> RerankerConfig:
@@ -96,6 +99,20 @@ class RerankerConfig:
     def configured(self) -> bool:
         """An endpoint is set: until then the plugin stays inert."""
         return bool(self.endpoint)
+
+    @property
+    def endpoints(self) -> tuple[str, ...]:
+        """The replicas' base URLs (one, usually)."""
+        return split_endpoints(self.endpoint)
+
+    def for_replica(self, url: str) -> RerankerConfig:
+        """The same settings aimed at one replica: how each is detected and sent to."""
+        return self if url == self.endpoint else dataclasses.replace(self, endpoint=url)
+
+    @property
+    def hedging(self) -> bool:
+        """Hedge slow requests: ``on``, or ``auto`` with two replicas or more."""
+        return self.hedge == "on" or (self.hedge == "auto" and len(self.endpoints) > 1)
 
     @property
     def key_fingerprint(self) -> str:
@@ -132,82 +149,18 @@ def _parse_settings_file(path: Path, mtime_ns: int) -> dict[str, Any]:
     return data
 
 
-# --- coercion: what arrives from forms, YAML and env overrides --------------------------------------
-
-_TRUE = {"true", "1", "yes", "on"}
-_FALSE = {"false", "0", "no", "off"}
-
-
-def _to_bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
-        return value.strip().lower() in _TRUE
-    raise ValueError(f"expected true or false, got {shown_value(value)}")
-
-
-def _to_int(value: Any) -> int:
-    if isinstance(value, bool):
-        raise ValueError(f"expected a whole number, got {shown_value(value)}")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str):
-        text = value.strip()
-        try:
-            number = float(text)
-        except ValueError:
-            number = math.nan
-        if math.isfinite(number) and number.is_integer():
-            return int(number)
-    raise ValueError(f"expected a whole number, got {shown_value(value)}")
-
-
-def _to_float(value: Any) -> float:
-    if isinstance(value, bool):
-        raise ValueError(f"expected a number, got {shown_value(value)}")
-    try:
-        if isinstance(value, int | float):
-            number = float(value)
-        elif isinstance(value, str):
-            number = float(value.strip())
-        else:
-            raise ValueError
-    except (ValueError, OverflowError):  # OverflowError: an int such as 10**400
-        raise ValueError(f"expected a number, got {shown_value(value)}") from None
-    if not math.isfinite(number):
-        raise ValueError(f"expected a finite number, got {shown_value(value)}")
-    return number
-
-
-def _to_str(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return str(value)
-    raise ValueError(f"expected text, got {type(value).__name__}")
-
-
-def _to_api(value: Any) -> str:
-    text = _to_str(value).strip().lower()
-    if text not in API_MODES:
-        raise ValueError(f"expected one of {', '.join(API_MODES)}, got {shown_value(value)}")
-    return text
-
-
 _COERCE: Final[dict[str, Callable[[Any], Any]]] = {
-    "enabled": _to_bool, "apply": _to_bool, "api": _to_api, "endpoint": _to_str, "model": lambda v: _to_str(v).strip(),
-    "api_key": lambda v: _to_str(v).strip(), "candidates": _to_int, "pool_threshold": _to_float,
-    "min_score": _to_float, "instruction": _to_str,
-    "max_doc_chars": _to_int, "max_query_chars": _to_int, "timeout": _to_float, "batch_window_ms": _to_float,
-    "max_concurrency": _to_int, "max_pairs_per_request": _to_int, "max_queued_pairs": _to_int,
-    "breaker_failures": _to_int, "breaker_failure_rate": _to_float, "breaker_cooldown": _to_float,
-    "max_retries": _to_int, "retry_budget": _to_float, "hedge": _to_bool, "hedge_delay_ms": _to_float,
-    "tls_verify": _to_bool,
-    "ca_bundle": lambda v: _to_str(v).strip(),
+    "enabled": to_bool, "apply": to_bool, "api": lambda v: to_choice(v, API_MODES), "endpoint": to_endpoints,
+    "model": lambda v: to_str(v).strip(),
+    "api_key": lambda v: to_str(v).strip(), "candidates": to_int, "pool_threshold": to_float,
+    "min_score": to_float, "instruction": to_str,
+    "max_doc_chars": to_int, "max_query_chars": to_int, "timeout": to_float, "batch_window_ms": to_float,
+    "max_concurrency": to_int, "max_pairs_per_request": to_int, "max_queued_pairs": to_int,
+    "breaker_failures": to_int, "breaker_failure_rate": to_float, "breaker_cooldown": to_float,
+    "max_retries": to_int, "retry_budget": to_float, "hedge": lambda v: to_switch(v, HEDGE_MODES),
+    "hedge_delay_ms": to_float,
+    "tls_verify": to_bool,
+    "ca_bundle": lambda v: to_str(v).strip(),
 }
 
 # Inclusive ranges; the panel shows the same limits.
@@ -231,7 +184,7 @@ NUMERIC_RANGES: Final[dict[str, tuple[float, float]]] = {
 }
 
 _TYPES: Final[dict[str, type | tuple[type, ...]]] = {
-    "enabled": bool, "apply": bool, "tls_verify": bool, "hedge": bool,
+    "enabled": bool, "apply": bool, "tls_verify": bool,
     "timeout": (int, float), "batch_window_ms": (int, float), "breaker_cooldown": (int, float),
     "breaker_failure_rate": (int, float), "retry_budget": (int, float), "hedge_delay_ms": (int, float),
     "pool_threshold": (int, float), "min_score": (int, float),
@@ -259,6 +212,8 @@ def _check_field(name: str, value: Any) -> str | None:
         return f"{key}: expected one of {', '.join(API_MODES)}, got {shown}"
     if name in _SINGLE_LINE_FIELDS and _CONTROL_CHARACTERS.search(value):
         return f"{key}: must not contain a line break or other control character"
-    if name == "endpoint" and (problem := endpoint_problem(value)):
+    if name == "hedge" and value not in HEDGE_MODES:
+        return f"{key}: expected one of {', '.join(HEDGE_MODES)}, got {shown}"
+    if name == "endpoint" and (problem := endpoints_problem(value)):
         return f"{key}: the URL {problem}"
     return None

@@ -1,5 +1,10 @@
 """The endpoint URL a user types: cleaned of what they may paste with it, and checked without ever
-raising (``urlsplit`` raises on malformed hosts) or repeating it (it may hold a user name and password)."""
+raising (``urlsplit`` raises on malformed hosts) or repeating it (it may hold a user name and password).
+
+``rerank_endpoint`` may list several base URLs, replicas of one model: separated by commas or
+whitespace in one text, or a YAML/JSON list. Each is cleaned and checked on its own, the same URL
+twice counts once, and the canonical text joins them with ", " (one URL stays exactly one URL).
+"""
 
 from __future__ import annotations
 
@@ -20,6 +25,32 @@ def normalize_endpoint(endpoint: str) -> str:
     while suffix := next((s for s in _PASTED_API_SUFFIXES if text.lower().endswith(s)), ""):
         text = text[: -len(suffix)].rstrip("/")
     return text
+
+
+_SEPARATORS: Final = re.compile(r"[,\s]+")
+LIST_SEPARATOR: Final = ", "
+
+
+def split_endpoints(text: str) -> tuple[str, ...]:
+    """The URLs of an endpoint setting, cleaned, in order, each once."""
+    urls = (normalize_endpoint(part) for part in _SEPARATORS.split(text))
+    return tuple(dict.fromkeys(url for url in urls if url))
+
+
+def normalize_endpoints(text: str) -> str:
+    return LIST_SEPARATOR.join(split_endpoints(text))
+
+
+def endpoints_problem(text: str) -> str | None:
+    """Why an endpoint setting is unusable, naming the entry (by position, never by its text) when it
+    lists several URLs. Never raises."""
+    parts = [part for part in _SEPARATORS.split(text.strip()) if part]
+    if len(parts) <= 1:
+        return endpoint_problem(text.strip())
+    for position, part in enumerate(parts, 1):
+        if (problem := endpoint_problem(part)) is not None:
+            return f"entry {position} of {len(parts)} {problem}"
+    return None
 
 
 _NOT_IN_URLS: Final = re.compile(r"[\s\x00-\x1f\x7f-\x9f\ud800-\udfff]")

@@ -15,27 +15,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final
 
+from .detail_statistics import PoolStatistics, ReplicaStatistics, rounded
+
 LATENCY_WINDOW: Final = 2048  # recent reranks kept for the percentiles
-
-
-@dataclass(frozen=True)
-class PoolStatistics:
-    """What the reranker had to choose from: one entry per recall whose pool it was given."""
-
-    recalls: int = 0
-    mean_size: float | None = None
-    starved_fraction: float | None = None  # pool no larger than what the recall returns: nothing to choose
-    rescued: int = 0  # memories returned that stock's result did not contain
-    floor_dropped: int = 0  # memories the recall would have returned, left out by rerank_min_score
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "recalls": self.recalls,
-            "mean_size": _round(self.mean_size),
-            "starved_fraction": _round(self.starved_fraction),
-            "rescued": self.rescued,
-            "floor_dropped": self.floor_dropped,
-        }
 
 
 @dataclass(frozen=True)
@@ -50,6 +32,7 @@ class RerankerStatistics:
     latency_p50_ms: float | None = None
     latency_p95_ms: float | None = None
     breakers: Mapping[str, str] = field(default_factory=dict)
+    replicas: tuple[ReplicaStatistics, ...] = ()
     queued_pairs: int = 0
     in_flight: int = 0
     shadow_recalls: int = 0
@@ -64,6 +47,7 @@ class RerankerStatistics:
     hedges: int = 0
     retry_budget_exhausted: int = 0
     reranked_after_retry: int = 0
+    failovers: int = 0
     pool: PoolStatistics = field(default_factory=PoolStatistics)
 
     @property
@@ -76,22 +60,25 @@ class RerankerStatistics:
 
     def as_dict(self) -> dict[str, object]:
         """JSON-ready form for the API handlers and the CLI."""
+        return {**self._counters(), "replicas": [r.as_dict() for r in self.replicas]}
+
+    def _counters(self) -> dict[str, object]:
         return {
             "reranks": self.reranks,
             "reranked": self.reranked,
             "http_requests": self.http_requests,
             "pairs_scored": self.pairs_scored,
-            "mean_pairs_per_request": _round(self.mean_pairs_per_request),
+            "mean_pairs_per_request": rounded(self.mean_pairs_per_request),
             "fallbacks": dict(self.fallbacks),
             "fallback_total": self.fallback_total,
-            "latency_p50_ms": _round(self.latency_p50_ms),
-            "latency_p95_ms": _round(self.latency_p95_ms),
+            "latency_p50_ms": rounded(self.latency_p50_ms),
+            "latency_p95_ms": rounded(self.latency_p95_ms),
             "breakers": dict(self.breakers),
             "queued_pairs": self.queued_pairs,
             "in_flight": self.in_flight,
             "shadow_recalls": self.shadow_recalls,
-            "shadow_mean_kept_fraction": _round(self.shadow_mean_kept_fraction),
-            "shadow_mean_displacement": _round(self.shadow_mean_displacement),
+            "shadow_mean_kept_fraction": rounded(self.shadow_mean_kept_fraction),
+            "shadow_mean_displacement": rounded(self.shadow_mean_displacement),
             "last_api": self.last_api,
             "last_error": self.last_error,
             "cancelled": self.cancelled,
@@ -101,12 +88,9 @@ class RerankerStatistics:
             "hedges": self.hedges,
             "retry_budget_exhausted": self.retry_budget_exhausted,
             "reranked_after_retry": self.reranked_after_retry,
+            "failovers": self.failovers,
             "pool": self.pool.as_dict(),
         }
-
-
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 2)
 
 
 class StatsRecorder:
@@ -162,6 +146,10 @@ class StatsRecorder:
     def hedged(self) -> None:
         self._count("hedges")
 
+    def failed_over(self) -> None:
+        """A request went on to another replica after its replica failed or could not take it."""
+        self._count("failovers")
+
     def retry_budget_exhausted(self) -> None:
         self._count("retry_budget_exhausted")
 
@@ -196,7 +184,8 @@ class StatsRecorder:
             self._floor_dropped += floor_dropped
 
     def snapshot(
-        self, *, breakers: Mapping[str, str] | None = None, queued_pairs: int = 0, in_flight: int = 0
+        self, *, breakers: Mapping[str, str] | None = None, queued_pairs: int = 0, in_flight: int = 0,
+        replicas: tuple[ReplicaStatistics, ...] = (),
     ) -> RerankerStatistics:
         with self._lock:
             ordered = sorted(self._latencies)
@@ -209,6 +198,7 @@ class StatsRecorder:
                 latency_p50_ms=_percentile(ordered, 0.50),
                 latency_p95_ms=_percentile(ordered, 0.95),
                 breakers=MappingProxyType(dict(breakers or {})),
+                replicas=replicas,
                 queued_pairs=queued_pairs,
                 in_flight=in_flight,
                 shadow_recalls=self._shadow,
@@ -233,7 +223,7 @@ class StatsRecorder:
 
 
 _EVENTS: Final = ("cancelled", "retries", "stale_connection_retries", "rate_limit_waits", "hedges",
-                  "retry_budget_exhausted", "reranked_after_retry")
+                  "retry_budget_exhausted", "reranked_after_retry", "failovers")
 
 
 class CountOnce:

@@ -1,31 +1,34 @@
-"""The service's per-endpoint state, built from the settings and kept bounded.
+"""The service's per-server and per-route state, built from the settings and kept bounded.
 
-One ``Endpoint`` per base URL and API key: its dispatch state (slots, breaker, retry budget, latency,
-Retry-After) and one batcher per route (dialect, model, instruction, TLS settings) behind it. Every
-distinct key or instruction a process ever sees would otherwise stay for the life of the process, so
-the registry keeps at most ``max_endpoints`` endpoints and ``max_batchers`` batchers each, forgetting
-the least recently used idle ones (nothing queued, nothing in flight) when a new one arrives.
+One ``Endpoint`` per base URL and API key: its dispatch state (slots, breaker, Retry-After, load and
+speed). One group per route: the endpoint or endpoints (replicas of one model) a call goes to, with
+the model, key, TLS settings and instruction, holding one batcher and its replica set. Every distinct
+key or instruction a process ever sees would otherwise stay for the life of the process, so the
+registry keeps at most ``max_endpoints`` endpoints and ``max_groups`` groups, forgetting the least
+recently used idle ones (nothing queued, nothing in flight) when a new one arrives.
 """
 
 from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol, TypeVar
 
 from ..batching.batcher import MicroBatcher
 from ..batching.breaker import BreakerPolicy, CircuitBreaker
-from ..batching.dispatch import Dispatch, DispatchPolicy, SendFn
+from ..batching.dispatch import Dispatch, DispatchPolicy
 from ..batching.endpoint_state import EndpointState
 from ..batching.limiter import EndpointLimiter
+from ..batching.replicas import Replica, ReplicaSet
 from ..batching.retry_budget import RetryBudget
 from ..core.config import RerankerConfig
+from ..core.detail_statistics import ReplicaStatistics
 from ..core.statistics import StatsRecorder
 
 MAX_ENDPOINTS: Final = 32
-MAX_BATCHERS: Final = 8
+MAX_GROUPS: Final = 32
 _SEVERITY: Final = {"closed": 0, "half_open": 1, "open": 2}  # status shows an endpoint's worst breaker
 
 
@@ -33,12 +36,20 @@ _SEVERITY: Final = {"closed": 0, "half_open": 1, "open": 2}  # status shows an e
 class Endpoint:
     url: str
     state: EndpointState
-    batchers: OrderedDict[Hashable, MicroBatcher] = field(default_factory=OrderedDict)
     route_keys: set[tuple[object, ...]] = field(default_factory=set)  # detection entries made through it
 
     @property
     def idle(self) -> bool:
-        return self.state.idle and all(b.idle for b in self.batchers.values())
+        return self.state.idle
+
+
+@dataclass(frozen=True)
+class Members:
+    """What a group's batcher is built from: the replicas with a route, and what their dialects allow."""
+
+    replicas: Sequence[Replica]
+    mixes_queries: bool
+    max_pairs: int
 
 
 def breaker_policy(config: RerankerConfig) -> BreakerPolicy:
@@ -48,7 +59,7 @@ def breaker_policy(config: RerankerConfig) -> BreakerPolicy:
 
 def dispatch_policy(config: RerankerConfig) -> DispatchPolicy:
     delay = config.hedge_delay_ms / 1000.0 if config.hedge_delay_ms > 0 else None
-    return DispatchPolicy(max_retries=config.max_retries, hedge=config.hedge, hedge_delay_s=delay)
+    return DispatchPolicy(max_retries=config.max_retries, hedge=config.hedging, hedge_delay_s=delay)
 
 
 class EndpointRegistry:
@@ -56,43 +67,45 @@ class EndpointRegistry:
 
     def __init__(self, stats: StatsRecorder, *, clock: Callable[[], float] = time.monotonic,
                  on_open: Callable[[Endpoint], None] = lambda endpoint: None,
-                 max_endpoints: int = MAX_ENDPOINTS, max_batchers: int = MAX_BATCHERS) -> None:
+                 max_endpoints: int = MAX_ENDPOINTS, max_groups: int = MAX_GROUPS) -> None:
         self._stats = stats
         self._clock = clock
         self._on_open = on_open
         self._max_endpoints = max_endpoints
-        self._max_batchers = max_batchers
+        self._max_groups = max_groups
         self._endpoints: OrderedDict[tuple[str, str], Endpoint] = OrderedDict()
+        self._groups: OrderedDict[Hashable, MicroBatcher] = OrderedDict()
 
-    def endpoint(self, config: RerankerConfig) -> Endpoint:
-        """The endpoint's state, configured from these settings (created on first use)."""
-        key = (config.endpoint, config.key_fingerprint)
+    def endpoint(self, config: RerankerConfig, url: str) -> Endpoint:
+        """The state of the server at ``url``, configured from these settings (created on first use)."""
+        key = (url, config.key_fingerprint)
         found = self._endpoints.get(key)
         if found is None:
-            _evict_idle(self._endpoints, self._max_endpoints)
-            found = self._endpoints[key] = self._new_endpoint(config)
+            self._evict_idle_endpoints()
+            found = self._endpoints[key] = self._new_endpoint(config, url)
         else:
             self._endpoints.move_to_end(key)
             found.state.limiter.resize(config.max_concurrency)
             found.state.breaker.configure(breaker_policy(config))
-            found.state.budget.configure(ratio=config.retry_budget)
         return found
 
-    def batcher(self, endpoint: Endpoint, key: Hashable, config: RerankerConfig, *, mixes_queries: bool,
-                max_pairs: int, send: Callable[[], SendFn]) -> MicroBatcher:
-        """The route's batcher at this endpoint; ``send`` builds its sender when it is new."""
+    def group(self, key: Hashable, config: RerankerConfig, members: Members) -> MicroBatcher:
+        """The route's batcher, its replica set brought up to date with ``members``."""
         window = config.batch_window_ms / 1000.0
-        batcher = endpoint.batchers.get(key)
+        batcher = self._groups.get(key)
         if batcher is None:
-            _evict_idle(endpoint.batchers, self._max_batchers)
-            dispatch = Dispatch(send(), endpoint.state, self._stats, dispatch_policy(config))
-            batcher = endpoint.batchers[key] = MicroBatcher(
-                dispatch, limiter=endpoint.state.limiter, mixes_queries=mixes_queries, max_pairs=max_pairs,
-                window=window, max_queued_pairs=config.max_queued_pairs)
-        else:
-            endpoint.batchers.move_to_end(key)
-            batcher.dispatch.policy = dispatch_policy(config)
-            batcher.configure(max_pairs=max_pairs, window=window, max_queued_pairs=config.max_queued_pairs)
+            _evict_idle(self._groups, self._max_groups)
+            replicas = ReplicaSet(members.replicas, budget=RetryBudget(ratio=config.retry_budget, clock=self._clock))
+            batcher = self._groups[key] = MicroBatcher(
+                Dispatch(replicas, self._stats, dispatch_policy(config)), mixes_queries=members.mixes_queries,
+                max_pairs=members.max_pairs, window=window, max_queued_pairs=config.max_queued_pairs)
+            return batcher
+        self._groups.move_to_end(key)
+        batcher.dispatch.replicas.update(members.replicas)
+        batcher.dispatch.replicas.budget.configure(ratio=config.retry_budget)
+        batcher.dispatch.policy = dispatch_policy(config)
+        batcher.configure(mixes_queries=members.mixes_queries, max_pairs=members.max_pairs, window=window,
+                          max_queued_pairs=config.max_queued_pairs)
         return batcher
 
     def live_state(self) -> dict[str, object]:
@@ -103,29 +116,55 @@ class EndpointRegistry:
                 breakers[endpoint.url] = state
         return {
             "breakers": breakers,
-            "queued_pairs": sum(b.queued_pairs for e in self._endpoints.values() for b in e.batchers.values()),
+            "queued_pairs": sum(batcher.queued_pairs for batcher in self._groups.values()),
             "in_flight": sum(e.state.limiter.in_flight for e in self._endpoints.values()),
+            "replicas": self._replica_statistics(breakers),
         }
 
     def footprint(self) -> dict[str, int]:
         """How much per-configuration state is kept (tests check that it stays bounded)."""
-        return {"endpoints": len(self._endpoints),
-                "batchers": sum(len(e.batchers) for e in self._endpoints.values())}
+        return {"endpoints": len(self._endpoints), "batchers": len(self._groups)}
 
     async def close(self) -> None:
-        for endpoint in self._endpoints.values():
-            for batcher in endpoint.batchers.values():
-                await batcher.close()
+        for batcher in self._groups.values():
+            await batcher.close()
+        self._groups.clear()
         self._endpoints.clear()
 
-    def _new_endpoint(self, config: RerankerConfig) -> Endpoint:
-        limiter = EndpointLimiter(config.max_concurrency)
-        budget = RetryBudget(ratio=config.retry_budget, clock=self._clock)
+    def _replica_statistics(self, breakers: dict[str, str]) -> tuple[ReplicaStatistics, ...]:
+        """One entry per server URL (all its keys together)."""
+        by_url: dict[str, list[EndpointState]] = {}
+        for endpoint in self._endpoints.values():
+            by_url.setdefault(endpoint.url, []).append(endpoint.state)
+        total = sum(s.pairs_sent for states in by_url.values() for s in states) or 1
+        return tuple(_replica_statistics(url, breakers[url], states, total) for url, states in by_url.items())
+
+    def _new_endpoint(self, config: RerankerConfig, url: str) -> Endpoint:
         holder: list[Endpoint] = []
         breaker = CircuitBreaker(breaker_policy(config), clock=self._clock,
                                  on_open=lambda: self._on_open(holder[0]))
-        holder.append(Endpoint(config.endpoint, EndpointState(limiter, breaker, budget)))
+        holder.append(Endpoint(url, EndpointState(EndpointLimiter(config.max_concurrency), breaker)))
         return holder[0]
+
+    def _evict_idle_endpoints(self) -> None:
+        """An endpoint a group still uses stays: its slots must remain the one count for that server."""
+        used = {id(r.state) for batcher in self._groups.values() for r in batcher.dispatch.replicas.replicas}
+        for key in list(self._endpoints):
+            if len(self._endpoints) < self._max_endpoints:
+                return
+            endpoint = self._endpoints[key]
+            if endpoint.idle and id(endpoint.state) not in used:
+                del self._endpoints[key]
+
+
+def _replica_statistics(url: str, breaker: str, states: list[EndpointState], total: int) -> ReplicaStatistics:
+    pairs = sum(s.pairs_sent for s in states)
+    measured = [s for s in states if s.seconds_per_request is not None]
+    latency = max((s.seconds_per_request or 0.0) for s in measured) * 1000 if measured else None
+    per_pair = max((s.seconds_per_pair or 0.0) for s in measured) * 1000 if measured else None
+    return ReplicaStatistics(url=url, breaker=breaker, pairs=pairs, share=pairs / total,
+                             in_flight=sum(s.limiter.in_flight for s in states), latency_ms=latency,
+                             ms_per_pair=per_pair)
 
 
 class _Forgettable(Protocol):

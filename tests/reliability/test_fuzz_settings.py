@@ -16,7 +16,8 @@ import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from usr.plugins.a0_reranker.core.config import NUMERIC_RANGES, RerankerConfig, endpoint_problem, settings_keys
+from usr.plugins.a0_reranker.core.config import NUMERIC_RANGES, RerankerConfig, settings_keys
+from usr.plugins.a0_reranker.core.endpoint_url import endpoint_problem
 from usr.plugins.a0_reranker.core.errors import ConfigError
 
 pytestmark = pytest.mark.fuzz

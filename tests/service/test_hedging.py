@@ -22,7 +22,7 @@ OVERLOADED = Respond(503, {"error": {"message": "The server is overloaded", "typ
 
 async def detected(**settings: Any) -> tuple[RunningServer, RerankerConfig]:
     server = await start_server("vllm", scorer=encoding_scorer)
-    config = RerankerConfig(endpoint=server.url, api="rerank", hedge=True, **{"timeout": 5.0, **settings})
+    config = RerankerConfig(endpoint=server.url, api="rerank", hedge="on", **{"timeout": 5.0, **settings})
     assert await runtime.rerank_async(*recall(0, 4), config=config) is not None
     server.reset()
     return server, config

@@ -13,6 +13,7 @@ from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreak
 from usr.plugins.a0_reranker.batching.dispatch import Dispatch, DispatchPolicy
 from usr.plugins.a0_reranker.batching.endpoint_state import EndpointState
 from usr.plugins.a0_reranker.batching.limiter import EndpointLimiter
+from usr.plugins.a0_reranker.batching.replicas import Replica, ReplicaSet
 from usr.plugins.a0_reranker.batching.retry_budget import RetryBudget
 from usr.plugins.a0_reranker.core.dialects import ScoreBatch
 from usr.plugins.a0_reranker.core.errors import DeadlineExceeded, MalformedAnswer, Overloaded, RerankError, ServerError
@@ -61,9 +62,10 @@ class Server:
 def make_batcher(server: Server, *, mixes: bool = True, cap: int = 4, max_pairs: int = 100, window: float = 0.01,
                  max_queued: int = 10_000, breaker: CircuitBreaker | None = None) -> MicroBatcher:
     """A batcher whose requests are never retried, so each test sees exactly one attempt per request."""
-    state = EndpointState(EndpointLimiter(cap), breaker or CircuitBreaker(BreakerPolicy(cooldown=60)), RetryBudget())
-    dispatch = Dispatch(server.send, state, StatsRecorder(), DispatchPolicy(max_retries=0, stale_retries=0))
-    return MicroBatcher(dispatch, limiter=state.limiter, mixes_queries=mixes, max_pairs=max_pairs, window=window,
+    state = EndpointState(EndpointLimiter(cap), breaker or CircuitBreaker(BreakerPolicy(cooldown=60)))
+    replicas = ReplicaSet([Replica("http://server", state, server.send)], budget=RetryBudget())
+    dispatch = Dispatch(replicas, StatsRecorder(), DispatchPolicy(max_retries=0, stale_retries=0))
+    return MicroBatcher(dispatch, mixes_queries=mixes, max_pairs=max_pairs, window=window,
                         max_queued_pairs=max_queued)
 
 

@@ -138,7 +138,7 @@ def test_status_shows_the_worst_breaker_of_an_endpoint_used_with_several_keys() 
     try:
         for key in ("", "key-one", "key-two"):
             endpoint = service._registry.endpoint(RerankerConfig(endpoint="http://h:1", api_key=key,
-                                                                 breaker_failures=1))
+                                                                 breaker_failures=1), "http://h:1")
             if key == "key-one":
                 fail(endpoint.state.breaker)
         assert service.live_state()["breakers"] == {"http://h:1": "open"}

@@ -8,9 +8,9 @@ from usr.plugins.a0_reranker.core.config import (
     QWEN3_DEFAULT_INSTRUCTION,
     RerankerConfig,
     load_default_settings,
-    normalize_endpoint,
     settings_keys,
 )
+from usr.plugins.a0_reranker.core.endpoint_url import normalize_endpoint
 from usr.plugins.a0_reranker.core.errors import ConfigError
 
 

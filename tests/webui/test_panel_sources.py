@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from support.a0_layout import REPO_ROOT
-from usr.plugins.a0_reranker.core.config import API_MODES, NUMERIC_RANGES, RerankerConfig, setting_key
+from usr.plugins.a0_reranker.core.config import API_MODES, HEDGE_MODES, NUMERIC_RANGES, RerankerConfig, setting_key
 
 WEBUI = REPO_ROOT / "webui"
 CONFIG_HTML = (WEBUI / "config.html").read_text(encoding="utf-8")
@@ -76,7 +76,7 @@ def test_api_key_is_a_password_field_and_the_api_choices_are_the_modes() -> None
     fields = parsed()
     [(tag, attributes)] = fields.fields["rerank_api_key"]["controls"]
     assert tag == "input" and attributes["type"] == "password"
-    assert fields.options == list(API_MODES)
+    assert fields.options == list(API_MODES) + list(HEDGE_MODES)  # the two selects, in panel order
 
 
 def test_schema_limits_are_core_configs() -> None:
@@ -89,6 +89,8 @@ def test_schema_limits_are_core_configs() -> None:
         expected = {"bool": "bool", "int": "integer", "float": "number"}.get(str(f.type), "text")
         if f.name == "api":
             assert rule == {"type": "choice", "choices": list(API_MODES)}
+        elif f.name == "hedge":
+            assert rule == {"type": "choice", "choices": list(HEDGE_MODES)}
         elif f.name == "endpoint":
             assert rule == {"type": "url"}
         else:

@@ -1,0 +1,87 @@
+"""The replicas one batcher's requests can go to, and how one is chosen for each attempt.
+
+Power of two choices (as Finagle's and Envoy's least-request balancers do): of the replicas that can
+take a request now (breaker admitting, no Retry-After pending), pick two at random and take the one
+that costs less: its observed seconds per pair times its pairs in flight plus one. A replica never
+measured costs nothing, so a new one gets traffic at once, and a slow one gets a smaller share by
+itself. Each replica keeps its own concurrency cap and breaker (its ``EndpointState``); the retry
+budget and the latency window that sets the hedging delay belong to the set. With one replica all of
+this is that replica's slots.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from ..core.dialects import ScoreBatch
+from .endpoint_state import EndpointState
+from .latency import LatencyWindow
+from .limiter import EndpointLimiter, acquire_any
+from .retry_budget import RetryBudget
+
+# send(batch, deadline, fresh): one HTTP exchange; ``fresh`` asks for a new connection (after a stale one)
+SendFn = Callable[[ScoreBatch, float, bool], Awaitable[list[float]]]
+
+
+@dataclass(eq=False)
+class Replica:
+    """One server of the set: where it is, its dispatch state, and how to send it a batch."""
+
+    url: str
+    state: EndpointState
+    send: SendFn
+
+
+class ReplicaSet:
+    """Use on the owner loop only. ``update`` replaces the members as routes are found or lost."""
+
+    def __init__(self, replicas: Sequence[Replica], *, budget: RetryBudget, rng: random.Random | None = None
+                 ) -> None:
+        self.replicas: tuple[Replica, ...] = tuple(replicas)
+        self.budget = budget
+        self.latency = LatencyWindow()
+        self._rng = rng or random.Random()
+
+    def update(self, replicas: Sequence[Replica]) -> None:
+        """New members (routes found or lost); a member keeps its object, so requests holding it still
+        name it, and takes the new sender."""
+        known = {r.url: r for r in self.replicas}
+        for replica in replicas:
+            kept = known.get(replica.url)
+            if kept is not None and kept.state is replica.state:
+                kept.send = replica.send
+        self.replicas = tuple(known[r.url] if r.url in known and known[r.url].state is r.state else r
+                              for r in replicas)
+
+    @property
+    def in_flight(self) -> int:
+        return sum(r.state.limiter.in_flight for r in self.replicas)
+
+    def ready(self, exclude: Iterable[Replica] = ()) -> list[Replica]:
+        """The members that could take a request now (their breaker admits, no Retry-After pending)."""
+        left_out = {r.url for r in exclude}
+        return [r for r in self.replicas
+                if r.url not in left_out and r.state.breaker.would_admit() and not r.state.rate_limited()]
+
+    def pick(self, candidates: Sequence[Replica]) -> Replica:
+        """Power of two choices on cost."""
+        if len(candidates) == 1:
+            return candidates[0]
+        first, second = self._rng.sample(list(candidates), 2)
+        return first if first.state.cost <= second.state.cost else second
+
+    async def acquire(self, *, exclude: Iterable[Replica] = (), priority: bool = False) -> Replica:
+        """A slot on a replica that can take a request (the cheaper of two with room, or the first to
+        free one). When none is ready, any member: its attempt is then refused at once, not queued."""
+        left_out = {r.url for r in exclude}
+        candidates = self.ready(exclude) or [r for r in self.replicas if r.url not in left_out] or list(self.replicas)
+        free = [r for r in candidates if r.state.limiter.has_room()]
+        if free:
+            chosen = self.pick(free)
+            chosen.state.limiter.take()
+            return chosen
+        by_limiter: dict[EndpointLimiter, Replica] = {r.state.limiter: r for r in candidates}
+        granted = await acquire_any(list(by_limiter), priority=priority)
+        return by_limiter[granted]
