@@ -1,7 +1,8 @@
 """One short line in the agent's A0 log per reranked or shadow-scored recall, so a user can watch it work.
 
 It says how many candidates were scored, how many were returned, how long it took, which API
-answered (and whether the request had to be sent again), how much the order changed (memories kept
+answered (whether the request had to be sent again, and the replica that answered when it failed
+over to another), how much the order changed (memories kept
 in the top ``limit`` and their mean shift), how many returned memories the stock result did not hold
 (rescued) and how many the relevance floor left out; on a fallback, why. Never document text (a
 server's error body may echo documents) and never the key.
@@ -26,6 +27,8 @@ def describe(outcome: RecallOutcome[Any], source: str) -> str:
         return fallback_line(outcome.reason or "error", source, outcome.candidates, returned, outcome.elapsed_s)
     order = f"kept {change.kept}/{change.limit} of the stock top, mean shift {change.mean_displacement:.1f}"
     via = f"via {outcome.api}" + (f" after {_retries(outcome.retries)}" if outcome.retries else "")
+    if outcome.failover_to:  # the replica is named only then: which one answered matters when one failed
+        via += f" (failed over to {outcome.failover_to})"
     if outcome.applied:
         return (f"Reranked {source}: {outcome.candidates} candidates -> {returned} returned in {ms} ms "
                 f"{via}; {order}{_pool_effects(outcome)}")

@@ -74,7 +74,6 @@ class Dispatch:
         """The scores, or None when every waiter left first. Raises the error that ended the request.
         The request comes holding a slot of one replica (``request.replica``)."""
         self.replicas.budget.record_request()
-        stale = 0
         last_error: RerankError | None = None
         request.fresh = False
         request.first_replica = request.replica.url if request.replica is not None else ""
@@ -89,12 +88,7 @@ class Dispatch:
                 scores = await self._attempt_maybe_hedged(request, replica, permit)
             except RerankError as exc:
                 last_error = exc
-                kind = retry_kind(exc)
-                if kind == "now" and stale < self.policy.stale_retries and self._spend_budget():
-                    stale, request.fresh = stale + 1, True
-                    self._stats.retried("stale_connection")
-                    continue
-                await self._retry_or_raise(exc, kind, request, replica)
+                await self._retry_or_raise(exc, retry_kind(exc), request, replica)
             else:
                 if request.fresh and request.retries == 0:
                     self.replicas.budget.refund()  # the stale resend cost the server nothing after all
@@ -103,7 +97,13 @@ class Dispatch:
 
     async def _retry_or_raise(self, exc: RerankError, kind: RetryKind, request: Request, replica: Replica) -> None:
         """Go on to another replica at once, or wait for this one, or give up by raising ``exc``."""
-        if kind in ("never", "now") or request.retries >= self.policy.max_retries:
+        if kind == "now" and not request.fresh and not self.replicas.ready(exclude=[replica]):
+            if self.policy.stale_retries <= 0 or not self._spend_budget():
+                raise exc
+            request.fresh = True  # the stale pooled connection's request again, on a new connection
+            self._stats.retried("stale_connection")
+            return
+        if kind == "never" or (kind == "now" and request.fresh) or request.retries >= self.policy.max_retries:
             raise exc
         if self.replicas.ready(exclude=[replica]):
             if not self._spend_budget():
@@ -168,13 +168,17 @@ class Dispatch:
             permit.report("down" if request.abandoned_at_deadline else "neutral")
             raise
         except RerankError as exc:
-            permit.report(health_of(exc))
+            health = health_of(exc)
+            permit.report(health)
+            if health in ("down", "failure"):
+                state.failed()
             if isinstance(exc, RateLimited):
                 wait = exc.retry_after if exc.retry_after is not None else self._backoff(0)
                 state.hold_off(time.monotonic() + wait)
             raise
         except Exception as exc:  # a bug in building or parsing: a failed attempt, never a stranded request
             permit.report("failure")
+            state.failed()
             raise RerankError(f"unexpected error: {exc!r}") from exc
         finally:
             state.outstanding_pairs -= len(batch)

@@ -14,6 +14,8 @@ from .breaker import CircuitBreaker
 from .limiter import EndpointLimiter
 
 EWMA_WEIGHT: Final = 0.3  # of the newest answer: a replica that slows down is noticed within a few requests
+FAILURE_HALF_LIFE_S: Final = 5.0  # a replica's recent failures weigh half as much this much later
+FAILURE_WEIGHT: Final = 20.0  # a replica failing every request looks 21 times as costly to the balancer
 
 
 @dataclass(eq=False)
@@ -26,6 +28,8 @@ class EndpointState:
     seconds_per_request: float | None = None
     pairs_sent: int = 0
     answers: int = 0
+    failure_score: float = 0.0  # EWMA of recent attempts' failures (1) and successes (0)
+    failure_at: float = 0.0  # when ``failure_score`` was last raised
 
     def hold_off(self, until: float) -> None:
         """No attempt to this endpoint before ``until`` (a later Retry-After only extends it)."""
@@ -49,12 +53,26 @@ class EndpointState:
         """A request of ``pairs`` pairs came back fine after ``seconds``."""
         self.seconds_per_pair = _ewma(self.seconds_per_pair, seconds / max(pairs, 1))
         self.seconds_per_request = _ewma(self.seconds_per_request, seconds)
+        self.failure_score = _ewma(self.failure_score, 0.0)
         self.answers += 1
+
+    def failed(self) -> None:
+        """An attempt failed here (not a 429, a stale connection or a cancellation)."""
+        self.failure_score = self.recent_failures() + EWMA_WEIGHT * (1.0 - self.recent_failures())
+        self.failure_at = time.monotonic()
+
+    def recent_failures(self) -> float:
+        """The failure score, fading with time: a replica that failed a while ago gets tried again."""
+        if not self.failure_score:
+            return 0.0
+        return self.failure_score * 0.5 ** ((time.monotonic() - self.failure_at) / FAILURE_HALF_LIFE_S)
 
     @property
     def cost(self) -> float:
-        """What one more request costs here, for the balancer: its speed times its load."""
-        return (self.seconds_per_pair or 0.0) * (self.outstanding_pairs + 1)
+        """What one more request costs here, for the balancer: its speed times its load, raised by its
+        recent failures (so a failing replica is left alone before its breaker even opens)."""
+        base = (self.seconds_per_pair or 0.0) * (self.outstanding_pairs + 1) + 1e-9 * self.outstanding_pairs
+        return (base or 1e-9) * (1.0 + FAILURE_WEIGHT * self.recent_failures())
 
     @property
     def idle(self) -> bool:

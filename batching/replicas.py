@@ -2,11 +2,13 @@
 
 Power of two choices (as Finagle's and Envoy's least-request balancers do): of the replicas that can
 take a request now (breaker admitting, no Retry-After pending), pick two at random and take the one
-that costs less: its observed seconds per pair times its pairs in flight plus one. A replica never
-measured costs nothing, so a new one gets traffic at once, and a slow one gets a smaller share by
-itself. Each replica keeps its own concurrency cap and breaker (its ``EndpointState``); the retry
-budget and the latency window that sets the hedging delay belong to the set. With one replica all of
-this is that replica's slots.
+that costs less: its observed seconds per pair times its pairs in flight plus one, raised by its
+recent failures. The request then waits for a slot of that replica if all are taken: the expected
+wait behind a fast replica's few pairs can be shorter than a slow replica's own time. A replica
+never measured costs next to nothing, so a new one gets traffic at once, and a slow or failing one
+gets a smaller share by itself. Each replica keeps its own concurrency cap and breaker (its
+``EndpointState``); the retry budget and the latency window that sets the hedging delay belong to
+the set. With one replica all of this is that replica's slots.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from dataclasses import dataclass
 from ..core.dialects import ScoreBatch
 from .endpoint_state import EndpointState
 from .latency import LatencyWindow
-from .limiter import EndpointLimiter, acquire_any
 from .retry_budget import RetryBudget
 
 # send(batch, deadline, fresh): one HTTP exchange; ``fresh`` asks for a new connection (after a stale one)
@@ -73,15 +74,11 @@ class ReplicaSet:
         return first if first.state.cost <= second.state.cost else second
 
     async def acquire(self, *, exclude: Iterable[Replica] = (), priority: bool = False) -> Replica:
-        """A slot on a replica that can take a request (the cheaper of two with room, or the first to
-        free one). When none is ready, any member: its attempt is then refused at once, not queued."""
+        """A slot on the replica of lower cost among two that can take a request, waiting for one of
+        its slots if it has none free (waiting for a fast replica can beat a slow one at once). When
+        none is ready, any member: its attempt is then refused at once, not queued."""
         left_out = {r.url for r in exclude}
         candidates = self.ready(exclude) or [r for r in self.replicas if r.url not in left_out] or list(self.replicas)
-        free = [r for r in candidates if r.state.limiter.has_room()]
-        if free:
-            chosen = self.pick(free)
-            chosen.state.limiter.take()
-            return chosen
-        by_limiter: dict[EndpointLimiter, Replica] = {r.state.limiter: r for r in candidates}
-        granted = await acquire_any(list(by_limiter), priority=priority)
-        return by_limiter[granted]
+        chosen = self.pick(candidates)
+        await chosen.state.limiter.acquire(priority=priority)
+        return chosen

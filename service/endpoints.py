@@ -147,14 +147,9 @@ class EndpointRegistry:
         return holder[0]
 
     def _evict_idle_endpoints(self) -> None:
-        """An endpoint a group still uses stays: its slots must remain the one count for that server."""
-        used = {id(r.state) for batcher in self._groups.values() for r in batcher.dispatch.replicas.replicas}
-        for key in list(self._endpoints):
-            if len(self._endpoints) < self._max_endpoints:
-                return
-            endpoint = self._endpoints[key]
-            if endpoint.idle and id(endpoint.state) not in used:
-                del self._endpoints[key]
+        """Forget the least recently used idle endpoints. A group still naming one gets the state that
+        replaces it on its next call (``ReplicaSet.update``); idle, the old one holds no slot."""
+        _evict_idle(self._endpoints, self._max_endpoints)
 
 
 def _replica_statistics(url: str, breaker: str, states: list[EndpointState], total: int) -> ReplicaStatistics:

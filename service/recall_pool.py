@@ -47,6 +47,7 @@ class RecallOutcome(Generic[D]):
     reason: str = ""  # why the stock order was kept, when the reranker did not answer
     message: str = ""
     retries: int = 0  # requests sent again before the reranker answered
+    failover_to: str = ""  # the replica that answered, when a request had to go on to another one
     relevance: list[float] | None = None  # the ranking's scores on the one 0-1 scale, in ranking order
     rescued: int = 0  # returned documents from outside the stock top ``limit``
     floor_dropped: int = 0  # documents of the best ``limit`` left out because they scored below the floor
@@ -80,7 +81,8 @@ async def rerank_pool(
     change = order_change(order, len(stock))
     relevance = normalize([score for _, score in ranking], result.scale)
     scored = RecallOutcome(stock, applied=False, scored=True, candidates=len(pool), elapsed_s=elapsed,
-                           api=api, change=change, ranking=ranking, relevance=relevance, retries=result.retries)
+                           api=api, change=change, ranking=ranking, relevance=relevance, retries=result.retries,
+                           failover_to=result.failover_to)
     if not config.apply:
         runtime.stats_recorder().shadow_compared(change.kept / change.limit if change.limit else 1.0,
                                                  change.mean_displacement)
@@ -97,8 +99,8 @@ def _choose(scored: RecallOutcome[D], pool: Sequence[D], result: RerankResult, l
     return RecallOutcome(
         [pool[index] for index in kept], applied=True, scored=True, candidates=scored.candidates,
         elapsed_s=scored.elapsed_s, api=scored.api, change=scored.change, ranking=scored.ranking,
-        retries=scored.retries, relevance=relevance, rescued=sum(1 for index in kept if index >= limit),
-        floor_dropped=len(scored.documents) - len(kept),
+        retries=scored.retries, failover_to=scored.failover_to, relevance=relevance,
+        rescued=sum(1 for index in kept if index >= limit), floor_dropped=len(scored.documents) - len(kept),
     )
 
 

@@ -1,0 +1,155 @@
+"""Several replicas of one model behind ``rerank_endpoint`` (issue: replicas): each detected on its own,
+requests balanced over them, a failed request sent on to another at once, a stalled one hedged on
+another, every replica ejected: stock at once. Through the public API against loopback servers."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from support.encoding import encoding_scorer, recall
+from support.servers import Delay, Disconnect, Hang, RecordedRequest, Respond, RunningServer, start_server
+from usr.plugins.a0_reranker.core.config import RerankerConfig
+from usr.plugins.a0_reranker.service import runtime
+
+pytestmark = pytest.mark.anyio
+
+OVERLOADED = Respond(503, {"error": {"message": "The server is overloaded", "type": "ServiceUnavailableError",
+                                     "param": None, "code": 503}})
+
+
+def closed_port_url() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+@pytest.fixture
+async def three() -> AsyncIterator[list[RunningServer]]:
+    servers = [await start_server("vllm", scorer=encoding_scorer) for _ in range(3)]
+    yield servers
+    for server in servers:
+        await server.close()
+
+
+def config_for(*urls: str, **settings: Any) -> RerankerConfig:
+    return RerankerConfig(endpoint=", ".join(urls), api="rerank", **{"timeout": 5.0, **settings})
+
+
+def posts(server: RunningServer) -> int:
+    return sum(1 for r in server.requests if r.method == "POST")
+
+
+def expected(n: int = 4) -> list[int]:
+    return list(range(n - 1, -1, -1))  # the encoding scorer ranks later memories higher
+
+
+async def recalls(config: RerankerConfig, queries: range, concurrency: int = 12) -> list[Any]:
+    """The results, ``concurrency`` recalls at a time."""
+    results: list[Any] = []
+    for first in range(queries.start, queries.stop, concurrency):
+        batch = range(first, min(first + concurrency, queries.stop))
+        results += await asyncio.gather(*(runtime.rerank_result_async(*recall(q, 4), config=config) for q in batch))
+    return results
+
+
+def assert_all_reranked(results: list[Any]) -> None:
+    """Each in the server's order; a fallback's reason is in the failure message."""
+    fallbacks = [f"{r.reason}: {r.message}" for r in results if r.ranking is None]
+    assert not fallbacks, fallbacks
+    assert all([i for i, _ in r.ranking] == expected() for r in results)
+
+
+async def test_requests_are_spread_over_every_replica(three: list[RunningServer]) -> None:
+    config = config_for(*(s.url for s in three))
+    assert_all_reranked(await recalls(config, range(1, 121)))
+    counts = [posts(s) for s in three]
+    assert all(count >= 10 for count in counts), counts  # 120 recalls: none of the three left idle
+    shown = {r.url: r for r in runtime.statistics().replicas}
+    assert all(shown[s.url].pairs > 0 and shown[s.url].breaker == "closed" for s in three)
+
+
+async def test_a_slow_replica_gets_a_smaller_share_by_itself(three: list[RunningServer]) -> None:
+    slow = three[2]
+    slow.set_fault(lambda r: Delay(0.1) if r.method == "POST" else None)
+    config = config_for(*(s.url for s in three), hedge="off")
+    assert_all_reranked(await recalls(config, range(1, 241)))
+    pairs = {r.url: r.pairs for r in runtime.statistics().replicas}
+    fast = min(pairs[three[0].url], pairs[three[1].url])
+    assert pairs[slow.url] < 0.5 * fast, pairs
+
+
+async def test_each_replica_is_detected_on_its_own_and_speaks_its_own_dialect() -> None:
+    tei = await start_server("tei", scorer=encoding_scorer, max_client_batch_size=8)
+    vllm = await start_server("vllm", scorer=encoding_scorer)
+    try:
+        config = config_for(tei.url, vllm.url)
+        assert_all_reranked(await recalls(config, range(1, 41), concurrency=8))
+        assert posts(tei) > 0 and posts(vllm) > 0
+        assert all(len(r.json["texts"]) <= 8 for r in tei.requests if r.path == "/rerank")
+        assert all("documents" in r.json for r in vllm.requests if r.path == "/rerank")
+    finally:
+        await tei.close()
+        await vllm.close()
+
+
+def fail_from_now(fault: Any) -> Any:
+    return lambda request: fault if request.method == "POST" else None
+
+
+@pytest.mark.parametrize("fault", [OVERLOADED, Disconnect()], ids=["503", "reset"])
+async def test_a_failed_request_goes_on_to_another_replica_at_once(three: list[RunningServer], fault: Any) -> None:
+    config = config_for(*(s.url for s in three))
+    # Every replica detected, and enough requests in the retry budget's window that failing over the
+    # requests of the first moments (before the failing replica looks costly) fits in its 20%.
+    assert_all_reranked(await recalls(config, range(1, 61)))
+    broken = three[0]
+    before = posts(broken)
+    broken.set_fault(fail_from_now(fault))
+    assert_all_reranked(await recalls(config, range(100, 160)))
+    stats = runtime.statistics()
+    assert stats.fallback_total == 0 and stats.failovers > 0 and stats.retry_budget_exhausted == 0
+    # Its failures make it look costly at once, so it gets few of the 60 (a third would be 20), and
+    # its breaker ejects it when it gets enough.
+    assert stats.breakers[broken.url] == "open" or posts(broken) - before <= 12, posts(broken) - before
+
+
+async def test_a_replica_refusing_connections_is_ejected_and_the_others_answer(three: list[RunningServer]) -> None:
+    dead = closed_port_url()
+    config = config_for(three[0].url, dead, three[1].url, breaker_cooldown=60)
+    assert_all_reranked(await recalls(config, range(1, 61)))
+    stats = runtime.statistics()
+    assert stats.breakers[dead] == "open" and stats.fallback_total == 0
+
+
+async def test_every_replica_ejected_gives_stock_at_once() -> None:
+    config = config_for(closed_port_url(), closed_port_url(), timeout=1.0, breaker_cooldown=60)
+    for q in range(6):
+        assert await runtime.rerank_async(*recall(q, 4), config=config) is None
+    stats = runtime.statistics()
+    assert {stats.breakers[url] for url in config.endpoints} == {"open"}
+    assert stats.fallbacks.get("breaker_open", 0) >= 1
+
+
+async def test_a_stalled_request_is_hedged_on_another_replica(three: list[RunningServer]) -> None:
+    config = config_for(three[0].url, three[1].url, hedge_delay_ms=50)  # hedging: auto, so on with two
+    assert_all_reranked(await recalls(config, range(1, 31)))  # both detected, latency known
+    stalled = {"done": False}
+
+    def stall_once(request: RecordedRequest) -> Any:
+        if request.method == "POST" and not stalled["done"]:
+            stalled["done"] = True
+            return Hang()
+        return None
+
+    for server in three[:2]:
+        server.set_fault(stall_once)
+    result = await runtime.rerank_result_async(*recall(9, 4), config=config)
+    assert result.ranking is not None and result.failover_to in {three[0].url, three[1].url}
+    assert runtime.statistics().hedges == 1
+    for server in three[:2]:
+        await server.wait_until(lambda s: s.in_flight == 0)  # the stalled loser was cancelled
