@@ -22,7 +22,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any, Final
 
-from ..batching.process_state import shared
+from ..process.registry import Slot
 
 log = logging.getLogger("a0_reranker")
 
@@ -88,13 +88,17 @@ def memory_class() -> type | None:
     return found if isinstance(found, type) else None
 
 
+_LOCK: Final[Slot[threading.Lock]] = Slot("memory_patch_lock", threading.Lock)
+_PATCHED: Final[Slot[weakref.WeakSet[type]]] = Slot("memory_patch_classes", weakref.WeakSet)
+
+
 def _lock() -> threading.Lock:
-    return shared("memory_patch_lock", threading.Lock)
+    return _LOCK.get()
 
 
 def _patched() -> weakref.WeakSet[type]:
     """Every Memory class we wrapped in this process (old ones too, for uninstall)."""
-    return shared("memory_patch_classes", weakref.WeakSet)
+    return _PATCHED.get()
 
 
 def ensure_installed() -> bool:

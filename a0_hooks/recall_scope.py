@@ -5,7 +5,7 @@ it just after; ``_50`` starts its search task in between, and the task keeps a c
 (ContextVars are copied into ``create_task``). Deletion, consolidation, the dashboard and the
 background memorize thread never see it, so the memory wrapper passes those straight through.
 
-The ContextVar lives in the process registry (``batching.process_state``), not in this module: A0
+The ContextVar lives in the process registry (``process.registry``), not in this module: A0
 purges ``usr.plugins.*`` modules at runtime, and the wrapper installed before a purge must read the
 same variable our freshly imported extensions write after it.
 """
@@ -18,10 +18,9 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from ..batching.process_state import shared
+from ..process.registry import Slot
 
 Source = Literal["recall", "memory_load"]
-_VAR_NAME: Final = "recall_scope"
 
 
 @dataclass(frozen=True)
@@ -33,8 +32,12 @@ class RecallScope:
     source: Source
 
 
+_SCOPE: Final[Slot[ContextVar[RecallScope | None]]] = Slot(
+    "recall_scope", lambda: ContextVar("a0_reranker_recall_scope", default=None))
+
+
 def _var() -> ContextVar[RecallScope | None]:
-    return shared(_VAR_NAME, lambda: ContextVar("a0_reranker_recall_scope", default=None))
+    return _SCOPE.get()
 
 
 def current() -> RecallScope | None:

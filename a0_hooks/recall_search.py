@@ -18,7 +18,6 @@ raised by the store in the first search propagate unchanged; nothing of ours rai
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -26,7 +25,6 @@ from typing import Any
 
 from ..core.config import RerankerConfig
 from ..core.errors import ConfigError
-from ..core.recall_budget import GUARD_GRACE_S
 from ..service import runtime
 from ..service.recall_pool import rerank_pool
 from . import plugin_state, recall_log, recall_scope, settings
@@ -105,13 +103,8 @@ async def _choose(scope: RecallScope, call: SearchCall, config: RerankerConfig, 
         runtime.stats_recorder().pool_seen(len(pool), len(stock))
         return stock
     started = time.monotonic()
-    try:
-        outcome = await asyncio.wait_for(
-            rerank_pool(call.query, pool, limit=len(stock), config=config), config.timeout + GUARD_GRACE_S
-        )
-    except TimeoutError:  # the service overran its own deadline: counted apart from its "timeout"
-        _fallback(scope, "recall_deadline", len(pool), len(stock), started)
-        return stock
+    try:  # returns by rerank_timeout plus the one backstop grace (service.runtime), whatever the server does
+        outcome = await rerank_pool(call.query, pool, limit=len(stock), config=config)
     except Exception:
         log.exception("a0_reranker: unexpected error while reranking (recall keeps its stock order)")
         _fallback(scope, "error", len(pool), len(stock), started)

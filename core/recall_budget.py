@@ -4,29 +4,32 @@ A0's recall extension runs the memories search and then the solutions search ins
 ``asyncio.wait_for(..., SEARCH_TIMEOUT)`` of 30 s (v1.7 and newer); past it the recall is cancelled
 and the agent's turn goes on without memories. Each reranked search costs two store searches
 (milliseconds) and one rerank, which keeps ``rerank_timeout`` itself (its retries and hedges
-included) and is cut off ``GUARD_GRACE_S`` after it at the latest. So the worst case of one recall is
-about twice ``rerank_timeout + GUARD_GRACE_S``; settings that exceed A0's limit get a warning.
+included): its caller's backstop gives up ``BACKSTOP_GRACE_S`` after it at the latest. So the worst
+case of one recall is about twice ``rerank_timeout + BACKSTOP_GRACE_S``, plus the store searches;
+settings that exceed A0's limit get a warning (the largest safe timeout, in whole seconds, is 14).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Final
 
 from .config import RerankerConfig, setting_key
+from .deadline import BACKSTOP_GRACE_S
 
 A0_SEARCH_TIMEOUT_S: Final = 30.0
 SEARCHES_PER_RECALL: Final = 2  # memories, then solutions
-GUARD_GRACE_S: Final = 2.0  # the recall code's own cut-off after rerank_timeout, for a misbehaving path
+STORE_SEARCHES_S: Final = 1.0  # the recall's four store searches, query embeddings included, at most
 
 
 def worst_recall_s(config: RerankerConfig) -> float:
     """The longest one recall can wait for the reranker."""
-    return SEARCHES_PER_RECALL * (config.timeout + GUARD_GRACE_S)
+    return SEARCHES_PER_RECALL * (config.timeout + BACKSTOP_GRACE_S) + STORE_SEARCHES_S
 
 
 def longest_safe_timeout_s() -> float:
     """The largest ``rerank_timeout`` whose worst case stays within A0's recall limit."""
-    return A0_SEARCH_TIMEOUT_S / SEARCHES_PER_RECALL - GUARD_GRACE_S
+    return float(math.floor((A0_SEARCH_TIMEOUT_S - STORE_SEARCHES_S) / SEARCHES_PER_RECALL - BACKSTOP_GRACE_S))
 
 
 def warnings(config: RerankerConfig) -> list[str]:

@@ -226,23 +226,6 @@ _EVENTS: Final = ("cancelled", "retries", "stale_connection_retries", "rate_limi
                   "retry_budget_exhausted", "reranked_after_retry", "failovers")
 
 
-class CountOnce:
-    """Who records one rerank's outcome: the service when it finishes, or the caller that abandoned
-    it at the deadline. They run on different threads and may finish at the same moment; whichever
-    claims first counts, the other does not, so no call is counted twice or not at all."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._claimed = False
-
-    def claim(self) -> bool:
-        with self._lock:
-            if self._claimed:
-                return False
-            self._claimed = True
-            return True
-
-
 def _percentile(ordered: list[float], fraction: float) -> float | None:
     """Nearest-rank percentile of an already sorted list."""
     if not ordered:

@@ -28,7 +28,7 @@ from ..core.probe_report import ProbeReport
 from ..core.ranking import cut_head, ranked, sent_texts, tighter_limits
 from ..core.redaction import shown
 from ..core.scores import PROBABILITY, ScoreScale
-from ..core.statistics import CountOnce, RerankerStatistics, StatsRecorder
+from ..core.statistics import RerankerStatistics, StatsRecorder
 from .detection import Route, probe_endpoint, tls_of
 from .endpoints import Endpoint, EndpointRegistry, Members
 from .routes import RouteBook
@@ -72,27 +72,23 @@ class RerankService:
         self._registry = EndpointRegistry(stats, clock=clock, on_open=self._routes.forget_endpoint)
 
     async def rerank(
-        self, query: str, documents: Sequence[str], config: RerankerConfig, deadline: float,
-        ticket: CountOnce | None = None,
+        self, query: str, documents: Sequence[str], config: RerankerConfig, deadline: float
     ) -> RerankResult:
         """Best-first ``(index, score)`` pairs, or no ranking with the reason counted. Never raises
-        but cancellation (counted as such). With a ``ticket`` an outcome is counted only if the
-        caller has not already given up and counted a timeout itself (see ``CountOnce``)."""
+        but cancellation (counted as such). Every outcome is counted here, once."""
         started = time.monotonic()
         self._stats.rerank_started()
         try:
             scoring = await self._rerank(query, documents, config, deadline)
         except RerankError as exc:
-            return self._fallback(exc.reason, _masked(str(exc), config, query, documents), ticket)
+            return self._fallback(exc.reason, _masked(str(exc), config, query, documents))
         except asyncio.CancelledError:
-            if ticket is None or ticket.claim():
-                self._stats.rerank_cancelled()
+            self._stats.rerank_cancelled()
             raise
         except Exception as exc:
             log.exception("a0_reranker: unexpected error while reranking (recall keeps its stock order)")
-            return self._fallback("error", f"unexpected error: {type(exc).__name__}", ticket)
-        if ticket is None or ticket.claim():
-            self._stats.rerank_succeeded(time.monotonic() - started, scoring.api, retried=scoring.retries > 0)
+            return self._fallback("error", f"unexpected error: {type(exc).__name__}")
+        self._stats.rerank_succeeded(time.monotonic() - started, scoring.api, retried=scoring.retries > 0)
         return RerankResult(scoring.ranking, api=scoring.api, retries=scoring.retries, scale=scoring.scale,
                             failover_to=scoring.failover_to)
 
@@ -183,11 +179,10 @@ class RerankService:
 
         return send
 
-    def _fallback(self, reason: str, text: str, ticket: CountOnce | None) -> RerankResult:
-        """Count a fallback (``text`` is already masked) unless the caller counted its own timeout."""
-        if ticket is None or ticket.claim():
-            self._stats.fallback(reason, text)
-            log.debug("a0_reranker: fallback to the stock order (%s): %s", reason, text)
+    def _fallback(self, reason: str, text: str) -> RerankResult:
+        """Count a fallback (``text`` is already masked)."""
+        self._stats.fallback(reason, text)
+        log.debug("a0_reranker: fallback to the stock order (%s): %s", reason, text)
         return RerankResult(None, reason=reason, message=text)
 
 

@@ -1,8 +1,10 @@
 """The public engine API: reach the one owner loop of this process from any thread or event loop.
 
-``rerank_async`` and ``rerank`` compute the deadline once, hand the work to the owner loop and wait
-for it no longer than that deadline; they return None instead of raising. The sync facade has no
-logic of its own, and refuses to run on the owner thread, where it would deadlock.
+``rerank_async`` and ``rerank`` compute the deadline once and hand the work to the owner loop, which
+enforces the deadline and decides (and counts) the outcome. The caller waits one grace longer as a
+backstop against a stuck loop (``core.deadline``) and counts nothing; both forms share that one wait
+(``_Handover``). They return None instead of raising. The sync form has no logic of its own, and
+refuses to run on the owner thread, where it would deadlock.
 """
 
 from __future__ import annotations
@@ -11,47 +13,28 @@ import asyncio
 import atexit
 import concurrent.futures
 import logging
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, Generic, TypeVar
 
-from ..batching.owner_loop import OwnerLoop
-from ..batching.process_state import discard, peek, shared
 from ..core.config import RerankerConfig
+from ..core.deadline import backstop_remaining, deadline_in
 from ..core.probe_report import ProbeReport
-from ..core.statistics import CountOnce, RerankerStatistics, StatsRecorder
+from ..core.statistics import RerankerStatistics, StatsRecorder
+from ..process.owner_loop import OwnerLoop
+from ..process.registry import Slot
 from .reranker_service import Ranking, RerankResult, RerankService
 
 log = logging.getLogger("a0_reranker")
+T = TypeVar("T")
 
-_RUNTIME = "runtime"
-_STATS = "stats"
-HANDOVER_S = 1.0  # a guard only: a result the service already counted is set on its future at once
-# The owner loop enforces the deadline itself (the batcher's timers, the transport's timeouts) and
-# decides the outcome; a caller waits this much longer before its backstop gives up on a stuck loop.
-BACKSTOP_GRACE_S = 0.05
-TIMED_OUT = RerankResult(None, reason="timeout", message="no answer before rerank_timeout")
+TIMED_OUT: Final = RerankResult(None, reason="timeout", message="no answer before rerank_timeout")
 
 
 @dataclass(frozen=True)
 class Runtime:
     owner: OwnerLoop
     service: RerankService
-
-
-def stats_recorder() -> StatsRecorder:
-    """The process's counters (they outlive a restarted owner loop)."""
-    return shared(_STATS, StatsRecorder)
-
-
-def runtime() -> Runtime:
-    """The process's owner loop and service, started on first use (and again after a fork)."""
-    current: Runtime = shared(_RUNTIME, _start)
-    if not current.owner.alive:
-        discard(_RUNTIME)
-        current = shared(_RUNTIME, _start)
-    return current
 
 
 def _start() -> Runtime:
@@ -61,9 +44,33 @@ def _start() -> Runtime:
     return current
 
 
+_RUNTIME: Final = Slot("runtime", _start)
+_STATS: Final = Slot("stats", StatsRecorder)
+
+
+def stats_recorder() -> StatsRecorder:
+    """The process's counters (they outlive a restarted owner loop)."""
+    return _STATS.get()
+
+
+def runtime() -> Runtime:
+    """The process's owner loop and service, started on first use (and again after a fork)."""
+    current = _RUNTIME.get()
+    if not current.owner.alive:
+        _RUNTIME.discard()
+        current = _RUNTIME.get()
+    return current
+
+
+def running() -> Runtime | None:
+    """The runtime if one is running, without starting one."""
+    current = _RUNTIME.peek()
+    return current if current is not None and current.owner.alive else None
+
+
 def shutdown() -> None:
     """Stop the owner loop and close its HTTP session (tests, uninstall). The next call starts afresh."""
-    current = discard(_RUNTIME)
+    current = _RUNTIME.discard()
     if current is not None:
         _stop(current)
 
@@ -110,35 +117,35 @@ def _counted(refusal: RerankResult) -> RerankResult:
 
 
 @dataclass(frozen=True)
-class _Submitted:
-    """A rerank handed to the owner loop: its future, its deadline, and who counts its outcome."""
+class _Handover(Generic[T]):
+    """Work handed to the owner loop, and the one wait for its outcome, blocking or awaited: until the
+    deadline plus the backstop grace; past it the caller gets ``late`` and the owner loop, which
+    decides and counts the outcome at the deadline, goes on without it."""
 
-    future: concurrent.futures.Future[RerankResult]
+    future: concurrent.futures.Future[T]
     deadline: float
-    ticket: CountOnce
+    late: T
 
-    @property
-    def remaining(self) -> float:
-        """Until the backstop: the deadline plus a grace for the owner loop to hand its outcome over."""
-        return max(0.0, self.deadline + BACKSTOP_GRACE_S - time.monotonic())
+    @classmethod
+    def start(cls, current: Runtime, deadline: float, late: T, func: Callable[..., Coroutine[Any, Any, T]],
+              *args: Any) -> _Handover[T]:
+        return cls(current.owner.submit(func, *args), deadline, late)
 
-    def abandon(self) -> bool:
-        """The backstop passed without an outcome. True: this caller gave up first, so the work is
-        cancelled and the timeout counted here. False: the service decided at the same moment and
-        counted its own outcome; its result is being handed over, so take it."""
-        if not self.ticket.claim():
-            return False
-        self.future.cancel()
-        stats_recorder().fallback("timeout", TIMED_OUT.message)
-        log.debug("a0_reranker: fallback to the stock order (timeout): %s", TIMED_OUT.message)
-        return True
+    def result(self) -> T:
+        try:
+            return self.future.result(timeout=backstop_remaining(self.deadline))
+        except TimeoutError:
+            return self.late
 
-
-def _submit(current: Runtime, query: str, documents: Sequence[str], config: RerankerConfig,
-            deadline: float) -> _Submitted:
-    ticket = CountOnce()
-    future = current.owner.submit(current.service.rerank, query, list(documents), config, deadline, ticket)
-    return _Submitted(future, deadline, ticket)
+    async def result_async(self) -> T:
+        try:
+            return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(self.future)),
+                                          backstop_remaining(self.deadline))
+        except TimeoutError:
+            return self.late
+        except asyncio.CancelledError:
+            self.future.cancel()  # the caller left: the owner loop counts the rerank as cancelled
+            raise
 
 
 async def rerank_result_async(query: str, documents: Sequence[str], *, config: RerankerConfig) -> RerankResult:
@@ -147,32 +154,23 @@ async def rerank_result_async(query: str, documents: Sequence[str], *, config: R
     refusal = _refusal(query, documents, config)
     if refusal is not None:
         return refusal
-    deadline = time.monotonic() + config.timeout
+    deadline = deadline_in(config.timeout)
     try:
         current = runtime()
         if current.owner.is_current_thread():
             return await current.service.rerank(query, list(documents), config, deadline)
-        job = _submit(current, query, documents, config, deadline)
+        handover = _Handover.start(current, deadline, TIMED_OUT, current.service.rerank, query, list(documents),
+                                   config, deadline)
     except Exception:
         log.exception("a0_reranker: could not reach the reranker's event loop")
         return RerankResult(None, reason="error", message="the reranker's event loop is not available")
     try:
-        return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(job.future)), job.remaining)
-    except TimeoutError:
-        pass
+        return await handover.result_async()
     except asyncio.CancelledError:
-        job.future.cancel()
         raise
     except Exception:
         log.exception("a0_reranker: unexpected error while waiting for a rerank")
         return RerankResult(None, reason="error", message="unexpected error while waiting")
-    if job.abandon():
-        return TIMED_OUT
-    try:
-        return await asyncio.wait_for(asyncio.wrap_future(job.future), HANDOVER_S)
-    except Exception:
-        log.exception("a0_reranker: a finished rerank was not handed over")
-        return TIMED_OUT
 
 
 async def rerank_async(query: str, documents: Sequence[str], *, config: RerankerConfig) -> Ranking | None:
@@ -184,37 +182,44 @@ def rerank(query: str, documents: Sequence[str], *, config: RerankerConfig) -> R
     """The blocking form, for threads (also one whose own event loop is running). Never raises."""
     if _refusal(query, documents, config) is not None:
         return None
-    deadline = time.monotonic() + config.timeout
+    deadline = deadline_in(config.timeout)
     try:
         current = runtime()
         if current.owner.is_current_thread():
             log.error("a0_reranker: rerank() was called on the reranker's own loop; use rerank_async()")
             return None
-        job = _submit(current, query, documents, config, deadline)
-        try:
-            return job.future.result(timeout=job.remaining).ranking
-        except TimeoutError:
-            return None if job.abandon() else job.future.result(timeout=HANDOVER_S).ranking
+        return _Handover.start(current, deadline, TIMED_OUT, current.service.rerank, query, list(documents),
+                               config, deadline).result().ranking
     except Exception:
         log.exception("a0_reranker: unexpected error in rerank()")
         return None
 
 
-async def probe_async(config: RerankerConfig) -> ProbeReport:
-    """Live connection test (bypasses the detection cache). Never raises."""
+def _probe_refusal(config: Any) -> ProbeReport | None:
     if not isinstance(config, RerankerConfig):
         return ProbeReport.failure("", "config: expected a RerankerConfig", (), 0.0)
     if not config.configured:
         return ProbeReport.failure("", "no endpoint is set", (), 0.0)
-    deadline = time.monotonic() + config.timeout
+    return None
+
+
+def _probe_late(config: RerankerConfig) -> ProbeReport:
+    return ProbeReport.failure(config.endpoint, f"no answer within {config.timeout:g} s", (), config.timeout)
+
+
+async def probe_async(config: RerankerConfig) -> ProbeReport:
+    """Live connection test (bypasses the detection cache). Never raises."""
+    if (refusal := _probe_refusal(config)) is not None:
+        return refusal
+    deadline = deadline_in(config.timeout)
     try:
         current = runtime()
         if current.owner.is_current_thread():
             return await current.service.probe(config, deadline)
-        future = current.owner.submit(current.service.probe, config, deadline)
-        return await asyncio.wait_for(asyncio.wrap_future(future), deadline - time.monotonic() + 0.5)
-    except TimeoutError:
-        return ProbeReport.failure(config.endpoint, f"no answer within {config.timeout:g} s", (), config.timeout)
+        return await _Handover.start(current, deadline, _probe_late(config), current.service.probe, config,
+                                     deadline).result_async()
+    except asyncio.CancelledError:
+        raise
     except Exception as exc:
         log.exception("a0_reranker: connection test failed unexpectedly")
         return ProbeReport.failure(config.endpoint, f"unexpected error: {type(exc).__name__}", (), 0.0)
@@ -222,16 +227,15 @@ async def probe_async(config: RerankerConfig) -> ProbeReport:
 
 def probe(config: RerankerConfig) -> ProbeReport:
     """Blocking form of ``probe_async`` for threads and the CLI."""
-    if not isinstance(config, RerankerConfig):
-        return ProbeReport.failure("", "config: expected a RerankerConfig", (), 0.0)
-    if not config.configured:
-        return ProbeReport.failure("", "no endpoint is set", (), 0.0)
+    if (refusal := _probe_refusal(config)) is not None:
+        return refusal
     try:
         current = runtime()
         if current.owner.is_current_thread():
             return ProbeReport.failure(config.endpoint, "probe() called on the reranker's own loop", (), 0.0)
-        deadline = time.monotonic() + config.timeout
-        return current.owner.call(current.service.probe, config, deadline)
+        deadline = deadline_in(config.timeout)
+        return _Handover.start(current, deadline, _probe_late(config), current.service.probe, config,
+                               deadline).result()
     except Exception as exc:
         log.exception("a0_reranker: connection test failed unexpectedly")
         return ProbeReport.failure(config.endpoint, f"unexpected error: {type(exc).__name__}", (), 0.0)
@@ -239,8 +243,8 @@ def probe(config: RerankerConfig) -> ProbeReport:
 
 def statistics() -> RerankerStatistics:
     """Counters plus the live state (breakers, queue, in flight); does not start the owner loop."""
-    current: Runtime | None = peek(_RUNTIME)
-    if current is None or not current.owner.alive or current.owner.is_current_thread():
+    current = running()
+    if current is None or current.owner.is_current_thread():
         return stats_recorder().snapshot()
     try:
         return current.owner.call(_async_statistics, current.service)

@@ -202,7 +202,7 @@ async def test_a_timeout_past_a0s_recall_limit_is_warned(a0: A0) -> None:
     a0.configure_global(endpoint="http://127.0.0.1:9", timeout=20)
     reply = (await asyncio.to_thread(post, a0, "status", {})).json()
     [warning] = reply["settings_warnings"]
-    assert warning.startswith("rerank_timeout 20 s: a recall reranks two searches") and "13 s or below" in warning
+    assert warning.startswith("rerank_timeout 20 s: a recall reranks two searches") and "14 s or below" in warning
     tool = (await a0.new_agent(profile="").call_tool("reranker_status", {})).message
     assert f"- Setting warning: {warning}" in tool
     with serve_in_thread("infinity") as server:

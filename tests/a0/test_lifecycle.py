@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from support.servers import RunningServer
-from usr.plugins.a0_reranker.batching import process_state
 
 from .conftest import A0, memory_text
 
@@ -53,10 +52,10 @@ async def test_uninstall_hook_restores_the_original_and_stops_the_runtime(a0: A0
     agent = a0.new_agent()
     await a0.seed(agent, 16)
     assert is_reranked(await recalled(a0, agent, "alpha beta"))
-    assert process_state.peek("runtime") is not None
+    assert a0.ours("service.runtime").running() is not None
     a0.plugins.call_plugin_hook("a0_reranker", "uninstall")  # as A0's uninstall_plugin() calls it
     assert a0.Memory.__dict__[METHOD] is original
-    assert process_state.peek("runtime") is None
+    assert a0.ours("service.runtime").running() is None
 
 
 async def test_uninstalling_the_plugin_leaves_stock_a0(a0: A0, server: RunningServer) -> None:

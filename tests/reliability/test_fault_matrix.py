@@ -40,7 +40,7 @@ from reliability.kit import (
 )
 from reliability.tls_server import tls_server
 
-from support.counters import stats_until
+from support.counters import settled_statistics, stats_until
 from support.servers import (
     Delay,
     Disconnect,
@@ -102,7 +102,7 @@ def assert_stock_fallback(calls: Calls, reason: str, config: RerankerConfig) -> 
     assert same_objects(calls.recall.documents, calls.pool[:LIMIT])
     bound = config.timeout + SLACK
     assert calls.ranking_s <= bound and calls.recall_s <= bound, (calls.ranking_s, calls.recall_s)
-    stats = runtime.statistics()
+    stats = settled_statistics()
     assert dict(stats.fallbacks) == {reason: 2}, (stats.fallbacks, stats.last_error)
     assert calls.recall.reason == reason
 

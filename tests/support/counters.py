@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import anyio
@@ -23,3 +24,19 @@ async def stats_until(condition: Callable[[RerankerStatistics], bool], within_s:
             if condition(stats):
                 return stats
             await anyio.sleep(0.005)
+
+
+def accounted(stats: RerankerStatistics) -> bool:
+    """Every rerank started has its outcome counted (the owner loop counts each once, at the latest at
+    its deadline; a caller's backstop may return a grace after that, before the count lands)."""
+    return stats.reranks == stats.reranked + stats.fallback_total + stats.cancelled
+
+
+def settled_statistics(within_s: float = 10.0) -> RerankerStatistics:
+    """``stats_until(accounted)`` for code that is not on an event loop."""
+    deadline = time.monotonic() + within_s
+    while True:
+        stats = runtime.statistics()
+        if accounted(stats) or time.monotonic() > deadline:
+            return stats
+        time.sleep(0.005)  # polling a counter the owner loop writes; the condition decides

@@ -97,9 +97,10 @@ def test_pool_counters() -> None:
 
 
 def test_the_recall_budget_warns_past_a0s_30_seconds() -> None:
-    assert recall_budget.worst_recall_s(RerankerConfig()) == 2 * (10 + recall_budget.GUARD_GRACE_S)
+    grace, store = recall_budget.BACKSTOP_GRACE_S, recall_budget.STORE_SEARCHES_S
+    assert recall_budget.worst_recall_s(RerankerConfig()) == 2 * (10 + grace) + store
     assert recall_budget.warnings(RerankerConfig()) == []
-    assert recall_budget.longest_safe_timeout_s() == 13
-    assert recall_budget.warnings(RerankerConfig(timeout=13)) == []
+    assert recall_budget.longest_safe_timeout_s() == 14
+    assert recall_budget.warnings(RerankerConfig(timeout=14)) == []
     [warning] = recall_budget.warnings(RerankerConfig(timeout=20))
-    assert warning.startswith("rerank_timeout 20 s:") and "44 s" in warning and "13 s or below" in warning
+    assert warning.startswith("rerank_timeout 20 s:") and "41.1 s" in warning and "14 s or below" in warning
