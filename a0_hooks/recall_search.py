@@ -25,7 +25,7 @@ from typing import Any
 
 from ..core.config import RerankerConfig
 from ..core.errors import ConfigError
-from ..service import runtime
+from ..service.accounting import Accounting
 from ..service.recall_pool import rerank_pool
 from . import plugin_state, recall_log, recall_scope, settings
 from .recall_scope import RecallScope
@@ -100,7 +100,7 @@ async def _choose(scope: RecallScope, call: SearchCall, config: RerankerConfig, 
                   pool: list[Any]) -> Any:
     """The reranker's best ``len(stock)`` of the pool (A0's answer first), or on any failure ``stock``."""
     if len(pool) < 2:
-        runtime.stats_recorder().pool_seen(len(pool), len(stock))
+        Accounting().pool(len(pool), len(stock))
         return stock
     started = time.monotonic()
     try:  # returns by rerank_timeout plus the one backstop grace (service.runtime), whatever the server does
@@ -114,7 +114,7 @@ async def _choose(scope: RecallScope, call: SearchCall, config: RerankerConfig, 
 
 
 def _fallback(scope: RecallScope, reason: str, candidates: int, returned: int, started: float) -> None:
-    runtime.stats_recorder().fallback(reason)
+    Accounting().fell_back(reason)
     line = recall_log.fallback_line(reason, scope.source, candidates, returned, time.monotonic() - started)
     recall_log.write(scope.agent, line)
 
@@ -122,5 +122,5 @@ def _fallback(scope: RecallScope, reason: str, candidates: int, returned: int, s
 def _note_bad_settings(scope: RecallScope, exc: ConfigError) -> None:
     """Name the bad keys (not their values) in the agent's log and count a fallback."""
     keys = ", ".join(sorted({problem.split(":", 1)[0] for problem in exc.problems}))
-    runtime.stats_recorder().fallback("config", f"invalid settings: {keys}")
+    Accounting().fell_back("config", f"invalid settings: {keys}")
     recall_log.write(scope.agent, f"Reranker skipped, recall runs stock: invalid settings ({keys})")

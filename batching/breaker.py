@@ -12,10 +12,12 @@ input the model refuses says nothing about the server's health and is not counte
 Open, it refuses every attempt until ``cooldown`` has passed; then it is half-open and admits up to
 ``probes`` attempts, closing once that many have succeeded and opening again on the first failure.
 
-Admission and outcome are one thing: ``admit`` hands out a ``Permit`` (or None), and the permit
-reports its outcome exactly once. Used as a context manager it always reports: success on a clean
-exit, the error's verdict on a ``RerankError``, and nothing held (neutral) on cancellation. A permit
-from before the last change of state reports into nothing. Used on the owner loop only.
+Admission and outcome are one thing, and ``attempt`` is how every attempt (a request, a retry, a
+hedge, a detection) goes through the breaker: it hands out a ``Permit`` or raises ``BreakerOpen``,
+and the permit, a context manager, reports its outcome exactly once: success on a clean exit, the
+error's verdict on an error, and on cancellation what ``on_cancel`` says (neutral: nothing held; down:
+the caller gave up at its deadline, the server was too slow). A permit from before the last change
+of state reports into nothing. Used on the owner loop only.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Literal
 
+from ..core.errors import BreakerOpen
 from .verdicts import Health, health_of
 
 State = Literal["closed", "open", "half_open"]
@@ -46,7 +49,7 @@ class BreakerPolicy:
 class Permit:
     """One attempt's admission; report its outcome once (later reports are ignored)."""
 
-    __slots__ = ("_breaker", "_epoch", "_settled", "admitted_at", "probe")
+    __slots__ = ("_breaker", "_epoch", "_settled", "admitted_at", "on_cancel", "probe")
 
     def __init__(self, breaker: CircuitBreaker, epoch: int, probe: bool, admitted_at: float) -> None:
         self._breaker = breaker
@@ -54,6 +57,7 @@ class Permit:
         self._settled = False
         self.probe = probe
         self.admitted_at = admitted_at
+        self.on_cancel: Callable[[], Health] = lambda: "neutral"
 
     @property
     def settled(self) -> bool:
@@ -71,7 +75,7 @@ class Permit:
         if exc is None:
             self.report("success")
         elif isinstance(exc, asyncio.CancelledError):
-            self.report("neutral")
+            self.report(self.on_cancel())
         else:
             self.report(health_of(exc))
 
@@ -105,6 +109,15 @@ class CircuitBreaker:
         """Whether an attempt would be admitted now, without taking anything (a fast refusal for callers)."""
         state = self._state_at(self._clock())
         return state == "closed" or (state == "half_open" and self._probe_room())
+
+    def attempt(self, on_cancel: Callable[[], Health] | None = None) -> Permit:
+        """A permit for one attempt (a context manager that reports its outcome), or ``BreakerOpen``."""
+        permit = self.admit()
+        if permit is None:
+            raise BreakerOpen("the reranker failed repeatedly; skipping it until the breaker's next probe")
+        if on_cancel is not None:
+            permit.on_cancel = on_cancel
+        return permit
 
     def admit(self) -> Permit | None:
         """A permit for one attempt, or None while open. One read of the clock decides."""

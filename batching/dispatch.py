@@ -22,11 +22,27 @@ from typing import Protocol
 
 from ..core.dialects import ScoreBatch
 from ..core.errors import BreakerOpen, DeadlineExceeded, MalformedAnswer, RateLimited, RerankError
-from ..core.statistics import StatsRecorder
 from .breaker import Permit
+from .endpoint_state import EndpointState
 from .hedging import race
 from .replicas import Replica, ReplicaSet
 from .verdicts import RetryKind, health_of, retry_kind
+
+
+class DispatchEvents(Protocol):
+    """What the dispatch step reports, to be counted (``service.accounting`` records it)."""
+
+    def on_request(self, pairs: int) -> None: ...
+
+    def on_retry(self, cause: str) -> None: ...
+
+    def on_rate_limit_wait(self) -> None: ...
+
+    def on_failover(self) -> None: ...
+
+    def on_hedge(self) -> None: ...
+
+    def on_budget_spent(self) -> None: ...
 
 
 class Request(Protocol):
@@ -63,10 +79,10 @@ class DispatchPolicy:
 class Dispatch:
     """Carries out the requests of one batcher over its replica set; lives on the owner loop."""
 
-    def __init__(self, replicas: ReplicaSet, stats: StatsRecorder, policy: DispatchPolicy = DispatchPolicy(),
+    def __init__(self, replicas: ReplicaSet, events: DispatchEvents, policy: DispatchPolicy = DispatchPolicy(),
                  rng: random.Random | None = None) -> None:
         self.replicas = replicas
-        self._stats = stats
+        self._events = events
         self.policy = policy
         self._rng = rng or random.Random()
 
@@ -79,11 +95,12 @@ class Dispatch:
         request.first_replica = request.replica.url if request.replica is not None else ""
         while request.has_waiters:
             replica = await self._replica_for(request)
-            permit = replica.state.breaker.admit()
-            if permit is None:
+            try:
+                permit = self._permit(request, replica)
+            except BreakerOpen as refused:
                 if await self._fail_over(request, replica):
                     continue
-                raise last_error or BreakerOpen("the reranker failed repeatedly; skipping it until the breaker's probe")
+                raise (last_error or refused) from None
             try:
                 scores = await self._attempt_maybe_hedged(request, replica, permit)
             except RerankError as exc:
@@ -101,7 +118,7 @@ class Dispatch:
             if self.policy.stale_retries <= 0 or not self._spend_budget():
                 raise exc
             request.fresh = True  # the stale pooled connection's request again, on a new connection
-            self._stats.retried("stale_connection")
+            self._events.on_retry("stale_connection")
             return
         if kind == "never" or (kind == "now" and request.fresh) or request.retries >= self.policy.max_retries:
             raise exc
@@ -120,7 +137,7 @@ class Dispatch:
 
     def _count_retry(self, request: Request, kind: RetryKind) -> None:
         request.retries += 1
-        self._stats.retried(kind)
+        self._events.on_retry(kind)
 
     # --- replicas -------------------------------------------------------------------------------
 
@@ -133,7 +150,7 @@ class Dispatch:
             assert request.replica is not None
             return request.replica
         if await replica.state.wait_out_retry_after(request.deadline):
-            self._stats.rate_limit_wait()
+            self._events.on_rate_limit_wait()
         return replica
 
     async def _fail_over(self, request: Request, failed: Replica) -> bool:
@@ -148,47 +165,52 @@ class Dispatch:
                 self.replicas.acquire(exclude=[failed], priority=True), max(remaining, 0.0))
         except TimeoutError:
             raise DeadlineExceeded("no replica had a free slot before the deadline") from None
-        self._stats.failed_over()
+        self._events.on_failover()
         return True
 
     # --- one attempt ----------------------------------------------------------------------------
 
+    def _permit(self, request: Request, replica: Replica) -> Permit:
+        """The replica breaker's permit for one attempt; a cancelled attempt counts against the server
+        only when its last caller gave up at the deadline (it was too slow)."""
+        return replica.state.breaker.attempt(on_cancel=lambda: "down" if request.abandoned_at_deadline else "neutral")
+
     async def _attempt(self, request: Request, replica: Replica, permit: Permit) -> list[float]:
         batch = request.batch
         state = replica.state
-        self._stats.request_sent(len(batch))
+        self._events.on_request(len(batch))
         state.outstanding_pairs += len(batch)
         state.pairs_sent += len(batch)
         started = time.monotonic()
         try:
-            scores = await replica.send(batch, request.deadline, request.fresh)
-            if len(scores) != len(batch):
-                raise MalformedAnswer(f"expected {len(batch)} scores, got {len(scores)}")
-        except asyncio.CancelledError:
-            permit.report("down" if request.abandoned_at_deadline else "neutral")
-            raise
+            with permit:
+                scores = await replica.send(batch, request.deadline, request.fresh)
+                if len(scores) != len(batch):
+                    raise MalformedAnswer(f"expected {len(batch)} scores, got {len(scores)}")
         except RerankError as exc:
-            health = health_of(exc)
-            permit.report(health)
-            if health in ("down", "failure"):
-                state.failed()
-            if isinstance(exc, RateLimited):
-                wait = exc.retry_after if exc.retry_after is not None else self._backoff(0)
-                state.hold_off(time.monotonic() + wait)
+            self._failed(state, exc)
+            raise
+        except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug in building or parsing: a failed attempt, never a stranded request
-            permit.report("failure")
             state.failed()
             raise RerankError(f"unexpected error: {exc!r}") from exc
         finally:
             state.outstanding_pairs -= len(batch)
-        permit.report("success")
         elapsed = time.monotonic() - started
         state.answered(elapsed, len(batch))
         self.replicas.latency.record(elapsed)
         if replica.url != request.first_replica:
             request.answered_by = replica.url
         return scores
+
+    def _failed(self, state: EndpointState, exc: RerankError) -> None:
+        """What a failed attempt tells the balancer, and a 429's hold on the replica."""
+        if health_of(exc) in ("down", "failure"):
+            state.failed()
+        if isinstance(exc, RateLimited):
+            wait = exc.retry_after if exc.retry_after is not None else self._backoff(0)
+            state.hold_off(time.monotonic() + wait)
 
     # --- retries on the same replica ------------------------------------------------------------
 
@@ -207,7 +229,7 @@ class Dispatch:
     def _spend_budget(self) -> bool:
         if self.replicas.budget.try_spend():
             return True
-        self._stats.retry_budget_exhausted()
+        self._events.on_budget_spent()
         return False
 
     def _backoff(self, retries: int) -> float:
@@ -246,12 +268,10 @@ class Dispatch:
         exclude = [primary] if others else []
         replica = await self.replicas.acquire(exclude=exclude, priority=True)
         try:
-            permit = replica.state.breaker.admit()
-            if permit is None or not request.has_waiters:
-                if permit is not None:
-                    permit.report("neutral")
-                raise BreakerOpen("no hedge: the breaker refused it")
-            self._stats.hedged()
+            if not request.has_waiters:
+                raise BreakerOpen("no hedge: every caller left")
+            permit = self._permit(request, replica)
+            self._events.on_hedge()
             return await self._attempt(request, replica, permit)
         finally:
             replica.state.limiter.release()

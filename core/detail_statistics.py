@@ -1,13 +1,24 @@
 """The detailed parts of a statistics snapshot: what the reranker had to choose from (the recall
-pools), and how each replica is doing. Plain frozen data, like the rest of the snapshot."""
+pools), and how each replica is doing. Plain frozen data, like the rest of the snapshot; the JSON form
+of any of them is ``json_ready(dataclasses.asdict(...))``."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any, Final
+
+_DIGITS: Final = {"share": 3, "ms_per_pair": 3}  # small fractions keep one more digit; the rest two
 
 
-def rounded(value: float | None, digits: int = 2) -> float | None:
-    return None if value is None else round(value, digits)
+def json_ready(value: Any, key: str = "") -> Any:
+    """``value`` (a dict from ``asdict``) with its floats rounded for the status panel and the CLI."""
+    if isinstance(value, dict):
+        return {k: json_ready(v, k) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_ready(v, key) for v in value]
+    if isinstance(value, float):
+        return round(value, _DIGITS.get(key, 2))
+    return value
 
 
 @dataclass(frozen=True)
@@ -20,14 +31,8 @@ class PoolStatistics:
     rescued: int = 0  # memories returned that stock's result did not contain
     floor_dropped: int = 0  # memories the recall would have returned, left out by rerank_min_score
 
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "recalls": self.recalls,
-            "mean_size": rounded(self.mean_size),
-            "starved_fraction": rounded(self.starved_fraction),
-            "rescued": self.rescued,
-            "floor_dropped": self.floor_dropped,
-        }
+    def as_dict(self) -> dict[str, Any]:
+        return json_ready(asdict(self))
 
 
 
@@ -43,7 +48,5 @@ class ReplicaStatistics:
     latency_ms: float | None  # per request, exponentially weighted
     ms_per_pair: float | None
 
-    def as_dict(self) -> dict[str, object]:
-        return {"url": self.url, "breaker": self.breaker, "pairs": self.pairs, "share": rounded(self.share, 3),
-                "in_flight": self.in_flight, "latency_ms": rounded(self.latency_ms),
-                "ms_per_pair": rounded(self.ms_per_pair, 3)}
+    def as_dict(self) -> dict[str, Any]:
+        return json_ready(asdict(self))

@@ -11,11 +11,10 @@ import math
 import threading
 from collections import Counter, deque
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import Final
+from dataclasses import asdict, dataclass, field
+from typing import Any, Final
 
-from .detail_statistics import PoolStatistics, ReplicaStatistics, rounded
+from .detail_statistics import PoolStatistics, ReplicaStatistics, json_ready
 
 LATENCY_WINDOW: Final = 2048  # recent reranks kept for the percentiles
 
@@ -58,39 +57,11 @@ class RerankerStatistics:
     def fallback_total(self) -> int:
         return sum(self.fallbacks.values())
 
-    def as_dict(self) -> dict[str, object]:
-        """JSON-ready form for the API handlers and the CLI."""
-        return {**self._counters(), "replicas": [r.as_dict() for r in self.replicas]}
-
-    def _counters(self) -> dict[str, object]:
-        return {
-            "reranks": self.reranks,
-            "reranked": self.reranked,
-            "http_requests": self.http_requests,
-            "pairs_scored": self.pairs_scored,
-            "mean_pairs_per_request": rounded(self.mean_pairs_per_request),
-            "fallbacks": dict(self.fallbacks),
-            "fallback_total": self.fallback_total,
-            "latency_p50_ms": rounded(self.latency_p50_ms),
-            "latency_p95_ms": rounded(self.latency_p95_ms),
-            "breakers": dict(self.breakers),
-            "queued_pairs": self.queued_pairs,
-            "in_flight": self.in_flight,
-            "shadow_recalls": self.shadow_recalls,
-            "shadow_mean_kept_fraction": rounded(self.shadow_mean_kept_fraction),
-            "shadow_mean_displacement": rounded(self.shadow_mean_displacement),
-            "last_api": self.last_api,
-            "last_error": self.last_error,
-            "cancelled": self.cancelled,
-            "retries": self.retries,
-            "stale_connection_retries": self.stale_connection_retries,
-            "rate_limit_waits": self.rate_limit_waits,
-            "hedges": self.hedges,
-            "retry_budget_exhausted": self.retry_budget_exhausted,
-            "reranked_after_retry": self.reranked_after_retry,
-            "failovers": self.failovers,
-            "pool": self.pool.as_dict(),
-        }
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form for the API handlers and the CLI: every field, and the two derived figures."""
+        data = asdict(self) | {"mean_pairs_per_request": self.mean_pairs_per_request,
+                               "fallback_total": self.fallback_total}
+        return json_ready(data)
 
 
 class StatsRecorder:
@@ -194,10 +165,10 @@ class StatsRecorder:
                 reranked=self._reranked,
                 http_requests=self._requests,
                 pairs_scored=self._pairs,
-                fallbacks=MappingProxyType(dict(self._fallbacks)),
+                fallbacks=dict(self._fallbacks),
                 latency_p50_ms=_percentile(ordered, 0.50),
                 latency_p95_ms=_percentile(ordered, 0.95),
-                breakers=MappingProxyType(dict(breakers or {})),
+                breakers=dict(breakers or {}),
                 replicas=replicas,
                 queued_pairs=queued_pairs,
                 in_flight=in_flight,

@@ -20,6 +20,7 @@ from ..a0_hooks.settings import resolve_config
 from ..core.config import RerankerConfig
 from ..core.errors import ConfigError
 from ..service import runtime
+from ..service.accounting import Accounting
 
 __all__ = ["rerank", "rerank_async"]
 
@@ -33,7 +34,7 @@ def _config_or_none(config: Config) -> RerankerConfig | None:
         return resolve_config(config)
     except ConfigError as exc:
         log.warning("a0_reranker: settings are invalid, not reranking: %s", exc)
-        runtime.stats_recorder().fallback("config", str(exc))
+        Accounting().fell_back("config", str(exc))
     except Exception:
         log.exception("a0_reranker: could not read the settings, not reranking")
     return None

@@ -18,14 +18,13 @@ from typing import Final, Protocol, TypeVar
 
 from ..batching.batcher import MicroBatcher
 from ..batching.breaker import BreakerPolicy, CircuitBreaker
-from ..batching.dispatch import Dispatch, DispatchPolicy
+from ..batching.dispatch import Dispatch, DispatchEvents, DispatchPolicy
 from ..batching.endpoint_state import EndpointState
 from ..batching.limiter import EndpointLimiter
 from ..batching.replicas import Replica, ReplicaSet
 from ..batching.retry_budget import RetryBudget
 from ..core.config import RerankerConfig
 from ..core.detail_statistics import ReplicaStatistics
-from ..core.statistics import StatsRecorder
 
 MAX_ENDPOINTS: Final = 32
 MAX_GROUPS: Final = 32
@@ -65,10 +64,10 @@ def dispatch_policy(config: RerankerConfig) -> DispatchPolicy:
 class EndpointRegistry:
     """Use on the owner loop only."""
 
-    def __init__(self, stats: StatsRecorder, *, clock: Callable[[], float] = time.monotonic,
+    def __init__(self, events: DispatchEvents, *, clock: Callable[[], float] = time.monotonic,
                  on_open: Callable[[Endpoint], None] = lambda endpoint: None,
                  max_endpoints: int = MAX_ENDPOINTS, max_groups: int = MAX_GROUPS) -> None:
-        self._stats = stats
+        self._events = events
         self._clock = clock
         self._on_open = on_open
         self._max_endpoints = max_endpoints
@@ -97,7 +96,7 @@ class EndpointRegistry:
             _evict_idle(self._groups, self._max_groups)
             replicas = ReplicaSet(members.replicas, budget=RetryBudget(ratio=config.retry_budget, clock=self._clock))
             batcher = self._groups[key] = MicroBatcher(
-                Dispatch(replicas, self._stats, dispatch_policy(config)), mixes_queries=members.mixes_queries,
+                Dispatch(replicas, self._events, dispatch_policy(config)), mixes_queries=members.mixes_queries,
                 max_pairs=members.max_pairs, window=window, max_queued_pairs=config.max_queued_pairs)
             return batcher
         self._groups.move_to_end(key)

@@ -21,6 +21,7 @@ from ..core.config import RerankerConfig
 from ..core.ranking import OrderChange, order_change
 from ..core.scores import normalize
 from . import runtime
+from .accounting import Accounting
 from .reranker_service import RerankResult
 
 D = TypeVar("D")
@@ -84,8 +85,7 @@ async def rerank_pool(
                            api=api, change=change, ranking=ranking, relevance=relevance, retries=result.retries,
                            failover_to=result.failover_to)
     if not config.apply:
-        runtime.stats_recorder().shadow_compared(change.kept / change.limit if change.limit else 1.0,
-                                                 change.mean_displacement)
+        Accounting().shadow(change.kept / change.limit if change.limit else 1.0, change.mean_displacement)
         return _counted(scored)
     return _counted(_choose(scored, pool, result, limit, config.min_score))
 
@@ -107,5 +107,5 @@ def _choose(scored: RecallOutcome[D], pool: Sequence[D], result: RerankResult, l
 def _counted(outcome: RecallOutcome[D]) -> RecallOutcome[D]:
     """Record the pool behind ``outcome`` (how many the stock answer has is what a recall returns)."""
     returned = outcome.floor_dropped + len(outcome.documents)
-    runtime.stats_recorder().pool_seen(outcome.candidates, returned, outcome.rescued, outcome.floor_dropped)
+    Accounting().pool(outcome.candidates, returned, outcome.rescued, outcome.floor_dropped)
     return outcome

@@ -29,6 +29,7 @@ from ..core.ranking import cut_head, ranked, sent_texts, tighter_limits
 from ..core.redaction import shown
 from ..core.scores import PROBABILITY, ScoreScale
 from ..core.statistics import RerankerStatistics, StatsRecorder
+from .accounting import Accounting
 from .detection import Route, probe_endpoint, tls_of
 from .endpoints import Endpoint, EndpointRegistry, Members
 from .routes import RouteBook
@@ -67,9 +68,10 @@ class RerankService:
     def __init__(self, stats: StatsRecorder, transport: HttpTransport | None = None, *,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._stats = stats
+        self._account = Accounting(stats)
         self._transport = transport or HttpTransport()
         self._routes = RouteBook(self._transport)
-        self._registry = EndpointRegistry(stats, clock=clock, on_open=self._routes.forget_endpoint)
+        self._registry = EndpointRegistry(self._account, clock=clock, on_open=self._routes.forget_endpoint)
 
     async def rerank(
         self, query: str, documents: Sequence[str], config: RerankerConfig, deadline: float
@@ -77,18 +79,18 @@ class RerankService:
         """Best-first ``(index, score)`` pairs, or no ranking with the reason counted. Never raises
         but cancellation (counted as such). Every outcome is counted here, once."""
         started = time.monotonic()
-        self._stats.rerank_started()
+        self._account.started()
         try:
             scoring = await self._rerank(query, documents, config, deadline)
         except RerankError as exc:
             return self._fallback(exc.reason, _masked(str(exc), config, query, documents))
         except asyncio.CancelledError:
-            self._stats.rerank_cancelled()
+            self._account.cancelled()
             raise
         except Exception as exc:
             log.exception("a0_reranker: unexpected error while reranking (recall keeps its stock order)")
             return self._fallback("error", f"unexpected error: {type(exc).__name__}")
-        self._stats.rerank_succeeded(time.monotonic() - started, scoring.api, retried=scoring.retries > 0)
+        self._account.reranked(time.monotonic() - started, scoring.api, retried=scoring.retries > 0)
         return RerankResult(scoring.ranking, api=scoring.api, retries=scoring.retries, scale=scoring.scale,
                             failover_to=scoring.failover_to)
 
@@ -181,8 +183,7 @@ class RerankService:
 
     def _fallback(self, reason: str, text: str) -> RerankResult:
         """Count a fallback (``text`` is already masked)."""
-        self._stats.fallback(reason, text)
-        log.debug("a0_reranker: fallback to the stock order (%s): %s", reason, text)
+        self._account.fell_back(reason, text)
         return RerankResult(None, reason=reason, message=text)
 
 

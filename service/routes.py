@@ -24,7 +24,7 @@ from typing import Final
 from async_lru import alru_cache
 
 from ..core.config import RerankerConfig
-from ..core.errors import BreakerOpen, RateLimited, RerankError
+from ..core.errors import RateLimited, RerankError
 from .detection import Route, resolve_route
 from .endpoints import Endpoint
 from .transport import HttpTransport
@@ -102,11 +102,8 @@ class RouteBook:
         assert detection.endpoint is not None
         state = detection.endpoint.state
         await state.wait_out_retry_after(detection.deadline)
-        permit = state.breaker.admit()  # detection is an attempt too: a probe while half-open
-        if permit is None:
-            raise BreakerOpen("the reranker failed repeatedly; skipping it until the breaker's next probe")
         try:
-            with permit:
+            with state.breaker.attempt():  # detection is an attempt too: a probe while half-open
                 return await resolve_route(self._transport, detection.config, detection.deadline)
         except RateLimited as exc:
             wait = exc.retry_after if exc.retry_after is not None else RATE_LIMIT_DEFAULT_S

@@ -20,9 +20,10 @@ from typing import Any, Final, Generic, TypeVar
 from ..core.config import RerankerConfig
 from ..core.deadline import backstop_remaining, deadline_in
 from ..core.probe_report import ProbeReport
-from ..core.statistics import RerankerStatistics, StatsRecorder
+from ..core.statistics import RerankerStatistics
 from ..process.owner_loop import OwnerLoop
 from ..process.registry import Slot
+from . import accounting
 from .reranker_service import Ranking, RerankResult, RerankService
 
 log = logging.getLogger("a0_reranker")
@@ -45,12 +46,7 @@ def _start() -> Runtime:
 
 
 _RUNTIME: Final = Slot("runtime", _start)
-_STATS: Final = Slot("stats", StatsRecorder)
-
-
-def stats_recorder() -> StatsRecorder:
-    """The process's counters (they outlive a restarted owner loop)."""
-    return _STATS.get()
+stats_recorder = accounting.recorder  # the process's counters: read them, reset them in tests
 
 
 def runtime() -> Runtime:
@@ -112,7 +108,7 @@ def _refusal(query: Any, documents: Any, config: Any) -> RerankResult | None:
 
 
 def _counted(refusal: RerankResult) -> RerankResult:
-    stats_recorder().fallback(refusal.reason, refusal.message)
+    accounting.Accounting().fell_back(refusal.reason, refusal.message)
     return refusal
 
 

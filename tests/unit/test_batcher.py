@@ -18,6 +18,7 @@ from usr.plugins.a0_reranker.batching.retry_budget import RetryBudget
 from usr.plugins.a0_reranker.core.dialects import ScoreBatch
 from usr.plugins.a0_reranker.core.errors import DeadlineExceeded, MalformedAnswer, Overloaded, RerankError, ServerError
 from usr.plugins.a0_reranker.core.statistics import StatsRecorder
+from usr.plugins.a0_reranker.service.accounting import Accounting
 
 pytestmark = pytest.mark.anyio
 
@@ -64,7 +65,7 @@ def make_batcher(server: Server, *, mixes: bool = True, cap: int = 4, max_pairs:
     """A batcher whose requests are never retried, so each test sees exactly one attempt per request."""
     state = EndpointState(EndpointLimiter(cap), breaker or CircuitBreaker(BreakerPolicy(cooldown=60)))
     replicas = ReplicaSet([Replica("http://server", state, server.send)], budget=RetryBudget())
-    dispatch = Dispatch(replicas, StatsRecorder(), DispatchPolicy(max_retries=0, stale_retries=0))
+    dispatch = Dispatch(replicas, Accounting(StatsRecorder()), DispatchPolicy(max_retries=0, stale_retries=0))
     return MicroBatcher(dispatch, mixes_queries=mixes, max_pairs=max_pairs, window=window,
                         max_queued_pairs=max_queued)
 

@@ -1,0 +1,98 @@
+"""Each piece of shared state has one owner (issue: the house, acceptance 3), checked on the source:
+the counters are written from one module, the queued pairs changed by one class, the breaker admitted
+through one method, and the deadline's grace defined in one place."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from collections.abc import Iterator
+from pathlib import Path
+
+from support.a0_layout import REPO_ROOT
+from usr.plugins.a0_reranker.core.statistics import StatsRecorder
+
+PRODUCT_DIRS = ("a0_hooks", "api", "batching", "cli", "core", "demo", "extensions", "helpers", "process",
+                "service", "tools")
+
+
+def product_modules() -> Iterator[tuple[str, ast.Module]]:
+    for folder in PRODUCT_DIRS:
+        for path in sorted((REPO_ROOT / folder).rglob("*.py")):
+            yield path.relative_to(REPO_ROOT).as_posix(), ast.parse(path.read_text(encoding="utf-8"))
+    for path in sorted(REPO_ROOT.glob("*.py")):
+        yield path.name, ast.parse(path.read_text(encoding="utf-8"))
+
+
+def called_methods(tree: ast.Module) -> set[str]:
+    return {node.func.attr for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)}
+
+
+def test_the_counters_are_written_from_one_module() -> None:
+    writers = {name for name, member in inspect.getmembers(StatsRecorder, inspect.isfunction)
+               if not name.startswith("_") and name != "snapshot"}
+    assert {"fallback", "request_sent", "rerank_started", "pool_seen"} <= writers  # the check sees them
+    writing = {module for module, tree in product_modules() if called_methods(tree) & (writers - {"reset"})}
+    assert writing == {"service/accounting.py"}
+
+
+def mutated_attributes(tree: ast.Module) -> set[str]:
+    """Attributes assigned, deleted from, or changed in place (``x.a = ..``, ``del x.a[..]``, ``x.a.clear()``)."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        elif isinstance(node, ast.Delete):
+            targets = node.targets
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
+                "clear", "append", "extend", "remove", "pop", "insert"):
+            targets = [node.func.value]
+        for target in targets:
+            while isinstance(target, ast.Subscript):
+                target = target.value
+            if isinstance(target, ast.Attribute):
+                found.add(target.attr)
+    return found
+
+
+def test_the_queued_pairs_are_changed_by_the_queue_alone() -> None:
+    changing = {module for module, tree in product_modules() if "unsent" in mutated_attributes(tree)}
+    assert changing <= {"batching/plans.py", "batching/jobs.py"}  # the queue; the job only sets it up
+    jobs = (REPO_ROOT / "batching" / "jobs.py").read_text(encoding="utf-8")
+    assert jobs.count("self.unsent") == 1  # set once in __post_init__, never changed there
+
+
+def test_the_breaker_admits_through_attempt_alone() -> None:
+    admitting = {module for module, tree in product_modules() if "admit" in called_methods(tree)}
+    assert admitting == {"batching/breaker.py"}
+    attempting = {module for module, tree in product_modules() if "attempt" in called_methods(tree)}
+    assert attempting == {"batching/dispatch.py", "service/routes.py"}  # requests and detections
+
+
+def test_the_deadline_has_one_grace_and_callers_never_count() -> None:
+    for module, tree in product_modules():
+        names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+        defined = {target.id for node in ast.walk(tree) if isinstance(node, ast.Assign | ast.AnnAssign)
+                   for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                   if isinstance(target, ast.Name)}
+        assert "CountOnce" not in names, module
+        graces = {name for name in defined if "GRACE" in name}
+        assert not graces or module == "core/deadline.py", (module, graces)
+
+
+def test_no_module_is_over_300_lines_and_no_function_over_40() -> None:
+    for module, tree in product_modules():
+        lines = len((REPO_ROOT / module).read_text(encoding="utf-8").splitlines())
+        assert lines <= 300, (module, lines)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                assert length <= 40, (module, node.name, length)
+
+
+def test_the_check_reads_the_whole_product() -> None:
+    modules = {module for module, _ in product_modules()}
+    assert {"service/accounting.py", "batching/breaker.py", "core/deadline.py", "hooks.py"} <= modules
+    assert not any(Path(m).parts[0] == "tests" for m in modules)
