@@ -67,10 +67,14 @@ class Slot(Generic[T]):
         self._factory = factory
 
     def get(self) -> T:
+        return self.get_or_put(self._factory)
+
+    def get_or_put(self, factory: Callable[[], T]) -> T:
+        """The object, made by ``factory`` (instead of the slot's own) if there is none yet."""
         anchor = _anchor()
         with anchor.lock:
             if self.name not in anchor.values:
-                anchor.values[self.name] = self._factory()
+                anchor.values[self.name] = factory()
             return cast(T, anchor.values[self.name])
 
     def peek(self) -> T | None:

@@ -13,6 +13,7 @@ import asyncio
 import atexit
 import concurrent.futures
 import logging
+import time
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
@@ -38,9 +39,9 @@ class Runtime:
     service: RerankService
 
 
-def _start() -> Runtime:
+def _start(clock: Callable[[], float] = time.monotonic) -> Runtime:
     owner = OwnerLoop().start()
-    current = Runtime(owner, RerankService(stats_recorder()))
+    current = Runtime(owner, RerankService(stats_recorder(), clock=clock))
     atexit.register(_stop, current)
     return current
 
@@ -62,6 +63,13 @@ def running() -> Runtime | None:
     """The runtime if one is running, without starting one."""
     current = _RUNTIME.peek()
     return current if current is not None and current.owner.alive else None
+
+
+def restart(*, clock: Callable[[], float]) -> Runtime:
+    """A fresh owner loop and service whose breakers and retry budgets read ``clock``: tests move it on
+    instead of waiting out a real cooldown."""
+    shutdown()
+    return _RUNTIME.get_or_put(lambda: _start(clock))
 
 
 def shutdown() -> None:

@@ -65,20 +65,36 @@ async def reranked_within(config: RerankerConfig, seconds: float) -> bool:
     return False
 
 
+class ManualClock:
+    """The breakers' clock in these tests: a cooldown passes when the test says so."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 async def test_a_refused_server_opens_the_breaker_after_three_requests_and_closes_when_back() -> None:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    config = RerankerConfig(endpoint=url, api="rerank", timeout=1.0, breaker_cooldown=0.3)
-    assert await calls_until_open(config, url, most=3) <= 3
-    assert await median_call_ms(config) < 5
-    assert runtime.statistics().fallbacks["breaker_open"] >= 50
-    server = await start_server("vllm", scorer=encoding_scorer, port=port)
+    clock = ManualClock()
+    runtime.restart(clock=clock)
     try:
-        assert await reranked_within(config, 5.0)
-        stats = await stats_until(lambda s: s.breakers.get(url) == "closed")
-        assert stats.breakers[url] == "closed"
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        config = RerankerConfig(endpoint=url, api="rerank", timeout=1.0, breaker_cooldown=15)
+        assert await calls_until_open(config, url, most=3) <= 3
+        assert await median_call_ms(config) < 5
+        assert runtime.statistics().fallbacks["breaker_open"] >= 50
+        server = await start_server("vllm", scorer=encoding_scorer, port=port)
+        try:
+            assert await runtime.rerank_async(*recall(1, 4), config=config) is None  # still cooling down
+            clock.now += 15  # the cooldown is over: the next calls are the probes
+            assert await runtime.rerank_async(*recall(2, 4), config=config) is not None
+            assert runtime.statistics().breakers[url] == "closed"
+        finally:
+            await server.close()
     finally:
-        await server.close()
+        runtime.shutdown()
 
 
 async def test_a_server_that_never_answers_opens_the_breaker_after_three_requests() -> None:
