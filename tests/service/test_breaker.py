@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from support.counters import stats_until
 from support.encoding import encoding_scorer, recall
 from support.servers import Disconnect, Hang, RecordedRequest, Respond, start_server
 from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreaker
