@@ -123,7 +123,9 @@ class ProbeReport:
 def _set_message(reports: Sequence[ProbeReport]) -> str:
     good = sum(r.ok for r in reports)
     if good == len(reports):
-        return f"All {len(reports)} replicas rank correctly."
+        slowest = max(r.latency_ms or 0.0 for r in reports)
+        margin = min(r.margin or 0.0 for r in reports)
+        return f"All {len(reports)} replicas rank correctly (smallest margin {margin:+.2f}, slowest {slowest:.0f} ms)."
     failing = ", ".join(f"replica {i} {r.endpoint} ({r.verdict})" for i, r in enumerate(reports, 1) if not r.ok)
     if good == 0:
         return f"Not working: none of the {len(reports)} replicas ranks correctly: {failing}."
