@@ -14,7 +14,7 @@ from support.servers import serve_in_thread
 from usr.plugins.a0_reranker.core.endpoint_url import endpoints_problem
 
 from .conftest import A0Root, Panel, goto_host
-from .test_settings_panel import DOCUMENTS, expect, open_panel, rerank_a_few
+from .test_settings_panel import expect, open_panel, rerank_a_few
 
 pytestmark = pytest.mark.browser
 
@@ -148,46 +148,47 @@ def test_test_connection_shows_one_row_per_replica(panel: Panel) -> None:
 
 
 def test_live_status_shows_each_server(panel: Panel, a0_root: A0Root) -> None:
+    """Two replicas that answer and one that refuses connections: its breaker ejects it, the others
+    share the pairs, and the table follows the counters as they change."""
+    with serve_in_thread("infinity") as gone:
+        dead = gone.url
     settings = {"rerank_timeout": 5, "rerank_breaker_failures": 1, "rerank_breaker_cooldown": 600}
-    with serve_in_thread("infinity") as first:
-        with serve_in_thread("infinity") as second:
-            endpoint = f"{first.url}, {second.url}"
-            rerank_a_few(a0_root, endpoint, **settings)
-            a0_root.save_global_config({"rerank_endpoint": endpoint, **settings})
-            panel.page.clock.install()
-            open_panel(panel)
-            expect(panel.page.locator('[data-stat="servers"] .a0r-server')).to_have_count(2)
-            stats = {r.url: r for r in a0_root.plugin("service.runtime").statistics().replicas}
-            shares = [server_share(panel, url, stats[url].pairs) for url in (first.url, second.url)]
-            assert 99 <= sum(shares) <= 101
-        eject(a0_root, endpoint, second.url, settings)  # killed: its sockets closed, connections refused
+    with serve_in_thread("infinity") as first, serve_in_thread("infinity") as second:
+        endpoint = f"{first.url}, {second.url}, {dead}"
+        rerank_a_few(a0_root, endpoint, **settings)
+        a0_root.save_global_config({"rerank_endpoint": endpoint, **settings})
+        panel.page.clock.install()
+        open_panel(panel)
+        expect(panel.page.locator('[data-stat="servers"] .a0r-server')).to_have_count(3)
+        shares = shown_shares(panel, a0_root, first.url, second.url)
+        assert 99 <= sum(shares) <= 101
+        ejected = server_row(panel, dead)
+        assert (cell(ejected, "state"), cell(ejected, "breaker"), cell(ejected, "share")) == ("ejected", "open",
+                                                                                             "0% (0)")
+        assert cell(ejected, "latency") == "–" and "a0r-bad" in (ejected.locator('[data-col="state"]')
+                                                                .get_attribute("class") or "")
+        before = a0_root.plugin("service.runtime").statistics().pairs_scored
+        rerank_a_few(a0_root, endpoint, **settings)
         panel.page.clock.fast_forward(3_500)
-        expect(server_row(panel, second.url).locator('[data-col="state"]')).to_have_text("ejected")
-    expect(server_row(panel, second.url).locator('[data-col="breaker"]')).to_have_text("open")
-    expect(server_row(panel, first.url).locator('[data-col="state"]')).to_have_text("in rotation")
-    expect(panel.stat("breakers").locator(".a0r-breaker")).to_have_count(2)
+        expect(panel.stat("reranked").locator(".a0r-tile-value")).to_have_text("6 of 6")
+    assert a0_root.plugin("service.runtime").statistics().pairs_scored > before
+    assert 99 <= sum(shown_shares(panel, a0_root, first.url, second.url)) <= 101
+    expect(panel.stat("breakers").locator(".a0r-breaker")).to_have_count(3)
 
 
-def server_share(panel: Panel, url: str, pairs: int) -> int:
-    """The server's row, in rotation; its share in percent (the pairs as the counters have them)."""
-    row = server_row(panel, url)
-    assert (cell(row, "url"), cell(row, "state"), cell(row, "breaker")) == (url, "in rotation", "closed")
-    assert re.fullmatch(r"\d+", cell(row, "in-flight")) and re.fullmatch(r"[\d.,]+ ms|–", cell(row, "latency"))
-    share = re.fullmatch(rf"(\d+)% \({pairs}\)", cell(row, "share"))
-    assert share, cell(row, "share")
-    return int(share.group(1))
+def shown_shares(panel: Panel, a0_root: A0Root, *urls: str) -> list[int]:
+    """Each server's share in percent, its row in rotation and its pairs as the counters have them."""
+    stats = {r.url: r for r in a0_root.plugin("service.runtime").statistics().replicas}
+    shares = []
+    for url in urls:
+        row = server_row(panel, url)
+        assert (cell(row, "url"), cell(row, "state"), cell(row, "breaker")) == (url, "in rotation", "closed")
+        assert re.fullmatch(r"\d+", cell(row, "in-flight")) and re.fullmatch(r"[\d.,]+ ms|–", cell(row, "latency"))
+        share = re.fullmatch(rf"(\d+)% \({stats[url].pairs}\)", cell(row, "share"))
+        assert share, (cell(row, "share"), stats[url])
+        shares.append(int(share.group(1)))
+    return shares
 
 
 def server_row(panel: Panel, url: str) -> Any:
     return panel.page.locator(f'.a0r-server[data-endpoint="{url}"]')
-
-
-def eject(a0_root: A0Root, endpoint: str, dead: str, settings: dict[str, Any]) -> None:
-    """Recalls until the dead replica's breaker opens (each is still answered, by the other replica)."""
-    reranker = a0_root.plugin("helpers.reranker")
-    runtime = a0_root.plugin("service.runtime")
-    for _ in range(20):
-        assert reranker.rerank("q", DOCUMENTS, config={"rerank_endpoint": endpoint, **settings}) is not None
-        if runtime.statistics().breakers.get(dead) == "open":
-            return
-    pytest.fail(f"the breaker of {dead} did not open: {runtime.statistics().breakers}")
