@@ -129,7 +129,8 @@ def format_report(info: Mapping[str, Any], probe: ProbeReport | None) -> str:
         lines.append(f"- Setting warning: {warning}")
     if probe is not None:
         lines.append(f"- Live test: {probe.message}")
-        if probe.ok:
+        lines.extend(f"- Replica {i} {r.endpoint}: {r.message}" for i, r in enumerate(probe.replicas, 1))
+        if probe.ok and not probe.replicas:
             lines.append(f"- Resolved API: {probe.api} at {probe.path} (server {probe.server}, "
                          f"model {probe.model or 'default'})")
     lines.append(f"- Memory search wrapped: {'yes' if info['memory_wrapper_installed'] else 'no (not yet)'}")
@@ -171,7 +172,9 @@ def _counter_lines(stats: Mapping[str, Any]) -> list[str]:
         kept = stats["shadow_mean_kept_fraction"] or 0.0
         lines.append(f"- Shadow mode: recalls compared {stats['shadow_recalls']}; {kept:.0%} of the stock top kept "
                      f"on average, mean shift {stats['shadow_mean_displacement']}")
-    if stats["breakers"]:
+    if stats.get("replicas"):
+        lines.extend(server_line(replica) for replica in stats["replicas"])
+    elif stats["breakers"]:
         states = ", ".join(f"{url}: {state}" for url, state in sorted(stats["breakers"].items()))
         lines.append(f"- Circuit breakers: {states}")
     if stats["last_api"] or stats["last_error"]:
@@ -188,6 +191,27 @@ _RETRY_COUNTERS: dict[str, str] = {
     "retry_budget_exhausted": "retry budget spent",
     "cancelled": "reranks cancelled by their caller",
 }
+
+
+# a server's breaker state, as the balancer acts on it
+SERVER_STATES: dict[str, str] = {"closed": "in rotation", "open": "ejected", "half_open": "probing back"}
+
+
+def server_line(replica: Mapping[str, Any]) -> str:
+    """One server the process sends to (a replica of ``rerank_endpoint``): its state and breaker, its
+    share of the pairs sent, its latency (per request, and per pair) and what it has in flight."""
+    breaker = str(replica["breaker"])
+    state = SERVER_STATES.get(breaker, breaker)
+    return (f"- Server {replica['url']}: {state} (breaker {breaker.replace('_', '-')}); "
+            f"{replica['share']:.0%} of pairs ({replica['pairs']:,}); {_server_latency(replica)}; "
+            f"{replica['in_flight']} in flight")
+
+
+def _server_latency(replica: Mapping[str, Any]) -> str:
+    if replica["latency_ms"] is None:
+        return "no answer yet"
+    per_pair = "" if replica["ms_per_pair"] is None else f", {replica['ms_per_pair']:g} ms per pair"
+    return f"{replica['latency_ms']:g} ms per request{per_pair}"
 
 
 def _ms(value: float | None) -> str:

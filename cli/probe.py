@@ -1,7 +1,8 @@
 """``probe ENDPOINT``: the settings panel's Test connection, from a terminal.
 
 Exit 0 only when the server ranks the probe correctly. When nothing answered, one line on stderr says
-why; when a server answered but ranks wrongly, the full report shows what it did.
+why; when a server answered but ranks wrongly, the full report shows what it did. Several ENDPOINTs
+(replicas of one model) are probed at once: one line each, exit 0 only when every one ranks correctly.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import argparse
 import json
 from typing import Any
 
+from ..core.endpoint_url import LIST_SEPARATOR
 from ..core.probe_report import ProbeReport
 from ..service import runtime
 from .errors import FAILED, CliError
@@ -23,20 +25,21 @@ def add_parser(commands: Any) -> None:
         description="Detect which API ENDPOINT speaks and check that it ranks a relevant document above an "
                     "irrelevant one. Exit code 0 only when it does.",
     )
-    parser.add_argument("endpoint", metavar="ENDPOINT", help="the server's base URL, e.g. http://127.0.0.1:7997")
+    parser.add_argument("endpoints", metavar="ENDPOINT", nargs="+",
+                        help="the server's base URL, e.g. http://127.0.0.1:7997; several for replicas of one model")
     add_server_options(parser)
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    report = runtime.probe(server_config(args, args.endpoint))
+    report = runtime.probe(server_config(args, LIST_SEPARATOR.join(args.endpoints)))
     if args.json:
         print(json.dumps(report_dict(report), indent=2))
         return 0 if report.ok else FAILED
-    if not report.ok and not report.api:
+    if not report.ok and not report.api and not report.replicas:
         raise CliError(report.message, FAILED)
-    print("\n".join(report_lines(report)))
+    print("\n".join(replica_set_lines(report) if report.replicas else report_lines(report)))
     return 0 if report.ok else FAILED
 
 
@@ -62,3 +65,22 @@ def report_lines(report: ProbeReport) -> list[str]:
     lines = [f"{verdict}  {report.message}", *(f"  {name:<11}{value}" for name, value in rows)]
     lines += [f"  {'tried' if i == 0 else '':<11}{attempt}" for i, attempt in enumerate(report.attempts)]
     return lines
+
+
+def replica_set_lines(report: ProbeReport) -> list[str]:
+    """The summary, then one line per replica: its verdict, URL, API and path, latency and margin, or
+    why it failed."""
+    lines = [f"{bold('OK' if report.ok else 'FAIL')}  {report.message}"]
+    for position, replica in enumerate(report.replicas, 1):
+        lines.append(f"  {position:<3}{'OK' if replica.ok else 'FAIL':<6}{replica_line(replica)}")
+    return lines
+
+
+def replica_line(replica: ProbeReport) -> str:
+    if not replica.api:
+        return f"{replica.endpoint}  {replica.message}"
+    latency = f"{replica.latency_ms:g} ms" if replica.latency_ms is not None else "-"
+    margin = f"{replica.margin:+.3f}" if replica.margin is not None else "-"
+    facts = (f"{replica.endpoint}  {replica.api} at {replica.path}  server {replica.server or '-'}  "
+             f"latency {latency}  margin {margin}")
+    return facts if replica.ok else f"{facts}  {replica.message}"

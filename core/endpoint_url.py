@@ -45,8 +45,8 @@ def endpoints_problem(text: str) -> str | None:
     """Why an endpoint setting is unusable, naming the entry (by position, never by its text) when it
     lists several URLs. Never raises."""
     parts = [part for part in _SEPARATORS.split(text.strip()) if part]
-    if len(parts) <= 1:
-        return endpoint_problem(text.strip())
+    if len(parts) <= 1:  # a stray comma around one URL is no second entry: split_endpoints drops it too
+        return endpoint_problem(parts[0] if parts else "")
     for position, part in enumerate(parts, 1):
         if (problem := endpoint_problem(part)) is not None:
             return f"entry {position} of {len(parts)} {problem}"

@@ -1,5 +1,13 @@
 """The result of a live connection test, in data and in plain words; shared by the panel, the status
-tool and the CLI so they all say the same thing."""
+tool and the CLI so they all say the same thing.
+
+With several replicas in ``rerank_endpoint`` the report holds one report per replica (``replicas``,
+in the setting's order) under a summary: ``ok`` only when every replica ranks correctly. Recalls still
+work while one is down (the balancer routes around it), but the setting is not right: a replica that
+is down costs capacity and detours, and one that ranks wrongly spoils what it is sent. The summary's
+message names the replicas that fail, by position and URL. A single URL gives exactly the report it
+always did, with no ``replicas``.
+"""
 
 from __future__ import annotations
 
@@ -29,6 +37,7 @@ class ProbeReport:
     irrelevant_score: float | None = None
     margin: float | None = None
     attempts: tuple[str, ...] = ()
+    replicas: tuple[ProbeReport, ...] = ()  # one per replica, only when rerank_endpoint lists several
 
     @classmethod
     def failure(cls, endpoint: str, reason: str, attempts: Sequence[str], elapsed_s: float) -> ProbeReport:
@@ -62,19 +71,41 @@ class ProbeReport:
             margin=margin, attempts=tuple(attempts),
         )
 
+    @classmethod
+    def of_replicas(cls, endpoint: str, reports: Sequence[ProbeReport]) -> ProbeReport:
+        """The report on a replica set: each replica's report, under a summary that says how many rank
+        correctly and names the others. Its latency is the slowest replica's, its margin the smallest."""
+        margins = [r.margin for r in reports if r.margin is not None]
+        latencies = [r.latency_ms for r in reports if r.latency_ms is not None]
+        return cls(ok=all(r.ok for r in reports), endpoint=endpoint, message=_set_message(reports),
+                   latency_ms=max(latencies, default=None), margin=min(margins, default=None),
+                   replicas=tuple(reports))
+
     def redacted(self, *secrets: str) -> ProbeReport:
         """The same report with every text but the endpoint (ours) through the one masking: servers write
         into all of them (error bodies, model ids, names), and may echo a secret into any."""
         texts: dict[str, Any] = {f.name: shown(value, *secrets) for f in dataclasses.fields(self)
                  if f.name != "endpoint" and isinstance(value := getattr(self, f.name), str)}
-        return dataclasses.replace(self, **texts, attempts=tuple(shown(a, *secrets) for a in self.attempts))
+        return dataclasses.replace(self, **texts, attempts=tuple(shown(a, *secrets) for a in self.attempts),
+                                   replicas=tuple(r.redacted(*secrets) for r in self.replicas))
+
+    @property
+    def verdict(self) -> str:
+        """A replica's state in a word or three: what its row in the panel and the CLI leads with."""
+        if self.ok:
+            return "ranks correctly"
+        return "ranks wrongly" if self.api else "not working"
 
     def as_dict(self) -> dict[str, Any]:
+        """JSON-ready; a replica set adds ``replicas``, one such dict per replica (without the note)."""
+        data = {"ok": self.ok, "endpoint": self.endpoint, "message": self.message, "note": NOT_SAVED,
+                **self._facts()}
+        if self.replicas:
+            data["replicas"] = [{k: v for k, v in r.as_dict().items() if k != "note"} for r in self.replicas]
+        return data
+
+    def _facts(self) -> dict[str, Any]:
         return {
-            "ok": self.ok,
-            "endpoint": self.endpoint,
-            "message": self.message,
-            "note": NOT_SAVED,
             "api": self.api,
             "server": self.server,
             "dialect": self.dialect,
@@ -87,3 +118,15 @@ class ProbeReport:
             "margin": self.margin,
             "attempts": list(self.attempts),
         }
+
+
+def _set_message(reports: Sequence[ProbeReport]) -> str:
+    good = sum(r.ok for r in reports)
+    if good == len(reports):
+        slowest = max(r.latency_ms or 0.0 for r in reports)
+        margin = min(r.margin or 0.0 for r in reports)
+        return f"All {len(reports)} replicas rank correctly (smallest margin {margin:+.2f}, slowest {slowest:.0f} ms)."
+    failing = ", ".join(f"replica {i} {r.endpoint} ({r.verdict})" for i, r in enumerate(reports, 1) if not r.ok)
+    if good == 0:
+        return f"Not working: none of the {len(reports)} replicas ranks correctly: {failing}."
+    return f"{good} of {len(reports)} replicas rank correctly; failing: {failing}. Fix or remove the failing ones."

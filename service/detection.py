@@ -142,7 +142,17 @@ async def _pinned_route(
 
 
 async def probe_endpoint(transport: HttpTransport, config: RerankerConfig, deadline: float) -> ProbeReport:
-    """A live Test connection: identify, probe every candidate, report in plain words. Never raises."""
+    """A live Test connection: identify, probe every candidate, report in plain words. Never raises.
+    Several replicas are probed at once, each on its own (its API and path may differ), under one
+    deadline: a silent replica delays the report to the deadline but never hides the others' rows."""
+    urls = config.endpoints
+    if len(urls) <= 1:
+        return await _probe_replica(transport, config, deadline)
+    reports = await asyncio.gather(*(_probe_replica(transport, config.for_replica(url), deadline) for url in urls))
+    return ProbeReport.of_replicas(config.endpoint, reports)
+
+
+async def _probe_replica(transport: HttpTransport, config: RerankerConfig, deadline: float) -> ProbeReport:
     started = time.monotonic()
     try:
         identity = await identify_endpoint(transport, config, deadline)

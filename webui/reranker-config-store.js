@@ -9,8 +9,10 @@ import { createStore } from "/js/AlpineStore.js";
 import { callJsonApi } from "/js/api.js";
 import { toastFrontendError, toastFrontendSuccess } from "/components/notifications/notification-store.js";
 import {
+  ENDPOINT_KEY,
   PLUGIN_NAME,
   fillMissing,
+  joinEndpointList,
   loadDefaults,
   loadSchema,
   missingKeys,
@@ -63,13 +65,18 @@ function createPanel() {
       }
     },
 
-    /** Fill the keys an older config.json lacks (x-effect: runs again when the modal reloads settings). */
-    fillDefaults(config) {
-      if (!config || !this.defaults || missingKeys(config, this.defaults).length === 0) return;
+    /**
+     * Fill the keys an older config.json lacks, and join an endpoint saved as a list (x-effect: runs
+     * again when the modal reloads settings).
+     */
+    adoptLoaded(config) {
+      const missing = this.defaults ? missingKeys(config ?? {}, this.defaults).length > 0 : false;
+      if (!config || !(missing || Array.isArray(config[ENDPOINT_KEY]))) return;
       const context = this.context;
       const unchanged = context?._toComparableJson?.(config) === context?.settingsSnapshotJson;
-      fillMissing(config, this.defaults);
-      // the filled values are what the plugin uses anyway: not an unsaved change of the user's
+      if (missing) fillMissing(config, this.defaults);
+      joinEndpointList(config);
+      // what the plugin uses anyway (the defaults, the same replicas): not an unsaved change of the user's
       if (unchanged && context) context.settingsSnapshotJson = context._toComparableJson(config);
     },
 

@@ -4,7 +4,11 @@
 // Defaults come from Agent Zero's own plugin API (get_default_config reads default_config.yaml);
 // the limits come from settings-schema.json, which a test keeps equal to core/config.py.
 
+import { endpointProblem } from "./reranker-endpoint.js";
+
 export const PLUGIN_NAME = "a0_reranker";
+export const ENDPOINT_KEY = "rerank_endpoint";
+const LIST_SEPARATOR = ", "; // core/endpoint_url.py LIST_SEPARATOR
 export const SCHEMA_URL = `/plugins/${PLUGIN_NAME}/webui/settings-schema.json`;
 
 /** The plugin's defaults, as Agent Zero's "Default" button gets them. */
@@ -35,6 +39,17 @@ export function fillMissing(config, defaults) {
   const keys = missingKeys(config, defaults);
   for (const key of keys) config[key] = defaults[key];
   return keys;
+}
+
+/**
+ * A config.json may list the replicas as a JSON list; the field holds text, so show them joined as core
+ * joins them (Save then writes the text, which the plugin reads the same). Returns whether it joined.
+ */
+export function joinEndpointList(config) {
+  const value = config?.[ENDPOINT_KEY];
+  if (!Array.isArray(value)) return false;
+  config[ENDPOINT_KEY] = value.map((item) => String(item ?? "").trim()).filter(Boolean).join(LIST_SEPARATOR);
+  return true;
 }
 
 /** A plain copy of the form's values (no Alpine proxies), as JSON would send them. */
@@ -74,25 +89,6 @@ export function valueProblem(value, rule) {
     default:
       return typeof value === "string" ? "" : "Must be text.";
   }
-}
-
-/** The checks of core/config.py endpoint_problem, in words for the panel. Empty is allowed. */
-export function endpointProblem(text) {
-  const value = text.trim();
-  if (!value) return "";
-  if (!/^https?:\/\//i.test(value)) return "The URL must start with http:// or https://.";
-  let url;
-  try {
-    url = new URL(value);
-  } catch {
-    return "This is not a valid URL: check the host name and the port.";
-  }
-  if (!url.hostname) return "The URL has no host name.";
-  if (url.username || url.password) {
-    return "Leave the user name and password out of the URL (put a key in API key).";
-  }
-  if (value.includes("?") || value.includes("#")) return "Leave ?query and #fragment out of the URL.";
-  return "";
 }
 
 /** Whole numbers for integer settings, any finite number otherwise, inside the inclusive range. */

@@ -1,7 +1,9 @@
 // What the panel shows for the plugin's two API replies, in plain words. No Alpine, no I/O.
-//   test_connection: ProbeReport.as_dict() + success, warnings (or {ok: false, message, errors})
+//   test_connection: ProbeReport.as_dict() + success, warnings (or {ok: false, message, errors});
+//                    with several replicas a summary and `replicas`, one report each
 //   status:          {success, mode, plugin_enabled, ..., settings_warnings, hints,
-//                     statistics: RerankerStatistics.as_dict() (its pool counters under "pool")}
+//                     statistics: RerankerStatistics.as_dict() (its pool counters under "pool", one
+//                     entry per server under "replicas")}
 
 import { formatNumber } from "./reranker-settings.js";
 
@@ -19,10 +21,64 @@ const BREAKER_STATES = {
   half_open: ["half-open", "probing the server", "warn"],
 };
 
+// a server's breaker state, as the balancer acts on it (a0_hooks/status.py SERVER_STATES)
+const SERVER_STATES = {
+  closed: ["in rotation", "good"],
+  open: ["ejected", "bad"],
+  half_open: ["probing back", "warn"],
+};
+
 /** Rows for the inline Test result; `sent: false` when the panel refused to send the test. */
 export function testView(reply, { sent = true } = {}) {
   const ok = reply?.ok === true;
-  const rows = [
+  const replicas = (reply?.replicas ?? []).map(replicaRow);
+  const problems = Object.entries(reply?.errors ?? {}).map(([key, text]) => `${key}: ${text}`);
+  return {
+    ok,
+    tone: ok ? "good" : "bad",
+    headline: replicas.length ? replicaHeadline(replicas) : headline(reply, ok, sent),
+    message: reply?.message || (ok ? "" : "No answer from the test."),
+    rows: replicas.length ? [] : testRows(reply),
+    replicas,
+    problems,
+    attempts: ok ? [] : [...(reply?.attempts ?? [])],
+    warnings: [...(reply?.warnings ?? [])],
+    note: reply?.note || "",
+  };
+}
+
+function headline(reply, ok, sent) {
+  if (ok) return "Reranks correctly";
+  if (!sent) return "Not tested";
+  return reply?.api ? "Answers, but ranks wrongly" : "Not working";
+}
+
+function replicaHeadline(replicas) {
+  const good = replicas.filter((row) => row.ok).length;
+  if (good === replicas.length) return `All ${good} replicas rank correctly`;
+  return good ? `${good} of ${replicas.length} replicas rank correctly` : "Not working";
+}
+
+/** One replica's line of a Test: what it speaks and how well, or why it failed. */
+function replicaRow(report, index) {
+  const verdict = report?.ok ? "ranks correctly" : report?.api ? "ranks wrongly" : "not working";
+  return {
+    position: index + 1,
+    url: report?.endpoint || "",
+    ok: report?.ok === true,
+    tone: report?.ok ? "good" : "bad",
+    verdict,
+    api: report?.api || "–",
+    path: report?.path || "–",
+    server: report?.server || "–",
+    latency: milliseconds(report?.latency_ms) || "–",
+    margin: signed(report?.margin) || "–",
+    error: report?.ok ? "" : report?.message || "",
+  };
+}
+
+function testRows(reply) {
+  return [
     ["Detected API", reply?.api],
     ["Server", reply?.server],
     ["Path", reply?.path],
@@ -33,18 +89,6 @@ export function testView(reply, { sent = true } = {}) {
     ["Model", reply?.api ? reply?.model || "server default" : ""],
     ["URL", reply?.url],
   ].filter(([, value]) => value);
-  const problems = Object.entries(reply?.errors ?? {}).map(([key, text]) => `${key}: ${text}`);
-  return {
-    ok,
-    tone: ok ? "good" : "bad",
-    headline: ok ? "Reranks correctly" : !sent ? "Not tested" : reply?.api ? "Answers, but ranks wrongly" : "Not working",
-    message: reply?.message || (ok ? "" : "No answer from the test."),
-    rows,
-    problems,
-    attempts: ok ? [] : [...(reply?.attempts ?? [])],
-    warnings: [...(reply?.warnings ?? [])],
-    note: reply?.note || "",
-  };
 }
 
 /** Tiles and lists for the live status block. */
@@ -71,6 +115,7 @@ export function statusView(reply) {
     httpRequests: count(stats.http_requests),
     latency: `${milliseconds(stats.latency_p50_ms) || "–"} / ${milliseconds(stats.latency_p95_ms) || "–"}`,
     breakers,
+    servers: (stats.replicas ?? []).map(serverRow),
     retries: count((stats.retries ?? 0) + (stats.stale_connection_retries ?? 0)),
     retryNote: retryNote(stats),
     shadow: stats.shadow_recalls
@@ -84,6 +129,22 @@ export function statusView(reply) {
     ...poolView(stats.pool ?? {}),
     warnings: [...(reply?.settings_warnings ?? [])],
     hints: [...(reply?.hints ?? [])],
+  };
+}
+
+/** One server the reranker sends to (a replica): state, breaker, share of pairs, latency, in flight. */
+function serverRow(replica) {
+  const [state, tone] = SERVER_STATES[replica?.breaker] ?? [replica?.breaker || "unknown", "muted"];
+  return {
+    url: replica?.url || "",
+    state,
+    tone,
+    breaker: String(replica?.breaker ?? "").replaceAll("_", "-"),
+    share: percent(replica?.share),
+    pairs: count(replica?.pairs),
+    latency: milliseconds(replica?.latency_ms) || "–",
+    perPair: typeof replica?.ms_per_pair === "number" ? `${formatNumber(replica.ms_per_pair, 3)} ms` : "–",
+    inFlight: count(replica?.in_flight),
   };
 }
 

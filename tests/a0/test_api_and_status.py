@@ -176,6 +176,48 @@ async def test_status_tool_reports_a_live_probe_and_the_counters(a0: A0) -> None
 
 
 @pytest.mark.anyio
+async def test_status_tool_and_test_connection_report_each_replica(a0: A0) -> None:
+    """Two replicas and a third that is down: Test connection has one row each and names the dead one;
+    the status tool shows each replica's probe and, from the counters, each server's state and share."""
+    first, second = await start_server("tei", scorer=prio_scorer), await start_server("infinity", scorer=prio_scorer)
+    gone = await start_server("infinity")
+    await gone.close()
+    endpoint = f"{first.url}, {second.url}, {gone.url}"
+    try:
+        a0.configure(endpoint=endpoint, timeout=10)
+        agent = a0.new_agent()
+        await a0.seed(agent, 16)
+        agent.hist_add_user_message("alpha beta")
+        await agent.run_message_loop()
+        text = (await agent.call_tool("reranker_status", {})).message
+        form = {"rerank_endpoint": endpoint, "rerank_timeout": "5"}
+        reply = (await asyncio.to_thread(post, a0, "test_connection", {"config": form})).json()
+        stats = (await asyncio.to_thread(post, a0, "status", {})).json()["statistics"]
+    finally:
+        await first.close()
+        await second.close()
+    assert reply["ok"] is False and reply["success"] is False and reply["note"] == NOT_SAVED
+    assert reply["message"] == (f"2 of 3 replicas rank correctly; failing: replica 3 {gone.url} (not working). "
+                                "Fix or remove the failing ones.")
+    rows = reply["replicas"]
+    assert [(r["endpoint"], r["ok"], r["api"], r["path"]) for r in rows] == [
+        (first.url, True, "rerank", "/rerank"), (second.url, True, "rerank", "/rerank"), (gone.url, False, "", "")]
+    assert all(r["margin"] > 0 and r["latency_ms"] > 0 for r in rows[:2]) and "note" not in rows[0]
+    assert rows[2]["message"].startswith("Not working:") and re.search(r"connect", rows[2]["message"])
+
+    assert f"- Live test: 2 of 3 replicas rank correctly; failing: replica 3 {gone.url}" in text
+    assert f"- Replica 1 {first.url}: Reranks correctly: tei speaks rerank at /rerank" in text
+    assert f"- Replica 3 {gone.url}: Not working:" in text and "Resolved API" not in text
+    servers = {r["url"]: r for r in stats["replicas"]}
+    assert servers[first.url]["pairs"] + servers[second.url]["pairs"] > 0
+    assert servers.get(gone.url, {"pairs": 0})["pairs"] == 0
+    for url, server in servers.items():
+        share = f"{server['share']:.0%} of pairs ({server['pairs']:,})"
+        assert re.search(rf"- Server {re.escape(url)}: (in rotation|ejected|probing back) \(breaker [a-z-]+\); "
+                         rf"{re.escape(share)}; .*; \d+ in flight", text), text
+
+
+@pytest.mark.anyio
 async def test_status_shows_the_pool_and_says_when_pools_are_starved(a0: A0) -> None:
     server = await start_server("infinity", scorer=prio_scorer)
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from reliability.hostile_servers import HOSTILE_SERVERS, ReflectAuthorizationIntoModels, on_listings
@@ -129,3 +130,38 @@ def test_a_key_reflected_into_the_model_ids_is_never_printed(cli) -> None:
         assert result.returncode == 0, result.stdout + result.stderr
         assert "Bearer *** (reflected)" in result.stdout
         assert secret not in result.stdout + result.stderr and secret[:12] not in result.stdout + result.stderr
+
+
+# --- issue 11: several replicas ------------------------------------------------------------------------------
+
+
+def test_probe_of_replicas_prints_one_line_each_and_fails_while_one_is_down(cli, unused_port) -> None:
+    dead = f"http://127.0.0.1:{unused_port}"
+    with serve_in_thread("infinity") as first, serve_in_thread("vllm_qwen3") as second:
+        result = cli("probe", first.url, f"{second.url}, {dead}", "--timeout", "5")
+        both = cli("probe", f"{first.url},{second.url}", "--json")
+    assert result.returncode == 1, result.stderr
+    summary, *rows = result.stdout.splitlines()
+    assert summary == f"FAIL  2 of 3 replicas rank correctly; failing: replica 3 {dead} (not working). " \
+                      "Fix or remove the failing ones."
+    assert len(rows) == 3
+    assert rows[0].split()[:5] == ["1", "OK", first.url, "rerank", "at"] and "/rerank" in rows[0]
+    assert rows[1].split()[:5] == ["2", "OK", second.url, "qwen3_score", "at"] and "/score" in rows[1]
+    for row in rows[:2]:
+        assert re.search(r"latency [\d.]+ ms  margin \+0\.\d{3}", row), row
+    assert rows[2].split()[:3] == ["3", "FAIL", dead] and "cannot connect" in rows[2]
+
+    assert both.returncode == 0, both.stdout + both.stderr
+    report = json.loads(both.stdout)
+    assert report["ok"] is True and report["message"].startswith("All 2 replicas rank correctly (smallest margin +")
+    assert report["endpoint"] == f"{first.url}, {second.url}" and "note" not in report
+    assert [(r["endpoint"], r["api"], r["path"], r["ok"]) for r in report["replicas"]] == [
+        (first.url, "rerank", "/rerank", True), (second.url, "qwen3_score", "/score", True)]
+    assert all(r["margin"] > 0 and r["latency_ms"] > 0 and "note" not in r for r in report["replicas"])
+    assert report["margin"] == min(r["margin"] for r in report["replicas"])
+
+
+def test_a_bad_replica_is_named_by_position_and_exit_2(cli, one_error_line) -> None:
+    result = cli("probe", "http://127.0.0.1:1", "localhost:8000")
+    assert result.returncode == 2
+    assert "entry 2 of 2 must start with http:// or https://" in one_error_line(result)

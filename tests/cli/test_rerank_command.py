@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from support.servers import serve_in_thread
+
 QUERY = "What is the capital of France?"
 DOCS = ["Bananas are rich in potassium.", "Paris is the capital of France.", "France borders Spain and Italy."]
 
@@ -38,6 +40,22 @@ def test_json_output(cli, infinity) -> None:
     assert data["retries"] == 0 and counters["reranked"] == 1
     assert {"retries", "stale_connection_retries", "rate_limit_waits", "hedges", "retry_budget_exhausted",
             "cancelled"} <= counters.keys()
+
+
+def test_json_statistics_show_each_replica(cli) -> None:
+    with serve_in_thread("infinity") as first, serve_in_thread("tei") as second:
+        result = cli("rerank", "--endpoint", f"{first.url}, {second.url}", "--json", QUERY, *DOCS)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["endpoint"] == f"{first.url}, {second.url}" and ranked_indices(result.stdout)[0] == 1
+    replicas = {r["url"]: r for r in data["statistics"]["replicas"]}
+    assert set(replicas) == {first.url, second.url}
+    assert sum(r["pairs"] for r in replicas.values()) == len(DOCS)
+    assert sum(r["share"] for r in replicas.values()) == pytest.approx(1.0)
+    for replica in replicas.values():
+        assert replica["breaker"] == "closed" and replica["in_flight"] == 0
+        assert replica["latency_ms"] is None or replica["pairs"] > 0  # a hedge's loser may have no latency
+    assert any(r["latency_ms"] for r in replicas.values())
 
 
 def test_top_limits_the_output(cli, infinity) -> None:

@@ -107,6 +107,17 @@ async def test_a_key_echoed_during_detection_and_the_connection_test_is_redacted
     assert_secret_absent(shown_text(everything_logged, *shown))
 
 
+async def test_a_key_echoed_by_one_replica_is_redacted_in_its_row_of_the_connection_test(
+        serve: Any, everything_logged: Any) -> None:
+    good, leaky = serve("infinity", api_key=SECRET), serve("infinity")
+    leaky.set_fault(EchoAuthorization(270))
+    config = config_for("infinity", f"{good.url}, {leaky.url}", api_key=SECRET, timeout=5)
+    report = await runtime.probe_async(config)
+    assert not report.ok and [r.ok for r in report.replicas] == [True, False]
+    assert "invalid credentials" in json.dumps(report.as_dict()["replicas"][1])
+    assert_secret_absent(shown_text(everything_logged, report, json.dumps(report.as_dict())))
+
+
 def test_the_key_is_not_in_a_config_repr_or_a_config_error() -> None:
     config = RerankerConfig(endpoint="http://127.0.0.1:1", api_key=SECRET)
     assert SECRET not in repr(config) and SECRET not in str(config)

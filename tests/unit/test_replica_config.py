@@ -73,3 +73,9 @@ def test_hedge_takes_auto_on_off_and_the_booleans_of_older_settings(value: objec
 def test_a_hedge_value_that_is_none_of_those_is_named() -> None:
     with pytest.raises(ConfigError, match="rerank_hedge: expected one of auto, on, off"):
         RerankerConfig.from_settings({"rerank_hedge": "sometimes"})
+
+
+@pytest.mark.parametrize("setting", [f"{A},", f", {A}", f",{A},\n"])
+def test_a_stray_comma_around_one_url_is_no_second_entry(setting: str) -> None:
+    config = RerankerConfig.from_settings({"rerank_endpoint": setting})
+    assert config.endpoint == A and config.endpoints == (A,)

@@ -185,7 +185,8 @@ def test_bad_input_is_refused_in_the_browser_and_nothing_is_sent(panel: Panel) -
     panel.test_button().click()
     expect(panel.problem("rerank_endpoint")).to_contain_text("Enter your reranker server's base URL")
     panel.fill("rerank_endpoint", "http://user:pw@reranker.lan:8002")
-    expect(panel.problem("rerank_endpoint")).to_contain_text("Leave the user name and password out")
+    expect(panel.problem("rerank_endpoint")).to_have_text(
+        "The URL must not contain a user name or password (put a key in API key).")
     panel.fill("rerank_endpoint", "http://reranker.lan:8002")
     expect(panel.problem("rerank_endpoint")).to_be_hidden()
     assert panel.host.plugin_calls("test_connection") == []  # nothing was sent while the form was bad
@@ -291,13 +292,18 @@ def test_the_api_key_is_a_password_and_no_reply_carries_it(panel: Panel, a0_root
 
 
 def test_screenshot_of_the_panel_after_a_successful_test(panel: Panel, a0_root: A0Root) -> None:
-    with serve_in_thread("vllm_qwen3") as server:
-        rerank_a_few(a0_root, server.url)
-        a0_root.save_global_config({"rerank_endpoint": server.url})
+    """The README's picture: two replicas of one model, tested, with their live status."""
+    with serve_in_thread("vllm_qwen3") as first, serve_in_thread("vllm_qwen3") as second:
+        endpoint = f"{first.url}, {second.url}"
+        for _ in range(3):
+            rerank_a_few(a0_root, endpoint)
+        a0_root.save_global_config({"rerank_endpoint": endpoint})
         open_panel(panel)
         panel.test_button().click()
         expect(panel.test_result()).to_have_attribute("data-ok", "true")
-        expect(panel.stat("reranked").locator(".a0r-tile-value")).to_have_text("3 of 3")
+        expect(panel.test_result().locator(".a0r-replica")).to_have_count(2)
+        expect(panel.stat("reranked").locator(".a0r-tile-value")).to_have_text("9 of 9")
+        expect(panel.page.locator('[data-stat="servers"] .a0r-server')).to_have_count(2)
         target = screenshot_path()
         target.parent.mkdir(parents=True, exist_ok=True)
         panel.page.locator(".modal-inner").screenshot(path=str(target), animations="disabled")

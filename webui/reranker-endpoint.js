@@ -1,0 +1,123 @@
+// The endpoint setting's checks, made as core/endpoint_url.py makes them (endpoints_problem), so the
+// panel refuses exactly what the plugin refuses on Save, in the same words: the same splitting of a
+// list (commas or whitespace, Python's whitespace), the bad entry named by position, never by its text
+// (it may hold a password), and each URL read by urllib.parse.urlsplit's rules rather than the
+// browser's stricter URL parser. A test runs both over the same inputs and compares the messages.
+
+const WHITESPACE = "\\t\\n\\v\\f\\r \\x1c-\\x1f\\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000";
+const SEPARATORS = new RegExp(`[,${WHITESPACE}]+`, "u");
+const EDGES = new RegExp(`^[${WHITESPACE}]+|[${WHITESPACE}]+$`, "gu");
+const NOT_IN_URLS = new RegExp(`[${WHITESPACE}\\x00-\\x1f\\x7f-\\x9f\\ud800-\\udfff]`, "u");
+const SCHEME = /^[A-Za-z][A-Za-z0-9+.-]*$/;
+const IPV_FUTURE = /^v[a-fA-F0-9]+\..+$/;
+const MALFORMED_HOST =
+  "has a malformed host: an IPv6 address goes in [brackets], an IPv4 address or a host name without them, " +
+  "and a host name has only letters, digits, dots and hyphens";
+
+/** The panel's message for an endpoint setting, or "" (empty is allowed: the plugin stays inert). */
+export function endpointProblem(text) {
+  const problem = endpointsProblem(text);
+  if (!problem) return "";
+  return problem.startsWith("entry ") ? `${capitalized(problem)}.` : `The URL ${problem}.`;
+}
+
+/** core's endpoints_problem: why the setting is unusable, naming the entry when it lists several. */
+export function endpointsProblem(text) {
+  const parts = strip(text).split(SEPARATORS).filter(Boolean);
+  if (parts.length <= 1) return urlProblem(parts[0] ?? ""); // a stray comma around one URL is no entry
+  for (const [index, part] of parts.entries()) {
+    const problem = urlProblem(part);
+    if (problem) return `entry ${index + 1} of ${parts.length} ${problem}`;
+  }
+  return "";
+}
+
+/** core's endpoint_problem, in the same order; "rerank_api_key" is the API key field here. */
+function urlProblem(text) {
+  const value = strip(text);
+  if (!value) return "";
+  if (NOT_IN_URLS.test(value)) return "must not contain spaces, line breaks or other control characters";
+  const parts = splitUrl(value);
+  if (parts === null) return MALFORMED_HOST;
+  if (parts.scheme !== "http" && parts.scheme !== "https") return "must start with http:// or https://";
+  const { user, password, hostname, port } = netlocParts(parts.netloc);
+  if (!hostname) return "has no host name";
+  if (user || password) return "must not contain a user name or password (put a key in API key)";
+  if (parts.query || parts.fragment) return "must not contain ?query or #fragment";
+  if (port && !(/^[0-9]+$/.test(port) && Number(port) <= 65535)) return "has an invalid port";
+  return "";
+}
+
+/** urlsplit's reading of a URL without spaces or control characters; null where it raises ValueError. */
+function splitUrl(url) {
+  let scheme = "";
+  let rest = url;
+  const colon = url.indexOf(":");
+  if (colon > 0 && SCHEME.test(url.slice(0, colon))) {
+    scheme = url.slice(0, colon).toLowerCase();
+    rest = url.slice(colon + 1);
+  }
+  let netloc = "";
+  if (rest.startsWith("//")) {
+    const end = rest.slice(2).search(/[/?#]/);
+    netloc = end < 0 ? rest.slice(2) : rest.slice(2, 2 + end);
+    rest = end < 0 ? "" : rest.slice(2 + end);
+    if (netloc.includes("[") !== netloc.includes("]")) return null;
+    if (netloc.includes("[") && !bracketedHostOk(after(netloc, "[").split("]")[0])) return null;
+  }
+  const [beforeFragment, fragment = ""] = splitOnce(rest, "#");
+  const [, query = ""] = splitOnce(beforeFragment, "?");
+  return netlocSurvivesNfkc(netloc) ? { scheme, netloc, query, fragment } : null;
+}
+
+/** An IPv6 address (a zone allowed) or an IPvFuture one, as urlsplit's _check_bracketed_host. */
+function bracketedHostOk(host) {
+  if (host.startsWith("v")) return IPV_FUTURE.test(host);
+  const [address, zone] = splitOnce(host, "%");
+  if (zone !== undefined && (!zone || zone.includes("%"))) return false;
+  if (!address.includes(":")) return false; // an IPv4 address, or none: not in brackets
+  try {
+    return new URL(`http://[${address}]/`).hostname !== "";
+  } catch {
+    return false;
+  }
+}
+
+/** urlsplit's _checknetloc: no character that NFKC turns into one of / ? # @ : (like U+2100, "a/c"). */
+function netlocSurvivesNfkc(netloc) {
+  if (!netloc || /^[\x00-\x7f]*$/.test(netloc)) return true;
+  const text = netloc.replace(/[@:#?]/g, "");
+  const normalized = text.normalize("NFKC");
+  return text === normalized || ![..."/?#@:"].some((c) => normalized.includes(c));
+}
+
+/** SplitResult's username, password, hostname and port strings ("" when absent). */
+function netlocParts(netloc) {
+  const at = netloc.lastIndexOf("@");
+  const [user, password = ""] = at < 0 ? [""] : splitOnce(netloc.slice(0, at), ":");
+  const hostinfo = netloc.slice(at + 1);
+  if (hostinfo.includes("[")) {
+    const [hostname, tail = ""] = splitOnce(after(hostinfo, "["), "]");
+    return { user, password, hostname, port: after(tail, ":") };
+  }
+  const [hostname, port = ""] = splitOnce(hostinfo, ":");
+  return { user, password, hostname, port };
+}
+
+function splitOnce(text, separator) {
+  const at = text.indexOf(separator);
+  return at < 0 ? [text] : [text.slice(0, at), text.slice(at + separator.length)];
+}
+
+function after(text, separator) {
+  const at = text.indexOf(separator);
+  return at < 0 ? "" : text.slice(at + separator.length);
+}
+
+function strip(text) {
+  return text.replace(EDGES, "");
+}
+
+function capitalized(text) {
+  return text.charAt(0).toUpperCase() + text.slice(1);
+}
