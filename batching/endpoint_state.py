@@ -15,6 +15,8 @@ from .limiter import EndpointLimiter
 
 EWMA_WEIGHT: Final = 0.3  # of the newest answer: a replica that slows down is noticed within a few requests
 FAILURE_HALF_LIFE_S: Final = 5.0  # a replica's recent failures weigh half as much this much later
+SPEED_HALF_LIFE_S: Final = 5.0  # a replica not asked for this long looks twice as fast as it last was
+WARM_UP_ANSWERS: Final = 5  # a replica's first answers (a cold start among them) do not count against it
 FAILURE_WEIGHT: Final = 20.0  # a replica failing every request looks 21 times as costly to the balancer
 
 
@@ -30,6 +32,7 @@ class EndpointState:
     answers: int = 0
     failure_score: float = 0.0  # EWMA of recent attempts' failures (1) and successes (0)
     failure_at: float = 0.0  # when ``failure_score`` was last raised
+    answered_at: float = 0.0  # when the speed was last measured
 
     def hold_off(self, until: float) -> None:
         """No attempt to this endpoint before ``until`` (a later Retry-After only extends it)."""
@@ -54,6 +57,7 @@ class EndpointState:
         self.seconds_per_pair = _ewma(self.seconds_per_pair, seconds / max(pairs, 1))
         self.seconds_per_request = _ewma(self.seconds_per_request, seconds)
         self.failure_score = _ewma(self.failure_score, 0.0)
+        self.answered_at = time.monotonic()
         self.answers += 1
 
     def failed(self) -> None:
@@ -70,8 +74,14 @@ class EndpointState:
     @property
     def cost(self) -> float:
         """What one more request costs here, for the balancer: its speed times its load, raised by its
-        recent failures (so a failing replica is left alone before its breaker even opens)."""
-        base = (self.seconds_per_pair or 0.0) * (self.outstanding_pairs + 1) + 1e-9 * self.outstanding_pairs
+        recent failures (so a failing replica is left alone before its breaker even opens). Its first
+        few answers do not count (a cold start is no measure of it), and the speed fades while the
+        replica is not asked, so no one slow answer keeps it out of rotation: it is tried again."""
+        if self.answers < WARM_UP_ANSWERS:
+            speed = 0.0
+        else:
+            speed = (self.seconds_per_pair or 0.0) * 0.5 ** ((time.monotonic() - self.answered_at) / SPEED_HALF_LIFE_S)
+        base = speed * (self.outstanding_pairs + 1) + 1e-9 * self.outstanding_pairs
         return (base or 1e-9) * (1.0 + FAILURE_WEIGHT * self.recent_failures())
 
     @property
