@@ -97,27 +97,16 @@ class ProbeReport:
         return "ranks wrongly" if self.api else "not working"
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready; a replica set adds ``replicas``, one such dict per replica (without the note)."""
-        data = {"ok": self.ok, "endpoint": self.endpoint, "message": self.message, "note": NOT_SAVED,
-                **self._facts()}
-        if self.replicas:
-            data["replicas"] = [{k: v for k, v in r.as_dict().items() if k != "note"} for r in self.replicas]
+        """JSON-ready: every field (``attempts`` as a list), the probed ``url`` and the not-saved
+        ``note``; a replica set's ``replicas`` hold one such dict each (without the note)."""
+        data = dataclasses.asdict(self) | {"url": self.endpoint + self.path if self.path else self.endpoint,
+                                           "note": NOT_SAVED, "attempts": list(self.attempts)}
+        replicas = [{k: v for k, v in r.as_dict().items() if k != "note"} for r in self.replicas]
+        if replicas:
+            data["replicas"] = replicas
+        else:
+            del data["replicas"]
         return data
-
-    def _facts(self) -> dict[str, Any]:
-        return {
-            "api": self.api,
-            "server": self.server,
-            "dialect": self.dialect,
-            "path": self.path,
-            "url": self.endpoint + self.path if self.path else self.endpoint,
-            "model": self.model,
-            "latency_ms": self.latency_ms,
-            "relevant_score": self.relevant_score,
-            "irrelevant_score": self.irrelevant_score,
-            "margin": self.margin,
-            "attempts": list(self.attempts),
-        }
 
 
 def _set_message(reports: Sequence[ProbeReport]) -> str:
