@@ -16,6 +16,7 @@ import {
   loadDefaults,
   loadSchema,
   missingKeys,
+  panelSections,
   plainCopy,
   settingProblems,
 } from "./reranker-settings.js";
@@ -28,6 +29,7 @@ function createPanel() {
   return {
     // every field is declared here: Alpine writes an undeclared one into the modal's own scope
     schema: null,
+    sections: [],
     defaults: null,
     loadError: "",
     testing: false,
@@ -56,8 +58,12 @@ function createPanel() {
 
     async _load() {
       try {
-        const [schema, defaults] = await Promise.all([loadSchema(), loadDefaults(callJsonApi)]);
-        this.schema = schema;
+        // the fields are drawn as soon as the schema is here, with their limits; the checks wait for the defaults
+        const schema = loadSchema().then((loaded) => {
+          this.schema = loaded;
+          this.sections = panelSections(loaded);
+        });
+        const [, defaults] = await Promise.all([schema, loadDefaults(callJsonApi)]);
         this.defaults = defaults;
       } catch (error) {
         this.loadError = `The panel could not load the plugin's defaults and limits: ${messageOf(error)}`;
@@ -82,7 +88,7 @@ function createPanel() {
 
     /** Messages under the fields; the endpoint is required only once Test was clicked. */
     get problems() {
-      if (!this.schema || !this.config) return {};
+      if (!this.schema || !this.defaults || !this.config) return {};
       return settingProblems(this.config, this.schema, { requireEndpoint: this.testAttempted });
     },
 
@@ -102,7 +108,7 @@ function createPanel() {
       this.test = null;
       try {
         await this._ready;
-        if (!this.schema) throw new Error(this.loadError || "the panel is not ready");
+        if (!this.defaults) throw new Error(this.loadError || "the panel is not ready");
         const problems = this.problems;
         const keys = Object.keys(problems);
         if (keys.length > 0) return this._refuse(keys);
@@ -128,8 +134,7 @@ function createPanel() {
     },
 
     titleOf(key) {
-      const title = this.$root?.querySelector(`[data-setting="${key}"] .field-title`);
-      return title?.textContent.trim() || key;
+      return this.sections.flatMap((section) => section.fields).find((field) => field.key === key)?.title || key;
     },
 
     /** The scope A0's modal shows (project, agent profile; "" = Global, All profiles). */

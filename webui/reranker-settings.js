@@ -1,8 +1,9 @@
-// The settings panel's plain logic, no Alpine: where the defaults and limits come from, filling the
-// keys an older config.json lacks, and the checks run before anything is sent.
+// The settings panel's plain logic, no Alpine: where the defaults, limits and fields come from, filling
+// the keys an older config.json lacks, and the checks run before anything is sent.
 //
 // Defaults come from Agent Zero's own plugin API (get_default_config reads default_config.yaml);
-// the limits come from settings-schema.json, which a test keeps equal to core/config.py.
+// the limits and the fields come from settings-schema.json, whose limits a test keeps equal to
+// core/config.py.
 
 import { endpointProblem } from "./reranker-endpoint.js";
 
@@ -20,13 +21,41 @@ export async function loadDefaults(callJsonApi) {
   return reply.data;
 }
 
-/** `{settings: {key: {type, min, max, choices}}}` from the plugin's webui folder. */
+/** `{sections: [{key, title, description}], settings: {key: {type, min, max, choices, section, ...}}}`. */
 export async function loadSchema(fetchFn = fetch) {
   const response = await fetchFn(SCHEMA_URL, { credentials: "same-origin" });
   if (!response.ok) throw new Error(`settings-schema.json: HTTP ${response.status}`);
   const schema = await response.json();
   if (!isPlainObject(schema?.settings)) throw new Error("settings-schema.json has no settings");
+  if (!Array.isArray(schema.sections)) throw new Error("settings-schema.json has no sections");
   return schema;
+}
+
+/**
+ * What config.html draws: each section in order with its settings in the schema's order, and per
+ * setting the control's kind (toggle, select, text, password, number, textarea), its words, and
+ * what that control needs (placeholder; step from the type; a select's options with their labels).
+ */
+export function panelSections(schema) {
+  const entries = Object.entries(schema.settings);
+  return schema.sections.map(({ key, title, description = "" }) => ({
+    key,
+    title,
+    description,
+    fields: entries.filter(([, entry]) => entry.section === key).map(([name, entry]) => fieldView(name, entry)),
+  }));
+}
+
+function fieldView(key, entry) {
+  return {
+    key,
+    title: entry.title,
+    description: entry.description,
+    control: entry.control,
+    placeholder: entry.placeholder ?? null,
+    step: entry.type === "integer" ? "1" : "any",
+    options: (entry.choices ?? []).map((value) => ({ value, label: entry.labels?.[value] ?? value })),
+  };
 }
 
 /** Keys of `defaults` that `config` lacks (missing or null). */

@@ -1,6 +1,7 @@
 """The settings panel's files against the plugin's own sources, without a browser: every setting of
-``default_config.yaml`` is bound in ``config.html``, and the limits the browser checks
-(``webui/settings-schema.json``) are exactly ``core/config.py``'s."""
+``default_config.yaml`` has one entry in ``webui/settings-schema.json``, which ``config.html`` draws
+with the template of the entry's control, and the limits the browser checks are exactly
+``core/config.py``'s."""
 
 from __future__ import annotations
 
@@ -18,74 +19,114 @@ from usr.plugins.a0_reranker.core.config import API_MODES, HEDGE_MODES, NUMERIC_
 WEBUI = REPO_ROOT / "webui"
 CONFIG_HTML = (WEBUI / "config.html").read_text(encoding="utf-8")
 SCHEMA = json.loads((WEBUI / "settings-schema.json").read_text(encoding="utf-8"))
+SETTINGS: dict[str, dict[str, Any]] = SCHEMA["settings"]
 DEFAULTS = yaml.safe_load((REPO_ROOT / "default_config.yaml").read_text(encoding="utf-8"))
-BOUND = re.findall(r'x-model(?:\.[a-z]+)*="config\.([a-z0-9_]+)"', CONFIG_HTML)
+SECTIONS = ["behaviour", "connection", "quality", "batching", "reliability"]
+RULE_KEYS = {"type", "min", "max", "choices"}  # what core/config.py says
+SHOWN_KEYS = {"section", "control", "title", "description", "placeholder", "labels"}  # how the panel says it
+CONTROLS_OF_TYPE = {"bool": {"toggle"}, "choice": {"select"}, "integer": {"number"}, "number": {"number"},
+                    "url": {"text"}, "text": {"text", "password", "textarea"}}
+FIELD_TEMPLATE = re.compile(r"field\.control === '([a-z]+)'")
+BINDING = re.compile(r"x-model(?:\.[a-z]+)*")
 
 
-class Fields(HTMLParser):
-    """Each ``.field[data-setting]``: its title, help line and controls."""
+class ControlTemplates(HTMLParser):
+    """Each ``<template x-if="field.control === '...'">`` of ``config.html``: the controls it draws and
+    their attributes, and every ``x-model`` binding of the page."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.fields: dict[str, dict[str, Any]] = {}
-        self.options: list[str] = []
-        self._current: dict[str, Any] | None = None
-        self._capture: str | None = None
+        self.templates: dict[str, list[tuple[str, dict[str, str | None]]]] = {}
+        self.bindings: list[str] = []
+        self._kind: str | None = None
+        self._depth = 0
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         attributes = dict(attrs)
-        classes = (attributes.get("class") or "").split()
-        if "field" in classes and attributes.get("data-setting"):
-            self._current = {"title": "", "help": "", "controls": []}
-            self.fields[str(attributes["data-setting"])] = self._current
-        elif self._current is not None and ("field-title" in classes or "field-description" in classes):
-            self._capture = "title" if "field-title" in classes else "help"
-        elif self._current is not None and tag in ("input", "select", "textarea", "button"):
-            self._current["controls"].append((tag, attributes))
-        if tag == "option":
-            self.options.append(str(attributes.get("value")))
+        self.bindings += [str(value) for name, value in attrs if BINDING.fullmatch(name)]
+        if tag == "template":
+            self._depth += self._kind is not None
+            found = FIELD_TEMPLATE.fullmatch(attributes.get("x-if") or "")
+            if self._kind is None and found:
+                self._kind = found.group(1)
+                self.templates[self._kind] = []
+        elif self._kind is not None and tag in ("input", "select", "textarea", "button"):
+            self.templates[self._kind].append((tag, attributes))
 
     def handle_endtag(self, tag: str) -> None:
-        self._capture = None if tag == "div" else self._capture
-
-    def handle_data(self, data: str) -> None:
-        if self._current is not None and self._capture:
-            self._current[self._capture] += data.strip()
-
-
-def parsed() -> Fields:
-    fields = Fields()
-    fields.feed(CONFIG_HTML)
-    return fields
+        if tag == "template" and self._kind is not None:
+            if self._depth == 0:
+                self._kind = None
+            self._depth = max(0, self._depth - 1)
 
 
-def test_config_html_binds_every_setting_of_default_config_once() -> None:
-    assert sorted(BOUND) == sorted(DEFAULTS), "config.html must bind each default_config.yaml key exactly once"
+def parsed() -> ControlTemplates:
+    templates = ControlTemplates()
+    templates.feed(CONFIG_HTML)
+    return templates
+
+
+def test_every_setting_of_default_config_has_one_entry_and_every_entry_a_setting() -> None:
+    assert sorted(set(DEFAULTS) - set(SETTINGS)) == [], "settings of default_config.yaml with no schema entry"
+    assert sorted(set(SETTINGS) - set(DEFAULTS)) == [], "schema entries with no setting in default_config.yaml"
     assert set(DEFAULTS) == set(settings_keys_of_the_model())
 
 
-def test_each_setting_has_a_title_and_a_line_of_help() -> None:
-    fields = parsed().fields
-    assert set(DEFAULTS) <= set(fields)
-    for key in DEFAULTS:
-        assert fields[key]["title"], key
-        assert 40 <= len(fields[key]["help"]) <= 200, (key, fields[key]["help"])
+def test_config_html_binds_every_setting_once_through_its_controls_template() -> None:
+    """One template per control kind, each binding ``config[field.key]`` once: drawn once per entry,
+    that is one binding per setting. No field is written out by hand."""
+    templates = parsed()
+    assert sorted(templates.templates) == sorted({"toggle", "select", "text", "password", "number", "textarea"})
+    assert templates.bindings == ["config[field.key]"] * len(templates.templates)
+    for kind, controls in templates.templates.items():
+        bound = [attributes for _tag, attributes in controls if any(BINDING.fullmatch(n) for n in attributes)]
+        assert len(bound) == 1, kind
+    assert {entry["control"] for entry in SETTINGS.values()} <= set(templates.templates)
+    assert not re.search(r"data-setting=\"rerank_|config\.rerank_|field-title\">(?!Test connection)", CONFIG_HTML)
+
+
+def test_each_entrys_texts_meet_the_length_rules() -> None:
+    for key, entry in SETTINGS.items():
+        assert 3 <= len(entry["title"]) <= 40, (key, entry["title"])
+        assert 40 <= len(entry["description"]) <= 200, (key, entry["description"])
+        assert entry["description"] == " ".join(entry["description"].split()), key
+    for section in SCHEMA["sections"]:
+        assert 3 <= len(section["title"]) <= 40, section
+        assert 40 <= len(section.get("description", "x" * 40)) <= 200, section
+    instruction = SETTINGS["rerank_instruction"]["description"]
+    assert "used in qwen3_score mode" in instruction and "vLLM's /rerank" in instruction
+
+
+def test_each_entry_is_in_a_section_in_the_panels_order_with_a_control_of_its_type() -> None:
+    assert [section["key"] for section in SCHEMA["sections"]] == SECTIONS
+    order = [SECTIONS.index(entry["section"]) for entry in SETTINGS.values()]
+    assert order == sorted(order), "a section's settings follow one another, sections in the panel's order"
+    for key, entry in SETTINGS.items():
+        assert set(entry) <= RULE_KEYS | SHOWN_KEYS and set(entry) >= {"type", *SHOWN_KEYS - {"placeholder", "labels"}}
+        assert entry["control"] in CONTROLS_OF_TYPE[entry["type"]], key
+        assert "placeholder" not in entry or entry["control"] in ("text", "password"), key
+        assert ("labels" in entry) == (entry["type"] == "choice"), key
 
 
 def test_api_key_is_a_password_field_and_the_api_choices_are_the_modes() -> None:
-    fields = parsed()
-    [(tag, attributes)] = fields.fields["rerank_api_key"]["controls"]
-    assert tag == "input" and attributes["type"] == "password"
-    assert fields.options == list(API_MODES) + list(HEDGE_MODES)  # the two selects, in panel order
+    assert SETTINGS["rerank_api_key"]["control"] == "password"
+    assert [entry["control"] for entry in SETTINGS.values()].count("password") == 1
+    [(tag, attributes)] = parsed().templates["password"]
+    assert tag == "input" and attributes["type"] == "password" and attributes["autocomplete"] == "new-password"
+    selects = [entry for entry in SETTINGS.values() if entry["control"] == "select"]
+    options = [value for entry in selects for value in entry["labels"]]
+    assert options == list(API_MODES) + list(HEDGE_MODES)  # the two selects, in panel order
+    for entry in selects:
+        assert list(entry["labels"]) == entry["choices"] and all(entry["labels"].values())
 
 
 def test_schema_limits_are_core_configs() -> None:
-    settings = SCHEMA["settings"]
-    assert list(settings) == settings_keys_of_the_model()
-    numbers = {key: (rule["min"], rule["max"]) for key, rule in settings.items() if "min" in rule}
+    rules = {key: {name: value for name, value in entry.items() if name in RULE_KEYS} for key, entry in SETTINGS.items()}
+    assert list(rules) == settings_keys_of_the_model()
+    numbers = {key: (rule["min"], rule["max"]) for key, rule in rules.items() if "min" in rule}
     assert numbers == {setting_key(name): limits for name, limits in NUMERIC_RANGES.items()}
     for f in dataclasses.fields(RerankerConfig):
-        rule = settings[setting_key(f.name)]
+        rule = rules[setting_key(f.name)]
         expected = {"bool": "bool", "int": "integer", "float": "number"}.get(str(f.type), "text")
         if f.name == "api":
             assert rule == {"type": "choice", "choices": list(API_MODES)}

@@ -44,6 +44,19 @@ SECTIONS = {
                     "rerank_tls_verify", "rerank_ca_bundle"],
 }
 SCREENSHOT = REPO_ROOT / "docs" / "settings-panel.png"
+# every x-model of the panel, read while each setting holds its own name: (the setting it reads, its field)
+BOUND_SETTINGS = """() => {
+  const panel = document.querySelector('.a0r-panel');
+  const config = Alpine.$data(panel).config;
+  const saved = { ...config };
+  for (const key of Object.keys(config)) config[key] = `bound:${key}`;
+  const bound = [...panel.querySelectorAll('*')].flatMap((element) => [...element.attributes]
+    .filter((attribute) => attribute.name.startsWith('x-model'))
+    .map((attribute) => [String(Alpine.evaluate(element, attribute.value)).replace(/^bound:/, ''),
+                         element.closest('[data-setting]')?.dataset.setting]));
+  Object.assign(config, saved);
+  return bound;
+}"""
 COUNT_STATUS_FETCHES = """() => {
   window.__statusFetches = 0;
   const original = window.fetch;
@@ -75,11 +88,9 @@ def rerank_a_few(a0_root: A0Root, endpoint: str, **settings: Any) -> None:
 
 def test_every_setting_of_default_config_is_in_the_panel(panel: Panel) -> None:
     open_panel(panel)
-    bound = panel.page.evaluate(
-        """() => [...document.querySelectorAll('.a0r-panel *')].flatMap(element =>
-             [...element.attributes].filter(a => a.name.startsWith('x-model')).map(a => a.value))"""
-    )
-    assert sorted(name.removeprefix("config.") for name in bound) == sorted(DEFAULTS)
+    bound = panel.page.evaluate(BOUND_SETTINGS)
+    assert sorted(key for key, _field in bound) == sorted(DEFAULTS)
+    assert all(key == field for key, field in bound), bound  # each control binds its own field's setting
     for section, keys in SECTIONS.items():
         placed = panel.page.locator(f'[data-section="{section}"] .field[data-setting^="rerank_"]')
         assert placed.evaluate_all("fields => fields.map(f => f.dataset.setting)") == keys
