@@ -24,6 +24,7 @@ DEFAULTS = yaml.safe_load((REPO_ROOT / "default_config.yaml").read_text(encoding
 SECTIONS = ["behaviour", "connection", "quality", "batching", "reliability"]
 RULE_KEYS = {"type", "min", "max", "choices"}  # what core/config.py says
 SHOWN_KEYS = {"section", "control", "title", "description", "placeholder", "labels"}  # how the panel says it
+REQUIRED_KEYS = {"type", "section", "control", "title", "description"}
 CONTROLS_OF_TYPE = {"bool": {"toggle"}, "choice": {"select"}, "integer": {"number"}, "number": {"number"},
                     "url": {"text"}, "text": {"text", "password", "textarea"}}
 FIELD_TEMPLATE = re.compile(r"field\.control === '([a-z]+)'")
@@ -102,7 +103,7 @@ def test_each_entry_is_in_a_section_in_the_panels_order_with_a_control_of_its_ty
     order = [SECTIONS.index(entry["section"]) for entry in SETTINGS.values()]
     assert order == sorted(order), "a section's settings follow one another, sections in the panel's order"
     for key, entry in SETTINGS.items():
-        assert set(entry) <= RULE_KEYS | SHOWN_KEYS and set(entry) >= {"type", *SHOWN_KEYS - {"placeholder", "labels"}}
+        assert REQUIRED_KEYS <= set(entry) <= RULE_KEYS | SHOWN_KEYS, (key, sorted(entry))
         assert entry["control"] in CONTROLS_OF_TYPE[entry["type"]], key
         assert "placeholder" not in entry or entry["control"] in ("text", "password"), key
         assert ("labels" in entry) == (entry["type"] == "choice"), key
