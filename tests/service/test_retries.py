@@ -184,6 +184,9 @@ FAULTS: dict[str, Callable[[random.Random], Callable[[RecordedRequest], Any]]] =
 }
 
 
+RECALLS = 121  # the warm-up and 120 more, each at most one first request
+
+
 async def requests_sent(fault: str, **settings: Any) -> int:
     """The POSTs a server gets for 120 recalls. The engine's clock stands still, so that the budget's
     10 s window holds all of them however long a busy machine takes (its bound is per window)."""
@@ -201,7 +204,10 @@ async def requests_sent(fault: str, **settings: Any) -> int:
 
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 async def test_retries_never_add_more_requests_than_the_budget(fault: str) -> None:
+    """The budget bounds retries by the first requests in its window, and each recall makes at most one
+    first request. (Without retries, a 429's hold-off can keep a few recalls from sending at all, so
+    the run without retries is a floor, not the bound.)"""
     without = await requests_sent(fault, max_retries=0)
     with_retries = await requests_sent(fault)
-    assert without >= 100
-    assert with_retries <= 1.2 * without, (fault, without, with_retries)
+    assert 100 <= without <= RECALLS + 2  # a reset connection may be resent once on a fresh one
+    assert without < with_retries <= 1.2 * RECALLS + 2, (fault, without, with_retries)
