@@ -10,18 +10,17 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from support.deadlines import Stopwatch
 from support.servers import KINDS, Fault, FaultRule, RecordedRequest
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.service import runtime
 
 MARK: Final = "zephyrquill"  # in every test document, in no probe document
 TIMEOUT: Final = 0.3  # rerank_timeout of the matrix: faults that wait cost this once per test
-SLACK: Final = 0.1  # the acceptance bound is rerank_timeout + 100 ms
 QUERY: Final = "how do I rotate the backup encryption key"
 TEXTS: Final = (
     f"{MARK} rotate the backup encryption key with the vault tool",
@@ -88,9 +87,9 @@ def same_objects(got: Sequence[Any], expected: Sequence[Any]) -> bool:
 
 
 def timed(call: Any, *args: Any, **kwargs: Any) -> tuple[Any, float]:
-    started = time.perf_counter()
+    watch = Stopwatch()
     result = call(*args, **kwargs)
-    return result, time.perf_counter() - started
+    return result, watch.elapsed
 
 
 def shown_text(caplog: Any, *more: Any) -> str:

@@ -2,8 +2,13 @@
 
 For each fault the public ``rerank()`` (blocking, from a worker thread) and a recall through
 ``rerank_pool`` run side by side, as A0's threads and loops would. Each must give the stock answer
-(None; exactly the stock top-``limit`` objects in stock order) within ``rerank_timeout`` + 100 ms,
-raise nothing, and the counters must name the reason, once per call.
+(None; exactly the stock top-``limit`` objects in stock order) within ``rerank_timeout``, raise
+nothing, and the counters must name the reason, once per call; the fault must have met our request.
+
+The counters and the server's record are the proof; time is only a sanity bound (``support.deadlines``:
+a timeout never before the deadline, every fallback before the next multiple of the timeout, at least a
+second on). The acceptance figure, within ``rerank_timeout`` + 100 ms, is measured by
+``bench/deadline_release.py`` as percentiles of one run.
 
 Faults on the answer are aimed at our rerank requests only and come after detection (the route is
 cached), so they hit the rerank path; the cold cases at the end fail detection itself.
@@ -28,7 +33,6 @@ from reliability.kit import (
     KEYED_KINDS,
     LIMIT,
     QUERY,
-    SLACK,
     TIMEOUT,
     FakeDocument,
     config_for,
@@ -41,6 +45,7 @@ from reliability.kit import (
 from reliability.tls_server import tls_server
 
 from support.counters import settled_statistics, stats_until
+from support.deadlines import PATIENT_S, Stopwatch, assert_released_at_deadline, assert_released_within
 from support.servers import (
     Delay,
     Disconnect,
@@ -86,9 +91,9 @@ async def call_both(config: RerankerConfig) -> Calls:
             lambda: timed(reranker.rerank, QUERY, texts, config=config))
 
     async def recall() -> None:
-        started = anyio.current_time()
+        watch = Stopwatch()
         calls.recall = await rerank_pool(QUERY, calls.pool, limit=LIMIT, config=config)
-        calls.recall_s = anyio.current_time() - started
+        calls.recall_s = watch.elapsed
 
     async with anyio.create_task_group() as group:
         group.start_soon(blocking_api)
@@ -100,8 +105,9 @@ def assert_stock_fallback(calls: Calls, reason: str, config: RerankerConfig) -> 
     assert calls.ranking is None
     assert calls.recall is not None and not calls.recall.applied
     assert same_objects(calls.recall.documents, calls.pool[:LIMIT])
-    bound = config.timeout + SLACK
-    assert calls.ranking_s <= bound and calls.recall_s <= bound, (calls.ranking_s, calls.recall_s)
+    released = assert_released_at_deadline if reason == "timeout" else assert_released_within
+    for elapsed in (calls.ranking_s, calls.recall_s):
+        released(elapsed, config.timeout)
     stats = settled_statistics()
     assert dict(stats.fallbacks) == {reason: 2}, (stats.fallbacks, stats.last_error)
     assert calls.recall.reason == reason
@@ -110,7 +116,7 @@ def assert_stock_fallback(calls: Calls, reason: str, config: RerankerConfig) -> 
 async def detected(server: RunningServer, **settings: Any) -> RerankerConfig:
     """Settings for ``server``, with detection done and cached by one successful recall."""
     config = config_for(server.kind, server.url, **settings)
-    warm = await rerank_pool(QUERY, make_pool(), limit=LIMIT, config=config)
+    warm = await rerank_pool(QUERY, make_pool(), limit=LIMIT, config=config.replace(timeout=PATIENT_S))
     assert warm.applied, runtime.statistics().last_error
     runtime.stats_recorder().reset()
     return config
