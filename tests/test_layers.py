@@ -1,6 +1,7 @@
 """Imports point down (DESIGN.md): ``core`` <- ``batching`` <- ``service`` <- ``a0_hooks`` <- A0's thin entry
-points, with the command line, its demo server and the benches beside the A0 side; and only ``a0_hooks/`` and
-the entry points know A0.
+points, with the command line, its demo server and the benches beside the A0 side, and the process-wide
+infrastructure (``process/``: the owner loop, the registry) in a room of its own that only ``service`` and
+``a0_hooks`` use; and only ``a0_hooks/`` and the entry points know A0.
 
 Read from the source with ``ast``, nothing imported: every ``import`` and ``from ... import`` (also under
 ``TYPE_CHECKING`` and inside functions), relative ones resolved against their package, and the
@@ -25,11 +26,11 @@ ROOT: Final = "root"  # the package's own ``__init__`` (``__version__``)
 
 # What each part of the tree may import of the plugin itself.
 MAY_IMPORT: Final[Mapping[str, frozenset[str]]] = {
+    "process": frozenset({"process"}),  # infrastructure, knowing nothing of reranking
     "core": frozenset({"core"}),
     "batching": frozenset({"core", "batching"}),
-    "service": frozenset({ROOT, "core", "batching", "service"}),
-    # batching: its process state and owner loop, until they move to a package of their own (issue 13)
-    "a0_hooks": frozenset({ROOT, "core", "batching", "service", "a0_hooks"}),
+    "service": frozenset({ROOT, "core", "batching", "process", "service"}),
+    "a0_hooks": frozenset({ROOT, "core", "process", "service", "a0_hooks"}),
     # A0's entry points, loaded by A0 by path or by name; helpers/ is the import path other plugins use
     "hooks.py": frozenset({"a0_hooks"}),
     "api": frozenset({"a0_hooks"}),
@@ -212,10 +213,12 @@ def test_only_a0_hooks_and_the_entry_points_import_a0() -> None:
     assert not wrong, "only a0_hooks/ and A0's entry points may know A0:\n" + "\n".join(wrong)
 
 
-def test_nothing_below_a0_hooks_imports_it_and_core_and_batching_know_no_a0() -> None:
-    """The brief's three rules, spelled out on their own (MAY_IMPORT implies them)."""
+def test_core_and_batching_import_nothing_above_them_and_know_no_a0() -> None:
+    """The three rules of issue 13, spelled out on their own (MAY_IMPORT implies them); neither imports the
+    process infrastructure either."""
     imports = all_imports()
-    above_core = {"batching", "service", "a0_hooks", "cli", "helpers", "api", "extensions", "demo", "bench", "tools"}
+    above_core = {"batching", "service", "a0_hooks", "cli", "helpers", "api", "extensions", "demo", "bench", "tools",
+                  "process"}
     assert not [str(i) for i in imports if part_of(Path(i.file)) == "core" and (i.part in above_core or i.is_a0)]
     assert not [str(i) for i in imports if part_of(Path(i.file)) == "batching"
                 and (i.part in above_core - {"batching"} or i.is_a0)]
@@ -243,6 +246,9 @@ def found(file: str, source: str) -> list[Imported]:
     ("core/dialects/__init__.py", "from ..errors import RerankError\nfrom ...cli import main\n", "cli"),
     ("batching/batcher.py", "from usr.plugins.a0_reranker.service import runtime\n", "service"),
     ("batching/batcher.py", "import a0_reranker.a0_hooks.settings\n", "a0_hooks"),
+    ("batching/batcher.py", "from ..process.owner_loop import OwnerLoop\n", "process"),
+    ("a0_hooks/settings.py", "from ..batching import breaker\n", "batching"),
+    ("process/registry.py", "from ..core.config import RerankerConfig\n", "core"),
     ("service/runtime.py", "def later():\n    from ..a0_hooks import settings\n", "a0_hooks"),
     ("core/config.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..cli.options import x\n",
      "cli"),
