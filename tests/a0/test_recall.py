@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from support.counters import accounted, stats_until
 from support.deadlines import Stopwatch, assert_released_at_deadline, assert_released_within
 from support.servers import Delay, Hang, Respond, RunningServer, start_server
 from usr.plugins.a0_reranker.service import runtime
@@ -114,7 +115,7 @@ async def test_failing_or_slow_server_gives_exactly_stock_within_the_timeout(
     assert loop_data.extras_persistent["memories"] == await stock_memories(a0, agent, calls[0]["query"])
     assert "fell back to the stock order" in a0.recall_lines(agent)[-1]
     assert any(r.method == "POST" for r in server.requests[sent:]), "the fault must have met our request"
-    assert runtime.statistics().fallbacks == {REASONS[fault]: 1}
+    assert (await stats_until(accounted)).fallbacks == {REASONS[fault]: 1}
     released = assert_released_at_deadline if REASONS[fault] == "timeout" else assert_released_within
     released(elapsed, timeout, more=good_recall_s)
 

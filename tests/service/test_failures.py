@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from support.counters import accounted, stats_until
 from support.deadlines import Stopwatch, assert_released_at_deadline, assert_released_within
 from support.servers import Delay, Disconnect, Hang, InvalidJson, Respond, StallBody, start_server
 from usr.plugins.a0_reranker.core.config import RerankerConfig
@@ -88,7 +89,7 @@ async def test_failures_of_a_detected_server(kind: str, options: dict[str, Any],
         sent = server.count()
         result, elapsed = await timed_rerank(config)
         assert result is None
-        assert dict(runtime.statistics().fallbacks) == {reason: 1}
+        assert dict((await stats_until(accounted)).fallbacks) == {reason: 1}
         assert any(r.method == "POST" for r in server.requests[sent:]), "the fault must have met our request"
         if reason == "timeout":  # the server holds its answer back (or sends it 5 s on): the deadline released us
             assert_released_at_deadline(elapsed, TIMEOUT)

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from support.counters import accounted, stats_until
 from support.deadlines import Stopwatch, assert_released_before_deadline
 from support.encoding import encoding_scorer, recall
 from support.servers import CloseKeptAlive, Disconnect, RecordedRequest, Respond, RunningServer, start_server
@@ -166,7 +167,7 @@ async def test_a_429_that_does_not_fit_the_deadline_falls_back_at_once_and_is_ne
         assert await runtime.rerank_async(*recall(9, 4), config=impatient) is None  # waits it out, then 429
         later = posts(server, before)
         assert len(later) == 2 and later[1].received_at - limited[0].received_at >= retry_after
-        assert runtime.statistics().rate_limit_waits == 1
+        assert (await stats_until(accounted)).rate_limit_waits == 1
     finally:
         await server.close()
 

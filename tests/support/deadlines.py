@@ -24,7 +24,7 @@ import time
 from typing import Final
 
 PATIENT_S: Final = 10.0  # the timeout of a call that must succeed (a warm-up, a check after): not under test
-EARLY_S: Final = 0.02  # a timer may fire this much early, and the engine gives up 5 ms before the deadline
+EARLY_S: Final = 0.02  # a margin for a timer that fires a hair early (asyncio wakes timers within its clock resolution)
 LEAST_SLACK_S: Final = 1.0  # what a busy machine may add to a release, at the least
 
 
