@@ -8,7 +8,8 @@ nothing, and the counters must name the reason, once per call; the fault must ha
 The counters and the server's record are the proof; time is only a sanity bound (``support.deadlines``:
 a timeout never before the deadline, every fallback before the next multiple of the timeout, at least a
 second on). The acceptance figure, within ``rerank_timeout`` + 100 ms, is measured by
-``bench/deadline_release.py`` as percentiles of one run.
+``bench/deadline_release.py`` as percentiles of one run. Faults that hold the answer back run at a 0.3 s
+timeout; the others at 3 s, so that their retries, not the clock, decide the reason (``kit.timeout_for``).
 
 Faults on the answer are aimed at our rerank requests only and come after detection (the route is
 cached), so they hit the rerank path; the cold cases at the end fail detection itself.
@@ -41,6 +42,7 @@ from reliability.kit import (
     on_our_requests,
     same_objects,
     timed,
+    timeout_for,
 )
 from reliability.tls_server import tls_server
 
@@ -123,7 +125,7 @@ async def detected(server: RunningServer, **settings: Any) -> RerankerConfig:
 
 
 async def after_detection(server: RunningServer, fault: Fault, reason: str, **settings: Any) -> None:
-    config = await detected(server, **settings)
+    config = await detected(server, **{"timeout": timeout_for(reason), **settings})
     server.set_fault(on_our_requests(fault))
     assert_stock_fallback(await call_both(config), reason, config)
     assert any(is_ours(r) for r in server.requests[-4:]), "the fault must have met our request"
@@ -186,7 +188,7 @@ async def captured(server: RunningServer, method: str, path: str, body: bytes, k
 @pytest.mark.parametrize("kind", DIALECT_KINDS)
 async def test_each_servers_real_error_answer_falls_back(serve: Any, kind: str, error: str) -> None:
     server = serve(kind, api_key=SERVER_KEY)
-    config = await detected(server, api_key=SERVER_KEY)
+    config = await detected(server, api_key=SERVER_KEY, timeout=timeout_for("http_status"))
     ours = next(r for r in reversed(server.requests) if is_ours(r))
     if error == "wrong_key" and kind in KEYED_KINDS:
         answer = await captured(server, "POST", ours.path, ours.text.encode(), "wrong-key")
@@ -206,7 +208,8 @@ async def test_a_server_gone_after_detection_falls_back(kind: str) -> None:
     stack = ExitStack()
     server = stack.enter_context(serve_in_thread(kind))
     try:
-        config = await detected(server, breaker_failures=10)  # four failures in a row are expected here
+        # four failures in a row are expected here
+        config = await detected(server, breaker_failures=10, timeout=timeout_for("connect"))
         server.set_fault(on_our_requests(Disconnect()))  # a connection kept alive is cut ...
         assert_stock_fallback(await call_both(config), "connect", config)
         await anyio.to_thread.run_sync(stack.close)  # ... then nothing listens at the address any more
@@ -233,11 +236,13 @@ async def cold(config: RerankerConfig, reason: str, words: str) -> None:
 
 
 async def test_connection_refused_before_detection() -> None:
-    await cold(config_for("tei", f"http://127.0.0.1:{closed_port()}"), "connect", "cannot connect")
+    await cold(config_for("tei", f"http://127.0.0.1:{closed_port()}", timeout=timeout_for("connect")), "connect",
+               "cannot connect")
 
 
 async def test_unresolvable_host_before_detection() -> None:
-    await cold(config_for("tei", "http://reranker.invalid:8080"), "connect", "cannot resolve")
+    await cold(config_for("tei", "http://reranker.invalid:8080", timeout=timeout_for("connect")), "connect",
+               "cannot resolve")
 
 
 @pytest.fixture(scope="module")
@@ -248,7 +253,7 @@ def untrusted_ca() -> trustme.CA:
 @pytest.mark.parametrize("kind", DIALECT_KINDS)
 async def test_an_untrusted_certificate_falls_back(kind: str, untrusted_ca: trustme.CA, tmp_path: Path) -> None:
     with tls_server(kind, untrusted_ca) as server:
-        await cold(config_for(kind, server.url), "tls", "TLS certificate")
+        await cold(config_for(kind, server.url, timeout=timeout_for("tls")), "tls", "TLS certificate")
         assert server.requests == []  # the handshake failed: no request was ever read
 
 
@@ -266,7 +271,7 @@ async def test_a_fault_during_detection_falls_back(serve: Any, kind: str, fault:
     rule, reason = COLD_FAULTS[fault]
     server = serve(kind)
     server.set_fault(rule)
-    await cold(config_for(kind, server.url), reason, "")
+    await cold(config_for(kind, server.url, timeout=timeout_for(reason)), reason, "")
 
 
 async def test_a_server_silent_from_the_start_opens_the_breaker(serve: Any) -> None:
