@@ -43,8 +43,8 @@ SHUT_BREAKER: Final[dict[str, Any]] = {"breaker_failures": 1000, "breaker_failur
 
 
 def build_app() -> web.Application:
-    """``POST /hold`` with ``{"hold": true}`` makes every later rerank wait (until the client hangs up);
-    ``GET /stats`` says how many reranks it received."""
+    """``POST /control`` with ``{"hold": true}`` makes every later rerank wait (until the client hangs up);
+    ``/control`` answers with the state, and how many reranks the server has received."""
     state = {"hold": False, "received": 0}
 
     async def rerank(request: web.Request) -> web.Response:
@@ -58,18 +58,13 @@ def build_app() -> web.Application:
     async def models(_: web.Request) -> web.Response:
         return web.json_response(models_answer("deadline"))
 
-    async def hold(request: web.Request) -> web.Response:
-        state["hold"] = bool((await request.json())["hold"])
-        return web.json_response(state)
-
-    async def stats(_: web.Request) -> web.Response:
+    async def control(request: web.Request) -> web.Response:
+        if request.method == "POST":
+            state["hold"] = bool((await request.json())["hold"])
         return web.json_response(state)
 
     app = web.Application()
-    app.router.add_post("/rerank", rerank)
-    app.router.add_get("/v1/models", models)
-    app.router.add_post("/hold", hold)
-    app.router.add_get("/stats", stats)
+    app.add_routes([web.post("/rerank", rerank), web.get("/v1/models", models), web.route("*", "/control", control)])
     return app
 
 
@@ -142,13 +137,13 @@ def _spread(spread: Spread) -> str:
 
 
 async def _hold(url: str, on: bool) -> None:
-    async with aiohttp.ClientSession() as session, session.post(f"{url}/hold", json={"hold": on}) as answer:
+    async with aiohttp.ClientSession() as session, session.post(f"{url}/control", json={"hold": on}) as answer:
         answer.raise_for_status()
 
 
 async def _received(url: str) -> int:
     """The rerank requests the server has received so far."""
-    async with aiohttp.ClientSession() as session, session.get(f"{url}/stats") as answer:
+    async with aiohttp.ClientSession() as session, session.get(f"{url}/control") as answer:
         return int((await answer.json())["received"])
 
 
