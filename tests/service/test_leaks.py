@@ -180,7 +180,7 @@ async def test_three_thousand_api_keys_leave_bounded_state() -> None:
             keyed = [base.replace(api_key=f"key-{n:05d}") for n in range(first, first + 25)]
             results = await asyncio.gather(*(runtime.rerank_async(*recall(n, 3), config=c)
                                              for n, c in enumerate(keyed, start=first)))
-            assert all(r is not None for r in results)
+            assert all(r is not None for r in results), runtime.statistics().last_error
         footprint = await owner_call(lambda service: service.footprint())
         assert footprint["endpoints"] <= 32 and footprint["batchers"] <= 32, footprint
         assert footprint["detections"] <= 128, footprint
