@@ -10,34 +10,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from ..core.config import RerankerConfig
-from ..core.probe_report import ProbeReport
-from ..core.statistics import PoolStatistics
 from ..demo import memories
 from ..demo.embedding_order import embedding_order
 from ..demo.server import LABEL, DemoServer
 from ..service import runtime
-from ..service.recall_pool import RecallOutcome, rerank_pool
-from .demo_view import render
+from ..service.recall_pool import rerank_pool
+from .demo_view import DemoRun, render
 from .errors import FAILED, CliError
 from .options import add_server_options, positive_int, server_config
 from .probe import report_dict
-
-
-@dataclass(frozen=True)
-class DemoRun:
-    """Everything the demo shows: which server, its probe, the stock order and the reranked outcome."""
-
-    endpoint: str
-    embedded: bool
-    probe: ProbeReport
-    stock: list[tuple[int, float]]  # (memory index, similarity), best first
-    outcome: RecallOutcome[str]
-    limit: int
-    pool: PoolStatistics  # the engine's pool counters after the recall (what the status tool shows in A0)
 
 
 def add_parser(commands: Any) -> None:

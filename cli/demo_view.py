@@ -1,15 +1,28 @@
-"""The demo's terminal page: the setting, the recall before and after, and what changed."""
+"""What the demo shows, and its terminal page: the setting, the recall before and after, what changed."""
 
 from __future__ import annotations
 
 import textwrap
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
+from ..core.probe_report import ProbeReport
+from ..core.statistics import PoolStatistics
 from ..demo import memories
+from ..service.recall_pool import RecallOutcome
 from .formatting import bold, table, terminal_width
 
-if TYPE_CHECKING:
-    from .demo import DemoRun
+
+@dataclass(frozen=True)
+class DemoRun:
+    """Everything the demo shows: which server, its probe, the stock order and the reranked outcome."""
+
+    endpoint: str
+    embedded: bool
+    probe: ProbeReport
+    stock: list[tuple[int, float]]  # (memory index, similarity), best first
+    outcome: RecallOutcome[str]
+    limit: int
+    pool: PoolStatistics  # the engine's pool counters after the recall (what the status tool shows in A0)
 
 
 def render(demo: DemoRun, scorer_label: str) -> str:

@@ -1,4 +1,4 @@
-"""What every dialect shares: the request and answer records, and strict reading of answers.
+"""What every dialect shares: the dialect protocol and strict reading of answers.
 
 A dialect builds a ``WireRequest`` for a ``ScoreBatch`` and turns a ``WireAnswer`` into one score per
 pair. It does no I/O, so it is tested with plain data. Anything that is not what the protocol promises
@@ -9,58 +9,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..answer_boundary import read_json
 from ..errors import MalformedAnswer
 from ..redaction import shown_value
 from ..scores import ScoreScale
 from .error_bodies import raise_for_status
-
-
-@dataclass(frozen=True)
-class ScoreBatch:
-    """The pairs one HTTP request scores: distinct queries, and ``(query_index, document)`` pairs."""
-
-    queries: tuple[str, ...]
-    pairs: tuple[tuple[int, str], ...]
-
-    @classmethod
-    def single(cls, query: str, documents: Sequence[str]) -> ScoreBatch:
-        return cls(queries=(query,), pairs=tuple((0, doc) for doc in documents))
-
-    @property
-    def documents(self) -> list[str]:
-        return [doc for _, doc in self.pairs]
-
-    def __len__(self) -> int:
-        return len(self.pairs)
-
-
-@dataclass(frozen=True)
-class WireRequest:
-    """One HTTP request, described as data: the transport sends it, nothing else does."""
-
-    method: str
-    path: str
-    body: Any = None
-
-
-@dataclass(frozen=True)
-class WireAnswer:
-    """What came back: status, content type and the raw body (already size-capped by the transport)."""
-
-    status: int
-    body: bytes = b""
-    content_type: str = ""
-    headers: dict[str, str] = field(default_factory=dict)
-
-    def json(self) -> Any:
-        try:
-            return read_json(self.body)
-        except MalformedAnswer as exc:
-            raise MalformedAnswer(f"{exc} ({_describe_body(self)})") from None
+from .wire import ScoreBatch, WireAnswer, WireRequest
 
 
 class Dialect(Protocol):
@@ -151,9 +106,3 @@ def _as_float(value: Any) -> float:
     except OverflowError:
         return math.nan
 
-
-def _describe_body(answer: WireAnswer) -> str:
-    kind = answer.content_type or "no content type"
-    if not answer.body:
-        return f"empty body, {kind}"
-    return f"{len(answer.body)} bytes of {kind}"

@@ -14,15 +14,13 @@ from __future__ import annotations
 
 import re
 import time
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from ..answer_boundary import read_answer, read_json
 from ..errors import InputTooLong, MalformedAnswer, RateLimited, ServerError
 from ..redaction import ELLIPSES
 from ..retry_after import parse_retry_after
-
-if TYPE_CHECKING:
-    from .base import WireAnswer
+from .wire import WireAnswer
 
 MAX_MESSAGE_CHARS: Final = 2000  # what is kept of the server's words, before masking shortens them for display
 

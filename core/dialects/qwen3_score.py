@@ -15,7 +15,8 @@ from typing import Any
 from ..errors import MalformedAnswer
 from ..qwen3_template import document_text, query_text
 from ..scores import PROBABILITY, ScoreScale
-from .base import ScoreBatch, WireAnswer, WireRequest, read_success_json, scores_from_items
+from .base import read_success_json, scores_from_items
+from .wire import ScoreBatch, WireAnswer, WireRequest
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,8 @@ from typing import Any
 
 from ..errors import MalformedAnswer
 from ..scores import PROBABILITY, ScoreScale
-from .base import ScoreBatch, WireAnswer, WireRequest, read_success_json, scores_from_items
+from .base import read_success_json, scores_from_items
+from .wire import ScoreBatch, WireAnswer, WireRequest
 
 _SCORE_KEYS = ("relevance_score", "score")
 

@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from support.deadlines import Stopwatch
 from support.servers import KINDS, Fault, FaultRule, RecordedRequest
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.service import runtime
 
 MARK: Final = "zephyrquill"  # in every test document, in no probe document
-TIMEOUT: Final = 0.3  # rerank_timeout of the matrix: faults that wait cost this once per test
-SLACK: Final = 0.1  # the acceptance bound is rerank_timeout + 100 ms
+TIMEOUT: Final = 0.3  # rerank_timeout of the faults that hold the answer back: each costs this once per test
+DECIDING_TIMEOUT: Final = 3.0  # of the faults that fail at once: their retries, not the clock, end the call
 QUERY: Final = "how do I rotate the backup encryption key"
 TEXTS: Final = (
     f"{MARK} rotate the backup encryption key with the vault tool",
@@ -73,6 +73,13 @@ def config_for(kind: str, url: str, **overrides: Any) -> RerankerConfig:
     return RerankerConfig(**settings)
 
 
+def timeout_for(reason: str) -> float:
+    """The matrix's short timeout for a fault whose reason is the timeout; for any other fault, one long
+    enough that its retries (backoff 50 ms, 100 ms ...) end before the deadline on a busy machine too, so
+    the reason counted is the fault's and not the clock's."""
+    return TIMEOUT if reason == "timeout" else DECIDING_TIMEOUT
+
+
 def is_ours(request: RecordedRequest) -> bool:
     return request.method == "POST" and MARK in request.text
 
@@ -88,9 +95,9 @@ def same_objects(got: Sequence[Any], expected: Sequence[Any]) -> bool:
 
 
 def timed(call: Any, *args: Any, **kwargs: Any) -> tuple[Any, float]:
-    started = time.perf_counter()
+    watch = Stopwatch()
     result = call(*args, **kwargs)
-    return result, time.perf_counter() - started
+    return result, watch.elapsed
 
 
 def shown_text(caplog: Any, *more: Any) -> str:

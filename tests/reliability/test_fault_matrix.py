@@ -2,8 +2,14 @@
 
 For each fault the public ``rerank()`` (blocking, from a worker thread) and a recall through
 ``rerank_pool`` run side by side, as A0's threads and loops would. Each must give the stock answer
-(None; exactly the stock top-``limit`` objects in stock order) within ``rerank_timeout`` + 100 ms,
-raise nothing, and the counters must name the reason, once per call.
+(None; exactly the stock top-``limit`` objects in stock order) within ``rerank_timeout``, raise
+nothing, and the counters must name the reason, once per call; the fault must have met our request.
+
+The counters and the server's record are the proof; time is only a sanity bound (``support.deadlines``:
+a timeout never before the deadline, every fallback before the next multiple of the timeout, at least a
+second on). The acceptance figure, within ``rerank_timeout`` + 100 ms, is measured by
+``bench/deadline_release.py`` as percentiles of one run. Faults that hold the answer back run at a 0.3 s
+timeout; the others at 3 s, so that their retries, not the clock, decide the reason (``kit.timeout_for``).
 
 Faults on the answer are aimed at our rerank requests only and come after detection (the route is
 cached), so they hit the rerank path; the cold cases at the end fail detection itself.
@@ -28,7 +34,6 @@ from reliability.kit import (
     KEYED_KINDS,
     LIMIT,
     QUERY,
-    SLACK,
     TIMEOUT,
     FakeDocument,
     config_for,
@@ -37,10 +42,12 @@ from reliability.kit import (
     on_our_requests,
     same_objects,
     timed,
+    timeout_for,
 )
 from reliability.tls_server import tls_server
 
 from support.counters import settled_statistics, stats_until
+from support.deadlines import PATIENT_S, Stopwatch, assert_released_at_deadline, assert_released_within
 from support.servers import (
     Delay,
     Disconnect,
@@ -86,9 +93,9 @@ async def call_both(config: RerankerConfig) -> Calls:
             lambda: timed(reranker.rerank, QUERY, texts, config=config))
 
     async def recall() -> None:
-        started = anyio.current_time()
+        watch = Stopwatch()
         calls.recall = await rerank_pool(QUERY, calls.pool, limit=LIMIT, config=config)
-        calls.recall_s = anyio.current_time() - started
+        calls.recall_s = watch.elapsed
 
     async with anyio.create_task_group() as group:
         group.start_soon(blocking_api)
@@ -100,8 +107,9 @@ def assert_stock_fallback(calls: Calls, reason: str, config: RerankerConfig) -> 
     assert calls.ranking is None
     assert calls.recall is not None and not calls.recall.applied
     assert same_objects(calls.recall.documents, calls.pool[:LIMIT])
-    bound = config.timeout + SLACK
-    assert calls.ranking_s <= bound and calls.recall_s <= bound, (calls.ranking_s, calls.recall_s)
+    released = assert_released_at_deadline if reason == "timeout" else assert_released_within
+    for elapsed in (calls.ranking_s, calls.recall_s):
+        released(elapsed, config.timeout)
     stats = settled_statistics()
     assert dict(stats.fallbacks) == {reason: 2}, (stats.fallbacks, stats.last_error)
     assert calls.recall.reason == reason
@@ -110,14 +118,14 @@ def assert_stock_fallback(calls: Calls, reason: str, config: RerankerConfig) -> 
 async def detected(server: RunningServer, **settings: Any) -> RerankerConfig:
     """Settings for ``server``, with detection done and cached by one successful recall."""
     config = config_for(server.kind, server.url, **settings)
-    warm = await rerank_pool(QUERY, make_pool(), limit=LIMIT, config=config)
+    warm = await rerank_pool(QUERY, make_pool(), limit=LIMIT, config=config.replace(timeout=PATIENT_S))
     assert warm.applied, runtime.statistics().last_error
     runtime.stats_recorder().reset()
     return config
 
 
 async def after_detection(server: RunningServer, fault: Fault, reason: str, **settings: Any) -> None:
-    config = await detected(server, **settings)
+    config = await detected(server, **{"timeout": timeout_for(reason), **settings})
     server.set_fault(on_our_requests(fault))
     assert_stock_fallback(await call_both(config), reason, config)
     assert any(is_ours(r) for r in server.requests[-4:]), "the fault must have met our request"
@@ -180,7 +188,7 @@ async def captured(server: RunningServer, method: str, path: str, body: bytes, k
 @pytest.mark.parametrize("kind", DIALECT_KINDS)
 async def test_each_servers_real_error_answer_falls_back(serve: Any, kind: str, error: str) -> None:
     server = serve(kind, api_key=SERVER_KEY)
-    config = await detected(server, api_key=SERVER_KEY)
+    config = await detected(server, api_key=SERVER_KEY, timeout=timeout_for("http_status"))
     ours = next(r for r in reversed(server.requests) if is_ours(r))
     if error == "wrong_key" and kind in KEYED_KINDS:
         answer = await captured(server, "POST", ours.path, ours.text.encode(), "wrong-key")
@@ -200,7 +208,8 @@ async def test_a_server_gone_after_detection_falls_back(kind: str) -> None:
     stack = ExitStack()
     server = stack.enter_context(serve_in_thread(kind))
     try:
-        config = await detected(server, breaker_failures=10)  # four failures in a row are expected here
+        # four failures in a row are expected here
+        config = await detected(server, breaker_failures=10, timeout=timeout_for("connect"))
         server.set_fault(on_our_requests(Disconnect()))  # a connection kept alive is cut ...
         assert_stock_fallback(await call_both(config), "connect", config)
         await anyio.to_thread.run_sync(stack.close)  # ... then nothing listens at the address any more
@@ -227,11 +236,13 @@ async def cold(config: RerankerConfig, reason: str, words: str) -> None:
 
 
 async def test_connection_refused_before_detection() -> None:
-    await cold(config_for("tei", f"http://127.0.0.1:{closed_port()}"), "connect", "cannot connect")
+    await cold(config_for("tei", f"http://127.0.0.1:{closed_port()}", timeout=timeout_for("connect")), "connect",
+               "cannot connect")
 
 
 async def test_unresolvable_host_before_detection() -> None:
-    await cold(config_for("tei", "http://reranker.invalid:8080"), "connect", "cannot resolve")
+    await cold(config_for("tei", "http://reranker.invalid:8080", timeout=timeout_for("connect")), "connect",
+               "cannot resolve")
 
 
 @pytest.fixture(scope="module")
@@ -242,7 +253,7 @@ def untrusted_ca() -> trustme.CA:
 @pytest.mark.parametrize("kind", DIALECT_KINDS)
 async def test_an_untrusted_certificate_falls_back(kind: str, untrusted_ca: trustme.CA, tmp_path: Path) -> None:
     with tls_server(kind, untrusted_ca) as server:
-        await cold(config_for(kind, server.url), "tls", "TLS certificate")
+        await cold(config_for(kind, server.url, timeout=timeout_for("tls")), "tls", "TLS certificate")
         assert server.requests == []  # the handshake failed: no request was ever read
 
 
@@ -260,7 +271,7 @@ async def test_a_fault_during_detection_falls_back(serve: Any, kind: str, fault:
     rule, reason = COLD_FAULTS[fault]
     server = serve(kind)
     server.set_fault(rule)
-    await cold(config_for(kind, server.url), reason, "")
+    await cold(config_for(kind, server.url, timeout=timeout_for(reason)), reason, "")
 
 
 async def test_a_server_silent_from_the_start_opens_the_breaker(serve: Any) -> None:

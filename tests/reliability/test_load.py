@@ -10,6 +10,7 @@ import asyncio
 
 import pytest
 
+from support.counters import settled_statistics
 from usr.plugins.a0_reranker.bench.load_flaky import LoadPlan, LoadReport, load_config, run_load
 from usr.plugins.a0_reranker.bench.load_flaky_server import Flakiness, FlakyServer
 
@@ -27,7 +28,9 @@ def assert_contract_held(report: LoadReport) -> None:
     assert report.exceptions == []
     assert report.violations == []
     assert report.max_queued_pairs <= report.queue_bound
-    assert report.counted_fallbacks == report.fallbacks  # each fallback counted once, under its reason
+    # Each fallback counted once, under its reason: read once the owner loop has counted every outcome (it
+    # counts at the deadline; a caller's backstop may return a grace before that on a busy machine).
+    assert dict(settled_statistics().fallbacks) == report.fallbacks
     assert sum(report.outcomes.values()) == report.recalls
     assert report.rss_growth_mb < 20, report.summary()
 

@@ -22,6 +22,7 @@ from aiohttp import web
 from reliability.kit import LIMIT, MARK, QUERY, TEXTS, config_for, is_ours, make_pool, on_our_requests, shown_text
 from reliability.tls_server import tls_server, write_ca_bundle
 
+from support.deadlines import PATIENT_S
 from support.servers import Hang, InvalidJson, Respond, RunningServer
 from usr.plugins.a0_reranker.core.config import RerankerConfig, load_default_settings
 from usr.plugins.a0_reranker.core.errors import ConfigError
@@ -153,10 +154,11 @@ DOCUMENT_FAULTS = {
 async def test_document_text_is_not_logged(serve: Any, everything_logged: Any, fault: str) -> None:
     server = serve("vllm")
     config = config_for("vllm", server.url, timeout=0.5)
-    assert (await rerank_pool(QUERY, make_pool(), limit=LIMIT, config=config)).applied
+    patient = config.replace(timeout=PATIENT_S)  # for the calls that must be reranked
+    assert (await rerank_pool(QUERY, make_pool(), limit=LIMIT, config=patient)).applied
     rule = DOCUMENT_FAULTS[fault]
     server.set_fault(None if rule is None else on_our_requests(rule))
-    outcome = await rerank_pool(QUERY, make_pool(), limit=LIMIT, config=config)
+    outcome = await rerank_pool(QUERY, make_pool(), limit=LIMIT, config=patient if rule is None else config)
     assert outcome.applied == (rule is None)
     assert any(is_ours(r) for r in server.requests)
     logged = "\n".join(f"{r.getMessage()} {r.exc_text or ''}" for r in everything_logged.records)

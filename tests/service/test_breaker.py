@@ -1,7 +1,9 @@
 """The breaker tells a dead server from a flaky one (issue: resilience, acceptance 1 and 4).
 
 A server that refuses or never answers opens it after at most three failed requests; calls then skip
-it at no cost, and it closes when the server is back. A server failing 70% of requests opens it by its
+it at no cost (nothing reaches the server, each is counted as skipped, and its median cost is below a
+reranked call's measured in the same test: a side-by-side sanity check, the ratio itself is
+``bench/deadline_release.py``'s), and it closes when the server is back. A server failing 70% of requests opens it by its
 failure rate; one failing 15% keeps it closed and is reranked. A probe is given back on every path,
 also when the cooldown ends between two reads of the breaker's clock.
 """
@@ -17,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from support.deadlines import PATIENT_S, Stopwatch
 from support.encoding import encoding_scorer, recall
 from support.servers import Disconnect, Hang, RecordedRequest, Respond, start_server
 from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreaker
@@ -45,13 +48,19 @@ async def calls_until_open(config: RerankerConfig, url: str, most: int) -> int:
     raise AssertionError(f"the breaker did not open in {most} calls: {runtime.statistics()}")
 
 
-async def median_call_ms(config: RerankerConfig, calls: int = 50) -> float:
+async def median_call_ms(config: RerankerConfig, *, reranked: bool, calls: int = 50) -> float:
+    """The median cost of ``calls`` calls, each reranked or each not, as ``reranked`` says."""
     times = []
     for call in range(calls):
-        started = time.perf_counter()
-        assert await runtime.rerank_async(*recall(call, 4), config=config) is None
-        times.append((time.perf_counter() - started) * 1000)
+        watch = Stopwatch()
+        ranking = await runtime.rerank_async(*recall(call, 4), config=config)
+        times.append(watch.elapsed * 1000)
+        assert (ranking is not None) == reranked, runtime.statistics().last_error
     return statistics.median(times)
+
+
+def skipped_calls() -> int:
+    return runtime.statistics().fallbacks.get("breaker_open", 0)
 
 
 async def reranked_within(config: RerankerConfig, seconds: float) -> bool:
@@ -82,14 +91,18 @@ async def test_a_refused_server_opens_the_breaker_after_three_requests_and_close
         url = f"http://127.0.0.1:{port}"
         config = RerankerConfig(endpoint=url, api="rerank", timeout=1.0, breaker_cooldown=15)
         assert await calls_until_open(config, url, most=3) <= 3
-        assert await median_call_ms(config) < 5
-        assert runtime.statistics().fallbacks["breaker_open"] >= 50
+        before = skipped_calls()
+        skipped_ms = await median_call_ms(config, reranked=False)
+        assert skipped_calls() - before == 50  # each one skipped by the breaker, none sent
         server = await start_server("vllm", scorer=encoding_scorer, port=port)
         try:
             assert await runtime.rerank_async(*recall(1, 4), config=config) is None  # still cooling down
             clock.now += 15  # the cooldown is over: the next calls are the probes
-            assert await runtime.rerank_async(*recall(2, 4), config=config) is not None
+            patient = config.replace(timeout=PATIENT_S)  # the probe detects the API, too: it must not race the clock
+            assert await runtime.rerank_async(*recall(2, 4), config=patient) is not None
             assert runtime.statistics().breakers[url] == "closed"
+            reranked_ms = await median_call_ms(patient, reranked=True)
+            assert skipped_ms < reranked_ms, (skipped_ms, reranked_ms)
         finally:
             await server.close()
     finally:
@@ -100,14 +113,15 @@ async def test_a_server_that_never_answers_opens_the_breaker_after_three_request
     server = await start_server("vllm", scorer=encoding_scorer)
     try:
         config = RerankerConfig(endpoint=server.url, api="rerank", timeout=0.3, breaker_cooldown=0.3)
-        assert await runtime.rerank_async(*recall(0, 4), config=config) is not None
+        reranked_ms = await median_call_ms(config.replace(timeout=PATIENT_S), reranked=True)
         server.set_fault(Hang())
         before = server.count()
         assert await calls_until_open(config, server.url, most=3) <= 3
         assert server.count() - before <= 3  # the hung POSTs, nothing more
-        sent = server.count()
-        assert await median_call_ms(config) < 5
+        sent, skipped = server.count(), skipped_calls()
+        skipped_ms = await median_call_ms(config, reranked=False)
         assert server.count() == sent  # skipped at no cost: nothing reached the server
+        assert skipped_calls() - skipped == 50 and skipped_ms < reranked_ms, (skipped_ms, reranked_ms)
         server.set_fault(None)
         assert await reranked_within(config, 5.0)
     finally:

