@@ -44,6 +44,11 @@ class ChildProcessServer:
             raise
         return self
 
+    def kill(self) -> None:
+        """Kill the server at once (SIGKILL), as a crash would: the system closes its listening socket
+        and every connection, and later connections to its port are refused. Returns without waiting."""
+        self._process.kill()
+
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._process.join(timeout=5)
