@@ -21,7 +21,7 @@ import argparse
 import asyncio
 import contextlib
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
@@ -82,6 +82,15 @@ class _Killer:
             self.killed_after = back
 
 
+def _survivors_served(servers: Sequence[FlakyServer], killer: _Killer) -> Callable[[], Awaitable[int]]:
+    """The scoring requests the servers still running have received (the dead one tells nothing)."""
+
+    async def served() -> int:
+        return sum([await s.requests_served() for s in servers if s is not killer.server or killer.killed_after < 0])
+
+    return served
+
+
 async def run_failover(plan: FailoverPlan = FailoverPlan(), **settings: Any) -> FailoverReport:
     """The scenario against fresh servers and a fresh owner loop; ``settings`` override the defaults."""
     runtime.shutdown()
@@ -92,7 +101,7 @@ async def run_failover(plan: FailoverPlan = FailoverPlan(), **settings: Any) -> 
         config = load_config(",".join(s.url for s in servers), **{"timeout": plan.timeout, **settings})
         killer = _Killer(servers[0], round(plan.recalls * plan.kill_after))
         label = f"{plan.replicas} replicas, one killed, concurrency {plan.concurrency}"
-        report = await run_load(label, load_plan, config, after_each=killer)
+        report = await run_load(label, load_plan, config, _survivors_served(servers, killer), after_each=killer)
         stats = runtime.statistics()
     runtime.shutdown()
     return FailoverReport(load=report, killed=servers[0].url, killed_after=killer.killed_after,
