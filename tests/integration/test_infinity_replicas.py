@@ -18,7 +18,7 @@ from integration.test_infinity_server import GRADED, rerank
 pytestmark = pytest.mark.integration
 
 CASES = [(im.PROBE_QUERY, GRADED)] + [(q, [irr, rel]) for q, rel, irr in im.HELD_OUT]  # no ties to resolve
-RECALLS, CONCURRENCY = 150, 8
+RECALLS, CONCURRENCY = 600, 8  # a few seconds: long enough for the hedging delay to settle
 KILL_AT = RECALLS // 3  # recalls back when the first replica is killed
 
 
@@ -61,12 +61,14 @@ async def test_killing_one_replica_mid_run_loses_no_recall(two_replicas: tuple[I
 
     await asyncio.gather(*(agent() for _ in range(CONCURRENCY)))
     stats = runtime.statistics()
+    shown = (f"fallbacks {dict(stats.fallbacks)}, retries {stats.retries}, failovers {stats.failovers}, hedges "
+             f"{stats.hedges}, retry budget exhausted {stats.retry_budget_exhausted}, last error {stats.last_error!r}")
     assert len(rankings) == RECALLS
     lost = [case for case, ranking in rankings if ranking is None]
-    assert lost == [], f"{len(lost)} recalls fell back: {dict(stats.fallbacks)}"
+    assert lost == [], f"{len(lost)} recalls fell back: {shown}"
     wrong = [case for case, ranking in rankings if ranking is not None and [i for i, _ in ranking] != expected[case]]
     assert wrong == []
     replicas = {r.url: r for r in stats.replicas}
-    assert replicas[first.root_url].pairs > 0 and replicas[second.root_url].pairs > 0  # both carried recalls
-    assert replicas[first.root_url].breaker != "closed"  # the dead one was ejected
-    assert stats.failovers > 0  # and what was on its way to it went to the other one
+    dead, survivor = replicas[first.root_url], replicas[second.root_url]
+    assert dead.pairs > 0 and survivor.pairs > dead.pairs, shown  # both carried recalls, the survivor the rest
+    assert dead.breaker != "closed", shown  # the dead one was ejected

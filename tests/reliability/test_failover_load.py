@@ -27,6 +27,5 @@ def test_a_replica_killed_mid_run_costs_under_one_percent_of_the_recalls() -> No
     assert report.killed_after == plan.recalls // 3
     replicas = {r["url"]: r for r in report.replicas}
     assert replicas[report.killed]["breaker"] != "closed", report.summary()  # the dead replica was ejected
-    assert report.failovers > 0, report.summary()  # what was on its way to it went to another
     survivors = [r for url, r in replicas.items() if url != report.killed]
     assert all(r["share"] > replicas[report.killed]["share"] for r in survivors), report.summary()
