@@ -14,10 +14,12 @@ counters: the time its one GPU spent in forward passes, over the run's wall time
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Final
 
 import aiohttp
@@ -86,6 +88,8 @@ class SetRun:
     hedges: int
     failovers: int
     client_cpu: float  # this process's CPU seconds per wall second during the run
+    client_cpu_wait: float | None  # seconds its threads waited for a CPU, per wall second (Linux)
+    load_average: float  # the machine's, over the last minute, at the end of the run
     replicas: tuple[ReplicaFigures, ...]
 
     @property
@@ -130,6 +134,7 @@ class ReplicaBenchResult:
                 "http_requests": run.http_requests,
                 "pairs_per_request": round(run.pairs_scored / run.http_requests, 1) if run.http_requests else None,
                 "hedges": run.hedges, "client_cpu": round(run.client_cpu, 2),
+                "client_cpu_wait": rounded(run.client_cpu_wait), "load_average": round(run.load_average, 1),
                 "shares": [round(r.share, 3) for r in run.replicas],
                 "gpu_busy": [round(r.gpu_busy, 2) for r in run.replicas],
                 "slowdowns": [r.slowdown for r in run.replicas],
@@ -162,6 +167,15 @@ async def _server_counts(session: aiohttp.ClientSession, urls: Sequence[str]) ->
     return counts
 
 
+def cpu_wait_s() -> float | None:
+    """How long this process's threads have waited for a CPU so far (``/proc``'s schedstat), or None
+    where that is not available: on a loaded machine it is what stretches the client's turnarounds."""
+    try:
+        return sum(int((task / "schedstat").read_text().split()[1]) for task in Path("/proc/self/task").iterdir()) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _gpu_seconds(cost: CostModel, requests: int, pairs: int) -> float:
     return (requests * cost.forward_ms + pairs * cost.pair_ms) / 1000
 
@@ -181,9 +195,9 @@ async def measure_set(setup: ReplicaSetup, urls: Sequence[str], *, round_: int, 
     await closed_loop(concurrency, 2 * concurrency, recall)
     runtime.stats_recorder().reset()
     before = await _server_counts(session, urls)
-    started, cpu_started = time.perf_counter(), time.process_time()
+    started, cpu_started, wait_started = time.perf_counter(), time.process_time(), cpu_wait_s()
     latencies = await closed_loop(concurrency, recalls, recall)
-    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    seconds, cpu, wait = time.perf_counter() - started, time.process_time() - cpu_started, cpu_wait_s()
     stats = runtime.statistics()
     after = await _server_counts(session, urls)
     runtime.shutdown()
@@ -196,7 +210,9 @@ async def measure_set(setup: ReplicaSetup, urls: Sequence[str], *, round_: int, 
         for url, cost, a, b in zip(urls, setup.costs, after, before, strict=True))
     quantiles = statistics.quantiles(latencies, n=20, method="inclusive")
     return SetRun(setup.label, round_, recalls, seconds, statistics.median(latencies), quantiles[18],
-                  stats.http_requests, stats.pairs_scored, stats.hedges, stats.failovers, cpu / seconds, figures)
+                  stats.http_requests, stats.pairs_scored, stats.hedges, stats.failovers, cpu / seconds,
+                  None if wait is None or wait_started is None else (wait - wait_started) / seconds,
+                  os.getloadavg()[0], figures)
 
 
 async def run_replica_benchmark(

@@ -73,6 +73,9 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--replicas", type=positive_int, metavar="N",
                         help="measure replicas instead: 1 ... N cost-model servers side by side at 32 concurrent "
                              "recalls, and N with one 4x slower; writes replicas.json")
+    parser.add_argument("--cost-scale", type=float, default=1.0, metavar="F",
+                        help="with --replicas: every cost of the cost model times F (default 1); on a loaded "
+                             "machine a larger F makes the client's own turnaround small next to the servers'")
     parser.set_defaults(run=run)
 
 
