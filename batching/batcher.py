@@ -4,7 +4,8 @@ Flush rule: the dispatcher takes a concurrency slot first, then drains the queue
 is in flight it sends at once, so a lone recall pays no window. When other requests are in flight it
 waits up to ``window`` seconds, counted from the enqueue time of the oldest queued job, for more
 jobs to join (it stops early once a request's worth of pairs is queued). Under load, jobs pile up
-while slots are busy, so batches grow by themselves. Each batch goes to the dispatch step, which
+while slots are busy, so batches grow by themselves. With several replicas, while others sit idle,
+the queue is shared out over them at once (see ``_start_shares``). Each batch goes to the dispatch step, which
 carries it out (attempts, retries, hedges). The dispatcher task runs only while jobs are queued.
 
 Every caller owns its deadline: at expiry its future fails at once, its unsent pairs leave the queue,
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -25,6 +27,7 @@ from ..core.errors import DeadlineExceeded, Overloaded, RerankError
 from .dispatch import Dispatch
 from .jobs import Job
 from .plans import PendingQueue, Plan
+from .replicas import Replica
 
 
 @dataclass(frozen=True)
@@ -153,14 +156,32 @@ class MicroBatcher:
         try:
             if self._slots.in_flight > 1:
                 await self._wait_for_company()
-            plan = self._queue.take(max_pairs=self._max_pairs, mixes_queries=self._mixes_queries)
-            if plan is not None:
-                plan.replica = replica
-                self._start(plan)
-                started = True
+            started = self._start_shares(replica)
         finally:
             if not started:
                 replica.state.limiter.release()
+
+    def _start_shares(self, replica: Replica) -> bool:
+        """Start the request for ``replica``, which holds a slot; False when it is not used. While
+        other replicas that cost no more sit idle, the queue is shared out over them at once, in
+        proportion to their speed and in whole recalls, instead of all going to one replica while the
+        others wait; ``replica`` takes a share only when it is idle too."""
+        peers = self._slots.idle_peers(replica, self._queue.pairs)
+        targets = [replica, *peers] if replica.state.limiter.in_flight == 1 or not peers else peers
+        speeds = self._slots.speeds(targets)
+        used = False
+        for i, target in enumerate(targets):
+            share = math.ceil(self._queue.pairs * speeds[i] / sum(speeds[i:])) if peers else None
+            plan = self._queue.take(max_pairs=self._max_pairs, mixes_queries=self._mixes_queries, share=share)
+            if plan is None:
+                break
+            if target is replica:
+                used = True
+            else:
+                target.state.limiter.take()  # idle, so it has room: no wait
+            plan.replica = target
+            self._start(plan)
+        return used
 
     async def _wait_for_company(self) -> None:
         """Other requests are in flight: give more jobs until the window closes to join this one."""

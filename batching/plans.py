@@ -107,8 +107,10 @@ class PendingQueue:
     def oldest_enqueued_at(self) -> float | None:
         return self._jobs[0].enqueued_at if self._jobs else None
 
-    def take(self, *, max_pairs: int, mixes_queries: bool) -> Plan | None:
-        """Remove up to ``max_pairs`` distinct pairs for one request, or None when nothing is queued."""
+    def take(self, *, max_pairs: int, mixes_queries: bool, share: int | None = None) -> Plan | None:
+        """Remove up to ``max_pairs`` distinct pairs for one request, or None when nothing is queued.
+        With ``share``, stop before the next job once that many are taken (whole jobs, so a recall
+        shared out over several replicas waits for one of them only)."""
         if not self._jobs:
             return None
         first_query = self._jobs[0].query
@@ -118,6 +120,8 @@ class PendingQueue:
         for job in list(self._jobs):
             if not mixes_queries and job.query != first_query:
                 continue
+            if share is not None and len(pairs) >= share:
+                break
             taken = 0
             for document in job.unsent:
                 key = (job.query, document)

@@ -66,6 +66,22 @@ class ReplicaSet:
         return [r for r in self.replicas
                 if r.url not in left_out and r.state.breaker.would_admit() and not r.state.rate_limited()]
 
+    def idle_peers(self, chosen: Replica, pairs: int) -> list[Replica]:
+        """The members other than ``chosen`` that sit idle (ready, nothing in flight) and cost no more
+        than ``chosen`` would with ``pairs`` more: a request there now beats queueing behind it."""
+        load = chosen.state.outstanding_pairs + 1
+        loaded = chosen.state.cost * (load + pairs) / load
+        return [r for r in self.ready(exclude=[chosen])
+                if r.state.idle and r.state.limiter.has_room() and r.state.cost <= loaded]
+
+    @staticmethod
+    def speeds(members: Sequence[Replica]) -> list[float]:
+        """Each member's pairs per second, from its seconds per pair; one never measured counts as
+        the fastest of them (as its cost counts next to nothing)."""
+        known = [r.state.seconds_per_pair for r in members if r.state.seconds_per_pair]
+        fastest = min(known, default=1.0)
+        return [1.0 / (r.state.seconds_per_pair or fastest) for r in members]
+
     def pick(self, candidates: Sequence[Replica]) -> Replica:
         """Power of two choices on cost."""
         if len(candidates) == 1:

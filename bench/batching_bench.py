@@ -99,7 +99,9 @@ def batched_config(endpoint: str, **overrides: object) -> RerankerConfig:
     return RerankerConfig(**settings)  # type: ignore[arg-type]
 
 
-async def _closed_loop(concurrency: int, total: int, one_recall: Callable[[int], Awaitable[None]]) -> list[float]:
+async def closed_loop(concurrency: int, total: int, one_recall: Callable[[int], Awaitable[None]]) -> list[float]:
+    """``concurrency`` agents, each starting its next recall when its last one returns, until ``total``
+    recalls are done; each recall's latency in ms."""
     latencies: list[float] = []
     counter = iter(range(total))
 
@@ -141,10 +143,10 @@ async def run_level(
             raise RuntimeError("a batched rerank fell back; see the statistics")
 
     recall = naive if mode == "naive" else batched
-    await _closed_loop(min(concurrency, 4), min(total, 8), recall)  # warm-up: connections, detection
+    await closed_loop(min(concurrency, 4), min(total, 8), recall)  # warm-up: connections, detection
     before = await _server_requests(session, endpoint)
     started = time.perf_counter()
-    latencies = await _closed_loop(concurrency, total, recall)
+    latencies = await closed_loop(concurrency, total, recall)
     seconds = time.perf_counter() - started
     after = await _server_requests(session, endpoint)
     quantiles = statistics.quantiles(latencies, n=20, method="inclusive")

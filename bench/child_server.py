@@ -34,6 +34,7 @@ class ChildProcessServer:
         self._stop = context.Event()
         self._process = context.Process(target=_serve, args=(build_app, args, self._ports, self._stop), daemon=True)
         self.url = ""
+        self._killed = False
 
     def __enter__(self) -> Self:
         self._process.start()
@@ -44,8 +45,15 @@ class ChildProcessServer:
             raise
         return self
 
+    def kill(self) -> None:
+        """Kill the server at once (SIGKILL), as a crash would: the system closes its listening socket
+        and every connection, and later connections to its port are refused. Returns without waiting."""
+        self._killed = True
+        self._process.kill()
+
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
+        if not self._killed:  # a killed child may have died holding the event's lock: setting it would hang
+            self._stop.set()
         self._process.join(timeout=5)
         if self._process.is_alive():
             self._process.kill()

@@ -227,7 +227,11 @@ class _Tally:
         self.late += elapsed_s > timeout + LATE_SLACK_S
 
 
-async def _agents(plan: LoadPlan, indices: range, config: RerankerConfig, tally: _Tally) -> None:
+AfterEach = Callable[[int], None]  # called with the number of recalls back so far
+
+
+async def _agents(plan: LoadPlan, indices: range, config: RerankerConfig, tally: _Tally,
+                  after_each: AfterEach | None = None) -> None:
     """``plan.concurrency`` agents, each recalling the next index as soon as its last recall returns.
     Each result is kept as pool positions and checked once all are in, so that checking costs the
     agents' loop nothing while the load runs (the pool is rebuilt from its seed for the check)."""
@@ -246,6 +250,8 @@ async def _agents(plan: LoadPlan, indices: range, config: RerankerConfig, tally:
             tally.timed(time.monotonic() - started, config.timeout)
             positions = bytes(p if p >= 0 else 255 for p in positions_in(pool, outcome))  # pools hold < 255
             done.append((index, sys.intern(outcome_kind(pool, outcome)), outcome.applied, positions))
+            if after_each is not None:
+                after_each(len(done))
 
     await asyncio.gather(*(agent() for _ in range(plan.concurrency)))
     for index, kind, applied, positions in done:
@@ -257,8 +263,10 @@ async def _agents(plan: LoadPlan, indices: range, config: RerankerConfig, tally:
 
 
 async def run_load(label: str, plan: LoadPlan, config: RerankerConfig,
-                   server_requests: Callable[[], Awaitable[int]] | None = None) -> LoadReport:
-    """Warm up (connections, detection, allocator), then measure ``plan.recalls`` recalls.
+                   server_requests: Callable[[], Awaitable[int]] | None = None,
+                   after_each: AfterEach | None = None) -> LoadReport:
+    """Warm up (connections, detection, allocator), then measure ``plan.recalls`` recalls
+    (``after_each`` hears how many are back after each one of them).
 
     The heap as it stands after the warm-up is frozen for the run (as the reliability tests do): a
     full collection then scans only what the run allocates, so the harness's own garbage-collector
@@ -274,7 +282,7 @@ async def run_load(label: str, plan: LoadPlan, config: RerankerConfig,
     first = plan.warmup
     with QueueSampler() as sampler:
         started = time.perf_counter()
-        await _agents(plan, range(first, first + plan.recalls), config, tally)
+        await _agents(plan, range(first, first + plan.recalls), config, tally, after_each)
         seconds = time.perf_counter() - started
     stats = runtime.statistics()
     requests_after = await server_requests() if server_requests else 0

@@ -11,20 +11,19 @@ import argparse
 import asyncio
 import contextlib
 import json
-import queue
-import signal
 import statistics
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 
 from ..bench.batching_bench import DEFAULT_CONCURRENCY, BenchResult, batched_config, run_benchmark
-from ..bench.cost_model_server import CostModel, CostModelServer
+from ..bench.cost_model_server import CostModel
 from ..core.errors import ConfigError
 from ..service import runtime
+from . import bench_replicas
+from .bench_io import output_folder, start_cost_model, write_file
 from .bench_report import INSTALL_HINT, bench_document, bench_table, write_plot
 from .errors import FAILED, CliError
 from .options import config_problem, int_list, positive_int
@@ -71,12 +70,20 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--out", default="bench/results", metavar="DIR",
                         help="where bench.json and bench.png go (default: bench/results)")
     parser.add_argument("--quick", action="store_true", help="a short run (seconds) to see that it works")
+    parser.add_argument("--replicas", type=positive_int, metavar="N",
+                        help="measure replicas instead: 1 ... N cost-model servers side by side at 32 concurrent "
+                             "recalls, and N with one 4x slower; writes replicas.json")
+    parser.add_argument("--cost-scale", type=float, default=1.0, metavar="F",
+                        help="with --replicas: every cost of the cost model times F (default 1); on a loaded "
+                             "machine a larger F makes the client's own turnaround small next to the servers'")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.replicas is not None:
+        return bench_replicas.run(args)
     plan = Plan.from_args(args)
-    out = _output_folder(args.out)
+    out = output_folder(args.out)
     if args.endpoint:
         _check_endpoint(args.endpoint)
     with _server(args.endpoint) as endpoint:
@@ -85,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     meta = {"server": "endpoint" if args.endpoint else "cost-model",
             "cost_model": None if args.endpoint else asdict(CostModel()),
             "settings": _batcher_settings(endpoint), "recalls_per_level": plan.recalls_rule}
-    _write(out / "bench.json", json.dumps(bench_document(result, meta), indent=2) + "\n")
+    write_file(out / "bench.json", json.dumps(bench_document(result.as_dict(), meta), indent=2) + "\n")
     print(f"wrote {out / 'bench.json'}")
     title = (f"a0-reranker: micro-batched vs one request per recall, {plan.documents} documents per recall\n"
              + (args.endpoint if args.endpoint else _cost_model_label(CostModel())))
@@ -113,23 +120,7 @@ def _server(endpoint: str | None) -> Iterator[str]:
         yield batched_config(endpoint).endpoint
         return
     with contextlib.ExitStack() as stack:
-        try:
-            with _child_ignores_ctrl_c():
-                server = stack.enter_context(CostModelServer())
-        except (OSError, queue.Empty) as exc:
-            raise CliError(f"the cost-model server did not start: {exc or 'no port within 60 s'}", FAILED) from None
-        yield server.url
-
-
-@contextlib.contextmanager
-def _child_ignores_ctrl_c() -> Iterator[None]:
-    """Start the server with SIGINT ignored, which the child inherits: on Ctrl-C this process stops it
-    cleanly instead of the child printing a traceback (a Ctrl-C during the start, under a second, is lost)."""
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
+        yield start_cost_model(stack)
 
 
 def _cost_model_label(cost: CostModel) -> str:
@@ -151,19 +142,3 @@ def _batcher_settings(endpoint: str) -> dict[str, Any]:
     config = batched_config(endpoint)
     return {"api": config.api, "batch_window_ms": config.batch_window_ms, "max_concurrency": config.max_concurrency,
             "max_pairs_per_request": config.max_pairs_per_request}
-
-
-def _output_folder(path: str) -> Path:
-    folder = Path(path)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise CliError(f"--out {path}: cannot create the folder ({exc.strerror or exc})") from None
-    return folder
-
-
-def _write(path: Path, text: str) -> None:
-    try:
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise CliError(f"cannot write {path}: {exc.strerror or exc}") from None

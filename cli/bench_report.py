@@ -30,12 +30,12 @@ def bench_table(result: BenchResult) -> list[str]:
     return table(headers, rows, ">>>>>>>")
 
 
-def bench_document(result: BenchResult, meta: dict[str, Any]) -> dict[str, Any]:
-    """``bench.json``: the run's settings and environment, then the benchmark's own result."""
+def bench_document(result: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
+    """A benchmark's JSON document: the run's settings and environment, then the benchmark's own result."""
     environment = {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count()}
     created = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     return {"tool": f"a0-reranker {__version__} bench", "created": created, "environment": environment,
-            **meta, **result.as_dict()}
+            **meta, **result}
 
 
 def write_plot(result: BenchResult, path: Path, title: str) -> bool:

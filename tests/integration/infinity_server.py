@@ -116,9 +116,16 @@ class InfinityServer:
     url_prefix: str
     log_path: Path
     startup_s: float
+    pid: int = 0  # the server's process, which leads its own process group
 
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+    def kill(self) -> None:
+        """Kill the server at once (SIGKILL to its process group), as a crash would: the system closes
+        its sockets and later connections are refused. The block's exit then has nothing left to stop."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.pid, signal.SIGKILL)
 
 
 def _log_tail(path: Path, limit: int = 4000) -> str:
@@ -245,6 +252,7 @@ def run_infinity(
             url_prefix=url_prefix,
             log_path=log_path,
             startup_s=time.monotonic() - started,
+            pid=proc.pid,
         )
 
 

@@ -19,8 +19,6 @@ from integration import infinity_model as im
 from integration.infinity_server import (
     SERVED_MODEL_NAME,
     InfinityServer,
-    build_model,
-    require_infinity,
     run_infinity,
 )
 
@@ -31,19 +29,7 @@ PROBE_MARGIN = 0.5  # what we expect the probe pair to separate by, in sigmoid s
 
 
 # ------------------------------------------------------------------------------------------------
-# fixtures
-
-
-@pytest.fixture(scope="module")
-def infinity_python() -> str:
-    return require_infinity()
-
-
-@pytest.fixture(scope="module")
-def tiny_model(infinity_python: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    dest = tmp_path_factory.mktemp("tiny-reranker") / "model"
-    report = build_model(infinity_python, dest)
-    return dest, report
+# fixtures (the interpreter and the tiny model are in conftest.py)
 
 
 @pytest.fixture(scope="module")

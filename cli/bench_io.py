@@ -1,0 +1,49 @@
+"""What the benchmarks do outside this process: start their servers in child processes, create the
+output folder and write the results, each failure as one ``CliError`` line."""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+from ..bench.cost_model_server import CostModel, CostModelServer
+from .errors import FAILED, CliError
+
+
+def start_cost_model(stack: contextlib.ExitStack, cost: CostModel | None = None) -> str:
+    """A cost-model server running until ``stack`` closes; its URL."""
+    try:
+        with _child_ignores_ctrl_c():
+            return stack.enter_context(CostModelServer(cost or CostModel())).url
+    except (OSError, queue.Empty) as exc:
+        raise CliError(f"the cost-model server did not start: {exc or 'no port within 60 s'}", FAILED) from None
+
+
+@contextlib.contextmanager
+def _child_ignores_ctrl_c() -> Iterator[None]:
+    """Start the server with SIGINT ignored, which the child inherits: on Ctrl-C this process stops it
+    cleanly instead of the child printing a traceback (a Ctrl-C during the start, under a second, is lost)."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def output_folder(path: str) -> Path:
+    folder = Path(path)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CliError(f"--out {path}: cannot create the folder ({exc.strerror or exc})") from None
+    return folder
+
+
+def write_file(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise CliError(f"cannot write {path}: {exc.strerror or exc}") from None
