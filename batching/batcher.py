@@ -1,12 +1,13 @@
 """The micro-batcher: coalesce concurrent scoring jobs into few HTTP requests under a cap and deadlines.
 
 Flush rule: the dispatcher takes a concurrency slot first, then drains the queue. When nothing else
-is in flight it sends at once, so a lone recall pays no window. When other requests are in flight it
-waits up to ``window`` seconds, counted from the enqueue time of the oldest queued job, for more
-jobs to join (it stops early once a request's worth of pairs is queued). Under load, jobs pile up
-while slots are busy, so batches grow by themselves. With several replicas, while others sit idle,
-the queue is shared out over them at once (see ``_start_shares``). Each batch goes to the dispatch step, which
-carries it out (attempts, retries, hedges). The dispatcher task runs only while jobs are queued.
+is in flight at the replica the slot belongs to, it sends at once, so a lone recall pays no window
+and an idle replica does not wait. When other requests are in flight there, it waits up to
+``window`` seconds, counted from the enqueue time of the oldest queued job, for more jobs to join
+(it stops early once a request's worth of pairs is queued). Under load, jobs pile up while slots
+are busy, so batches grow by themselves. With several replicas, the queue is shared out over those
+short of work (see ``_start_shares``). Each batch goes to the dispatch step, which carries it out
+(attempts, retries, hedges). The dispatcher task runs only while jobs are queued.
 
 Every caller owns its deadline: at expiry its future fails at once, its unsent pairs leave the queue,
 and a request whose last waiter left is cancelled. A request task gives its slot back when it ends,
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 
 from ..core.errors import DeadlineExceeded, Overloaded, RerankError
 from .dispatch import Dispatch
+from .endpoint_state import PIPELINE_DEPTH
 from .jobs import Job
 from .plans import PendingQueue, Plan
 from .replicas import Replica
@@ -154,7 +156,7 @@ class MicroBatcher:
         replica = await self._slots.acquire()
         started = False
         try:
-            if self._slots.in_flight > 1:
+            if replica.state.limiter.in_flight > 1:
                 await self._wait_for_company()
             started = self._start_shares(replica)
         finally:
@@ -163,11 +165,14 @@ class MicroBatcher:
 
     def _start_shares(self, replica: Replica) -> bool:
         """Start the request for ``replica``, which holds a slot; False when it is not used. While
-        other replicas that cost no more sit idle, the queue is shared out over them at once, in
-        proportion to their speed and in whole recalls, instead of all going to one replica while the
-        others wait; ``replica`` takes a share only when it is idle too."""
-        peers = self._slots.idle_peers(replica, self._queue.pairs)
-        targets = [replica, *peers] if replica.state.limiter.in_flight == 1 or not peers else peers
+        other replicas that cost no more are short of work (fewer than two requests in flight, so
+        their GPU would soon wait), the queue is shared out over them at once, in proportion to their
+        speed and in whole recalls, instead of all going to one replica while the others run dry;
+        ``replica`` takes a share only when it was short of work too (its new slot aside). The
+        cheapest go first, so that fewer recalls than replicas go where they are answered soonest."""
+        peers = self._slots.peers_short_of_work(replica, self._queue.pairs)
+        was_short = replica.state.limiter.in_flight <= PIPELINE_DEPTH
+        targets = sorted([replica, *peers] if was_short or not peers else peers, key=self._slots.cost)
         speeds = self._slots.speeds(targets)
         used = False
         for i, target in enumerate(targets):
@@ -178,7 +183,7 @@ class MicroBatcher:
             if target is replica:
                 used = True
             else:
-                target.state.limiter.take()  # idle, so it has room: no wait
+                target.state.limiter.take()  # it has room (peers_short_of_work saw to that): no wait
             plan.replica = target
             self._start(plan)
         return used

@@ -17,6 +17,7 @@ EWMA_WEIGHT: Final = 0.3  # of the newest answer: a replica that slows down is n
 FAILURE_HALF_LIFE_S: Final = 5.0  # a replica's recent failures weigh half as much this much later
 SPEED_HALF_LIFE_S: Final = 5.0  # a replica not asked for this long looks twice as fast as it last was
 WARM_UP_ANSWERS: Final = 5  # a replica's first answers (a cold start among them) do not count against it
+PIPELINE_DEPTH: Final = 2  # requests in flight that keep a replica's GPU busy through the client's turnaround
 FAILURE_WEIGHT: Final = 20.0  # a replica failing every request looks 21 times as costly to the balancer
 
 
@@ -71,22 +72,40 @@ class EndpointState:
             return 0.0
         return self.failure_score * 0.5 ** ((time.monotonic() - self.failure_at) / FAILURE_HALF_LIFE_S)
 
-    @property
-    def cost(self) -> float:
+    def seconds_per_pair_now(self) -> float | None:
+        """The measured speed, fading while the replica is not asked (a replica not asked for
+        ``SPEED_HALF_LIFE_S`` looks twice as fast as it last was, so no one slow answer keeps it out
+        of rotation); None during its first few answers, as a cold start is no measure of it."""
+        if self.answers < WARM_UP_ANSWERS or not self.seconds_per_pair:
+            return None
+        return self.seconds_per_pair * 0.5 ** ((time.monotonic() - self.answered_at) / SPEED_HALF_LIFE_S)
+
+    def cost(self, unmeasured_seconds_per_pair: float = 0.0) -> float:
         """What one more request costs here, for the balancer: its speed times its load, raised by its
-        recent failures (so a failing replica is left alone before its breaker even opens). Its first
-        few answers do not count (a cold start is no measure of it), and the speed fades while the
-        replica is not asked, so no one slow answer keeps it out of rotation: it is tried again."""
-        if self.answers < WARM_UP_ANSWERS:
-            speed = 0.0
-        else:
-            speed = (self.seconds_per_pair or 0.0) * 0.5 ** ((time.monotonic() - self.answered_at) / SPEED_HALF_LIFE_S)
+        recent failures (so a failing replica is left alone before its breaker even opens). A replica
+        not yet measured counts at ``unmeasured_seconds_per_pair`` (the set passes its fastest one's),
+        so its load is weighed like the others' and it is never a free choice however busy it is."""
+        speed = self.seconds_per_pair_now()
+        if speed is None:
+            speed = unmeasured_seconds_per_pair
         base = speed * (self.outstanding_pairs + 1) + 1e-9 * self.outstanding_pairs
-        return (base or 1e-9) * (1.0 + FAILURE_WEIGHT * self.recent_failures())
+        return (base or 1e-9) * self.failure_factor()
+
+    def failure_factor(self) -> float:
+        """How much costlier its recent failures make this replica look (1: none)."""
+        return 1.0 + FAILURE_WEIGHT * self.recent_failures()
 
     @property
     def idle(self) -> bool:
         return self.limiter.in_flight == 0
+
+    @property
+    def short_of_work(self) -> bool:
+        """Fewer than ``PIPELINE_DEPTH`` requests in flight: once its current pass ends, its GPU would
+        wait while the answer travels back and the next recalls come in, unless another request is
+        already waiting there. (Measured: with 3 replicas and only one request each, the GPUs sat idle
+        a quarter of the time; with two they stay about 90% busy.)"""
+        return self.limiter.in_flight < PIPELINE_DEPTH
 
 
 def _ewma(previous: float | None, sample: float) -> float:

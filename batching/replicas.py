@@ -4,11 +4,11 @@ Power of two choices (as Finagle's and Envoy's least-request balancers do): of t
 take a request now (breaker admitting, no Retry-After pending), pick two at random and take the one
 that costs less: its observed seconds per pair times its pairs in flight plus one, raised by its
 recent failures. The request then waits for a slot of that replica if all are taken: the expected
-wait behind a fast replica's few pairs can be shorter than a slow replica's own time. A replica
-never measured costs next to nothing, so a new one gets traffic at once, and a slow or failing one
-gets a smaller share by itself. Each replica keeps its own concurrency cap and breaker (its
-``EndpointState``); the retry budget and the latency window that sets the hedging delay belong to
-the set. With one replica all of this is that replica's slots.
+wait behind a fast replica's few pairs can be shorter than a slow replica's own time. A replica not
+yet measured counts as fast as the fastest one, so a new one gets traffic as soon as it is the least
+loaded, and a slow or failing one gets a smaller share by itself. Each replica keeps its own
+concurrency cap and breaker (its ``EndpointState``); the retry budget and the latency window that
+sets the hedging delay belong to the set. With one replica all of this is that replica's slots.
 """
 
 from __future__ import annotations
@@ -66,28 +66,34 @@ class ReplicaSet:
         return [r for r in self.replicas
                 if r.url not in left_out and r.state.breaker.would_admit() and not r.state.rate_limited()]
 
-    def idle_peers(self, chosen: Replica, pairs: int) -> list[Replica]:
-        """The members other than ``chosen`` that sit idle (ready, nothing in flight) and cost no more
-        than ``chosen`` would with ``pairs`` more: a request there now beats queueing behind it."""
+    def peers_short_of_work(self, chosen: Replica, pairs: int) -> list[Replica]:
+        """The members other than ``chosen`` that are ready, short of work (see ``EndpointState``) and
+        cost no more than ``chosen`` would with ``pairs`` more: a request there now beats queueing
+        all of them behind ``chosen``."""
         load = chosen.state.outstanding_pairs + 1
-        loaded = chosen.state.cost * (load + pairs) / load
+        loaded = self.cost(chosen) * (load + pairs) / load
         return [r for r in self.ready(exclude=[chosen])
-                if r.state.idle and r.state.limiter.has_room() and r.state.cost <= loaded]
+                if r.state.short_of_work and r.state.limiter.has_room() and self.cost(r) <= loaded]
 
-    @staticmethod
-    def speeds(members: Sequence[Replica]) -> list[float]:
-        """Each member's pairs per second, from its seconds per pair; one never measured counts as
-        the fastest of them (as its cost counts next to nothing)."""
-        known = [r.state.seconds_per_pair for r in members if r.state.seconds_per_pair]
-        fastest = min(known, default=1.0)
-        return [1.0 / (r.state.seconds_per_pair or fastest) for r in members]
+    def cost(self, member: Replica) -> float:
+        """The member's cost to the balancer; one not yet measured counts as fast as the fastest."""
+        return member.state.cost(self._fastest_seconds_per_pair() or 0.0)
+
+    def speeds(self, members: Sequence[Replica]) -> list[float]:
+        """Each member's pairs per second, from its seconds per pair, lowered by its recent failures as
+        its cost is raised; one not yet measured counts as the fastest of the set."""
+        fastest = self._fastest_seconds_per_pair() or 1.0
+        return [1.0 / ((r.state.seconds_per_pair_now() or fastest) * r.state.failure_factor()) for r in members]
+
+    def _fastest_seconds_per_pair(self) -> float | None:
+        return min((s for r in self.replicas if (s := r.state.seconds_per_pair_now()) is not None), default=None)
 
     def pick(self, candidates: Sequence[Replica]) -> Replica:
         """Power of two choices on cost."""
         if len(candidates) == 1:
             return candidates[0]
         first, second = self._rng.sample(list(candidates), 2)
-        return first if first.state.cost <= second.state.cost else second
+        return first if self.cost(first) <= self.cost(second) else second
 
     async def acquire(self, *, exclude: Iterable[Replica] = (), priority: bool = False) -> Replica:
         """A slot on the replica of lower cost among two that can take a request, waiting for one of

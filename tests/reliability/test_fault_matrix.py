@@ -17,7 +17,6 @@ cached), so they hit the rerank path; the cold cases at the end fail detection i
 
 from __future__ import annotations
 
-import socket
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +47,7 @@ from reliability.tls_server import tls_server
 
 from support.counters import settled_statistics, stats_until
 from support.deadlines import PATIENT_S, Stopwatch, assert_released_at_deadline, assert_released_within
+from support.outages import closed_port
 from support.servers import (
     Delay,
     Disconnect,
@@ -221,12 +221,6 @@ async def test_a_server_gone_after_detection_falls_back(kind: str) -> None:
 
 
 # --- cold: detection itself fails ----------------------------------------------------------------
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def cold(config: RerankerConfig, reason: str, words: str) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import socket
 import statistics
 import time
 from typing import Any
@@ -21,7 +20,8 @@ import pytest
 
 from support.deadlines import PATIENT_S, Stopwatch
 from support.encoding import encoding_scorer, recall
-from support.servers import Disconnect, Hang, RecordedRequest, Respond, start_server
+from support.outages import OVERLOADED, closed_port
+from support.servers import Disconnect, Hang, RecordedRequest, start_server
 from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreaker
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.core.statistics import StatsRecorder
@@ -29,15 +29,6 @@ from usr.plugins.a0_reranker.service import runtime
 from usr.plugins.a0_reranker.service.reranker_service import RerankService
 
 pytestmark = pytest.mark.anyio
-
-OVERLOADED = Respond(503, {"error": {"message": "The server is overloaded", "type": "ServiceUnavailableError",
-                                     "param": None, "code": 503}})
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def calls_until_open(config: RerankerConfig, url: str, most: int) -> int:
@@ -87,7 +78,7 @@ async def test_a_refused_server_opens_the_breaker_after_three_requests_and_close
     clock = ManualClock()
     runtime.restart(clock=clock)
     try:
-        port = free_port()
+        port = closed_port()
         url = f"http://127.0.0.1:{port}"
         config = RerankerConfig(endpoint=url, api="rerank", timeout=1.0, breaker_cooldown=15)
         assert await calls_until_open(config, url, most=3) <= 3

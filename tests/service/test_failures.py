@@ -10,13 +10,13 @@ the tight figure (within rerank_timeout + 100 ms) is ``bench/deadline_release.py
 from __future__ import annotations
 
 import json
-import socket
 from typing import Any
 
 import pytest
 
 from support.counters import accounted, stats_until
 from support.deadlines import Stopwatch, assert_released_at_deadline, assert_released_within
+from support.outages import closed_port
 from support.servers import Delay, Disconnect, Hang, InvalidJson, Respond, StallBody, start_server
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.helpers import reranker
@@ -27,12 +27,6 @@ pytestmark = pytest.mark.anyio
 TIMEOUT = 1.0
 QUERY = "rotate the backup key"
 DOCS = ["rotate the backup key monthly", "lunch menu", "backup schedule", "key rotation policy"]
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def timed_rerank(config: RerankerConfig) -> tuple[Any, float]:

@@ -10,14 +10,12 @@ from typing import Any
 import pytest
 
 from support.encoding import encoding_scorer, recall
-from support.servers import Hang, RecordedRequest, Respond, RunningServer, start_server
+from support.outages import OVERLOADED
+from support.servers import Hang, RecordedRequest, RunningServer, start_server
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.service import runtime
 
 pytestmark = pytest.mark.anyio
-
-OVERLOADED = Respond(503, {"error": {"message": "The server is overloaded", "type": "ServiceUnavailableError",
-                                     "param": None, "code": 503}})
 
 
 async def detected(**settings: Any) -> tuple[RunningServer, RerankerConfig]:

@@ -19,15 +19,13 @@ import pytest
 from support.counters import stats_until
 from support.deadlines import PATIENT_S, Stopwatch, assert_released_before_deadline
 from support.encoding import encoding_scorer, recall
+from support.outages import SHUT_BREAKER  # this file is not about the breaker
 from support.servers import Delay, RunningServer, serve_in_thread, start_server
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.core.statistics import RerankerStatistics
 from usr.plugins.a0_reranker.service import runtime
 
 pytestmark = pytest.mark.anyio
-
-SHUT_BREAKER: dict[str, Any] = {"breaker_failures": 1000, "breaker_failure_rate": 1}  # this file is not about it
-
 
 def drained(stats: RerankerStatistics) -> bool:
     return stats.in_flight == 0 and stats.queued_pairs == 0

@@ -5,27 +5,18 @@ another, every replica ejected: stock at once. Through the public API against lo
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from support.encoding import encoding_scorer, recall
-from support.servers import Delay, Disconnect, Hang, RecordedRequest, Respond, RunningServer, start_server
+from support.outages import OVERLOADED, closed_port_url
+from support.servers import Delay, Disconnect, Hang, RecordedRequest, RunningServer, start_server
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.service import runtime
 
 pytestmark = pytest.mark.anyio
-
-OVERLOADED = Respond(503, {"error": {"message": "The server is overloaded", "type": "ServiceUnavailableError",
-                                     "param": None, "code": 503}})
-
-
-def closed_port_url() -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{sock.getsockname()[1]}"
 
 
 @pytest.fixture

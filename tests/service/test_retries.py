@@ -18,15 +18,12 @@ import pytest
 from support.counters import accounted, stats_until
 from support.deadlines import Stopwatch, assert_released_before_deadline
 from support.encoding import encoding_scorer, recall
+from support.outages import OVERLOADED, SHUT_BREAKER
 from support.servers import CloseKeptAlive, Disconnect, RecordedRequest, Respond, RunningServer, start_server
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.service import runtime
 
 pytestmark = pytest.mark.anyio
-
-OVERLOADED = Respond(503, {"error": {"message": "The server is overloaded", "type": "ServiceUnavailableError",
-                                     "param": None, "code": 503}})
-SHUT_BREAKER: dict[str, Any] = {"breaker_failures": 1000, "breaker_failure_rate": 1}
 
 
 def rate_limited(retry_after: str | None) -> Respond:

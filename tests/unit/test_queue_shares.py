@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreaker
-from usr.plugins.a0_reranker.batching.endpoint_state import EndpointState
+from usr.plugins.a0_reranker.batching.endpoint_state import WARM_UP_ANSWERS, EndpointState
 from usr.plugins.a0_reranker.batching.jobs import Job
 from usr.plugins.a0_reranker.batching.limiter import EndpointLimiter
 from usr.plugins.a0_reranker.batching.plans import PendingQueue
@@ -52,7 +52,8 @@ async def test_max_pairs_still_bounds_a_share() -> None:
 def replica(name: str, seconds_per_pair: float | None = None, cap: int = 4) -> Replica:
     state = EndpointState(EndpointLimiter(cap), CircuitBreaker(BreakerPolicy(consecutive=1, cooldown=60)))
     if seconds_per_pair is not None:
-        state.answered(seconds_per_pair * 10, 10)
+        for _ in range(WARM_UP_ANSWERS):  # past its warm-up: the speed is a measure of it
+            state.answered(seconds_per_pair * 10, 10)
 
     async def send(batch: ScoreBatch, deadline: float, fresh: bool) -> list[float]:
         return [0.0] * len(batch.pairs)
@@ -62,19 +63,39 @@ def replica(name: str, seconds_per_pair: float | None = None, cap: int = 4) -> R
 
 def test_speeds_are_pairs_per_second_and_an_unmeasured_member_counts_as_the_fastest() -> None:
     fast, slow, new = replica("fast", 0.001), replica("slow", 0.004), replica("new")
-    assert ReplicaSet.speeds([fast, slow, new]) == pytest.approx([1000.0, 250.0, 1000.0])
-    assert ReplicaSet.speeds([replica("a"), replica("b")]) == [1.0, 1.0]
+    cold, failing = replica("cold"), replica("failing", 0.001)
+    members = ReplicaSet([fast, slow, new, cold, failing], budget=RetryBudget())
+    assert members.speeds([fast, slow, new]) == pytest.approx([1000.0, 250.0, 1000.0], rel=1e-3)
+    unmeasured = [replica("a"), replica("b")]
+    assert ReplicaSet(unmeasured, budget=RetryBudget()).speeds(unmeasured) == [1.0, 1.0]
+    cold.state.answered(0.5, 10)  # one slow first answer (a cold start) is no measure of it yet
+    assert members.speeds([cold]) == pytest.approx([1000.0], rel=1e-3)
+    failing.state.failed()  # its recent failures lower its speed as they raise its cost
+    speed = members.speeds([failing])[0]
+    assert speed == pytest.approx(1000.0 / failing.state.failure_factor(), rel=1e-3) and speed < 1000.0 / 2
 
 
-async def test_idle_peers_are_the_ready_members_with_nothing_in_flight_that_cost_no_more() -> None:
-    chosen, idle, busy, ejected, failing = (replica(n, 0.001) for n in ("chosen", "idle", "busy", "out", "failing"))
-    members = ReplicaSet([chosen, idle, busy, ejected, failing], budget=RetryBudget())
+def test_a_busy_replica_not_yet_measured_costs_more_than_an_idle_measured_one() -> None:
+    measured, new = replica("measured", 0.001), replica("new")
+    members = ReplicaSet([measured, new], budget=RetryBudget())
+    assert members.cost(new) == pytest.approx(members.cost(measured), rel=1e-3)  # as fast as the fastest
+    new.state.outstanding_pairs = 4
+    assert members.cost(new) > 4 * members.cost(measured)  # its load counts: it is no free choice
+
+
+async def test_peers_short_of_work_are_the_ready_members_with_under_two_in_flight_that_cost_no_more() -> None:
+    names = ("chosen", "idle", "one", "two", "out", "failing")
+    chosen, idle, one, two, ejected, failing = (replica(n, 0.001) for n in names)
+    members = ReplicaSet([chosen, idle, one, two, ejected, failing], budget=RetryBudget())
     chosen.state.limiter.take()  # the slot the dispatcher holds
-    busy.state.limiter.take()
+    one.state.limiter.take()  # its GPU busy, nothing waiting behind: it would idle once this pass ends
+    two.state.limiter.take()
+    two.state.limiter.take()  # a request waits behind the running one: it has work for now
     with pytest.raises(TransportError), ejected.state.breaker.attempt():
         raise TransportError("connection refused: the one failure its breaker allows")
     for _ in range(5):
         failing.state.failed()
     assert ejected.state.breaker.state == "open"
-    assert members.idle_peers(chosen, pairs=100) == [idle, failing]  # the queue would cost more on chosen
-    assert members.idle_peers(chosen, pairs=2) == [idle]  # a failing replica costs more than 3 pairs there
+    assert [r.state.short_of_work for r in (idle, one, two)] == [True, True, False]
+    assert members.peers_short_of_work(chosen, pairs=100) == [idle, one, failing]  # the queue would cost more on chosen
+    assert members.peers_short_of_work(chosen, pairs=2) == [idle, one]  # a failing one costs more than 3 pairs there

@@ -207,25 +207,25 @@ def balanced_state(seconds_per_pair: float, answers: int) -> EndpointState:
 
 def test_the_balancer_prefers_the_faster_replica_but_never_shuts_one_out() -> None:
     fast, slow = balanced_state(0.001, 10), balanced_state(0.1, 10)
-    assert fast.cost < slow.cost
+    assert fast.cost() < slow.cost()
     slow.outstanding_pairs, fast.outstanding_pairs = 0, 400  # a fast one that is far behind
-    assert slow.cost < fast.cost
+    assert slow.cost() < fast.cost()
     fast.outstanding_pairs = 0
     slow.answered_at -= 60  # not asked for a minute: it is tried again
-    assert slow.cost < fast.cost
+    assert slow.cost() < fast.cost()
 
 
 def test_a_cold_first_answer_does_not_count_against_a_replica() -> None:
     cold = balanced_state(0.001, 0)
     cold.answered(2.0, 1)  # the first request paid for loading the model
     warm = balanced_state(0.001, 10)
-    assert cold.cost < warm.cost  # still warming up: it gets traffic and is measured for real
+    assert cold.cost() < warm.cost()  # still warming up: it gets traffic and is measured for real
 
 
 def test_recent_failures_make_a_replica_look_costly_for_a_while() -> None:
     failing, healthy = balanced_state(0.001, 10), balanced_state(0.001, 10)
     failing.failed()
     failing.failed()
-    assert failing.cost > 5 * healthy.cost
+    assert failing.cost() > 5 * healthy.cost()
     failing.failure_at -= 60  # a minute later its failures have faded
-    assert failing.cost < 1.1 * healthy.cost
+    assert failing.cost() < 1.1 * healthy.cost()

@@ -1,0 +1,26 @@
+"""The unavailable servers several test files need: an overloaded answer, a port nobody listens on,
+and settings that keep the breaker shut where a test is about something else."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any, Final
+
+from .servers import Respond
+
+# vLLM's (OpenAI-style) error body for a 503, as PROTOCOLS.md records it
+OVERLOADED: Final = Respond(503, {"error": {"message": "The server is overloaded", "type": "ServiceUnavailableError",
+                                            "param": None, "code": 503}})
+
+SHUT_BREAKER: Final[dict[str, Any]] = {"breaker_failures": 1000, "breaker_failure_rate": 1}
+
+
+def closed_port() -> int:
+    """A port nothing listens on (bound, then released): connecting is refused."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def closed_port_url() -> str:
+    return f"http://127.0.0.1:{closed_port()}"
