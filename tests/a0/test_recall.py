@@ -13,7 +13,7 @@ from support.deadlines import Stopwatch, assert_released_at_deadline, assert_rel
 from support.servers import Delay, Hang, Respond, RunningServer, start_server
 from usr.plugins.a0_reranker.service import runtime
 
-from .conftest import A0, MEM_FILTER, PROFILE, memories_prompt, memory_text, prio_scorer
+from .conftest import A0, MEM_FILTER, PROFILE, memories_prompt, memory_text
 
 pytestmark = pytest.mark.anyio
 
@@ -32,13 +32,6 @@ async def stock_memories(a0: A0, agent: Any, query: str) -> str:
     """What stock A0 puts in the prompt for this query: the original method with recall's own arguments."""
     docs = await a0.original_search(agent, query=query, limit=12, threshold=0.7, filter=MEM_FILTER)
     return memories_prompt(agent, docs)
-
-
-@pytest.fixture
-async def server(a0: A0) -> Any:
-    srv = await start_server("infinity", scorer=prio_scorer)
-    yield srv
-    await srv.close()
 
 
 async def test_reranked_order_reaches_the_recall_prompt(a0: A0, server: RunningServer) -> None:

@@ -17,13 +17,6 @@ pytestmark = pytest.mark.anyio
 OVERLOADED = Respond(503, {"error": {"message": "model is overloaded", "type": None, "param": None, "code": 503}})
 
 
-@pytest.fixture
-async def server(a0: A0) -> Any:
-    srv = await start_server("infinity", scorer=prio_scorer)
-    yield srv
-    await srv.close()
-
-
 async def test_a_recall_saved_by_a_retry_says_so_in_its_log_line(a0: A0, server: RunningServer) -> None:
     a0.configure(endpoint=server.url, timeout=10)
     agent = a0.new_agent()
