@@ -19,7 +19,7 @@ import pytest
 from support.counters import stats_until
 from support.deadlines import PATIENT_S, Stopwatch, assert_released_before_deadline
 from support.encoding import encoding_scorer, recall
-from support.outages import SHUT_BREAKER  # this file is not about the breaker
+from support.outages import OVERLOADED, SHUT_BREAKER  # this file is not about the breaker
 from support.servers import Delay, RunningServer, serve_in_thread, start_server
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.core.statistics import RerankerStatistics
@@ -109,6 +109,48 @@ async def test_callers_cancelled_at_random_instants_leave_nothing_behind() -> No
         assert runtime.statistics().breakers[server.url] == "closed"
     finally:
         await server.close()
+
+
+async def test_callers_cancelled_across_replicas_with_failovers_and_hedges_leave_nothing_behind() -> None:
+    """The same over three replicas: one fails half its requests (failovers), one is slow now and then
+    (hedges), the queue is shared over all three. Afterwards no replica holds a slot or a probe."""
+    servers = [await start_server("vllm_qwen3", scorer=encoding_scorer) for _ in range(3)]
+    rng = random.Random(20261202)
+    try:
+        config = RerankerConfig(endpoint=", ".join(s.url for s in servers), api="qwen3_score", timeout=2.0,
+                                max_concurrency=2, hedge="on", hedge_delay_ms=10, **SHUT_BREAKER)
+        for q in range(6):
+            assert await runtime.rerank_async(*recall(q), config=config) is not None
+        flaky, slow = servers[0], servers[1]
+        flaky.set_fault(lambda r: OVERLOADED if r.path == "/score" and rng.random() < 0.5 else None)
+        slow.set_fault(lambda r: Delay(rng.choice([0.0, 0.05])) if r.path == "/score" else None)
+        loop = asyncio.get_running_loop()
+        for burst in range(40):  # bursts until both paths under test were taken a few times
+            calls = [asyncio.create_task(runtime.rerank_async(*recall(100 * burst + i), config=config))
+                     for i in range(48)]
+            for call in calls:
+                loop.call_later(rng.uniform(0.0, 0.06), call.cancel)
+            outcomes = await asyncio.gather(*calls, return_exceptions=True)
+            assert any(isinstance(o, asyncio.CancelledError) for o in outcomes)
+            assert all(o is None or isinstance(o, asyncio.CancelledError | list) for o in outcomes)
+            taken = runtime.statistics()
+            if burst >= 3 and taken.failovers >= 3 and taken.hedges >= 3:
+                break
+        stats = await stats_until(lambda s: drained(s) and every_call_accounted(s)
+                                  and all(r.in_flight == 0 for r in s.replicas))
+        assert stats.cancelled > 0 and stats.fallbacks.get("error", 0) == 0
+        assert stats.failovers > 0 and stats.hedges > 0  # the paths under test were taken
+        for server in servers:
+            server.set_fault(None)
+        patient = config.replace(timeout=5.0, hedge="off")
+        for q in range(900, 930):
+            assert await runtime.rerank_async(*recall(q), config=patient) is not None
+        after = runtime.statistics()
+        assert set(after.breakers.values()) == {"closed"}
+        assert all(r.in_flight == 0 for r in after.replicas)
+    finally:
+        for server in servers:
+            await server.close()
 
 
 async def test_wait_for_timeouts_around_the_callers_leave_nothing_behind() -> None:
