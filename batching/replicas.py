@@ -56,10 +56,6 @@ class ReplicaSet:
         self.replicas = tuple(known[r.url] if r.url in known and known[r.url].state is r.state else r
                               for r in replicas)
 
-    @property
-    def in_flight(self) -> int:
-        return sum(r.state.limiter.in_flight for r in self.replicas)
-
     def ready(self, exclude: Iterable[Replica] = ()) -> list[Replica]:
         """The members that could take a request now (their breaker admits, no Retry-After pending)."""
         left_out = {r.url for r in exclude}
