@@ -31,6 +31,7 @@ log = logging.getLogger("a0_reranker")
 T = TypeVar("T")
 
 TIMED_OUT: Final = RerankResult(None, reason="timeout", message="no answer before rerank_timeout")
+STATISTICS_WAIT_S: Final = 1.0  # the live state is worth this much wait; after it, the counters alone
 
 
 @dataclass(frozen=True)
@@ -138,18 +139,34 @@ class _Handover(Generic[T]):
     def result(self) -> T:
         try:
             return self.future.result(timeout=backstop_remaining(self.deadline))
-        except TimeoutError:
-            return self.late
+        except (TimeoutError, concurrent.futures.CancelledError):  # past the backstop, or the owner stopped
+            return self._delivered_or_late()
 
     async def result_async(self) -> T:
         try:
             return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(self.future)),
                                           backstop_remaining(self.deadline))
         except TimeoutError:
-            return self.late
+            return self._delivered_or_late()
         except asyncio.CancelledError:
-            self.future.cancel()  # the caller left: the owner loop counts the rerank as cancelled
-            raise
+            task = asyncio.current_task()
+            if task is None or task.cancelling():
+                self.future.cancel()  # the caller left: the owner loop counts the rerank as cancelled
+                raise
+            return self.late  # nobody cancelled the caller: the owner loop stopped (shutdown, update)
+
+    def _delivered_or_late(self) -> T:
+        """What the owner loop delivered just as the backstop fired, else ``late``."""
+        future = self.future
+        if future.done() and not future.cancelled() and future.exception() is None:
+            return future.result()
+        return self.late
+
+
+def _rerank_handover(current: Runtime, query: str, documents: Sequence[str], config: RerankerConfig,
+                     deadline: float) -> _Handover[RerankResult]:
+    return _Handover.start(current, deadline, TIMED_OUT, current.service.rerank, query, list(documents), config,
+                           deadline)
 
 
 async def rerank_result_async(query: str, documents: Sequence[str], *, config: RerankerConfig) -> RerankResult:
@@ -163,15 +180,12 @@ async def rerank_result_async(query: str, documents: Sequence[str], *, config: R
         current = runtime()
         if current.owner.is_current_thread():
             return await current.service.rerank(query, list(documents), config, deadline)
-        handover = _Handover.start(current, deadline, TIMED_OUT, current.service.rerank, query, list(documents),
-                                   config, deadline)
+        handover = _rerank_handover(current, query, documents, config, deadline)
     except Exception:
         log.exception("a0_reranker: could not reach the reranker's event loop")
         return RerankResult(None, reason="error", message="the reranker's event loop is not available")
     try:
         return await handover.result_async()
-    except asyncio.CancelledError:
-        raise
     except Exception:
         log.exception("a0_reranker: unexpected error while waiting for a rerank")
         return RerankResult(None, reason="error", message="unexpected error while waiting")
@@ -192,8 +206,7 @@ def rerank(query: str, documents: Sequence[str], *, config: RerankerConfig) -> R
         if current.owner.is_current_thread():
             log.error("a0_reranker: rerank() was called on the reranker's own loop; use rerank_async()")
             return None
-        return _Handover.start(current, deadline, TIMED_OUT, current.service.rerank, query, list(documents),
-                               config, deadline).result().ranking
+        return _rerank_handover(current, query, documents, config, deadline).result().ranking
     except Exception:
         log.exception("a0_reranker: unexpected error in rerank()")
         return None
@@ -211,6 +224,10 @@ def _probe_late(config: RerankerConfig) -> ProbeReport:
     return ProbeReport.failure(config.endpoint, f"no answer within {config.timeout:g} s", (), config.timeout)
 
 
+def _probe_handover(current: Runtime, config: RerankerConfig, deadline: float) -> _Handover[ProbeReport]:
+    return _Handover.start(current, deadline, _probe_late(config), current.service.probe, config, deadline)
+
+
 async def probe_async(config: RerankerConfig) -> ProbeReport:
     """Live connection test (bypasses the detection cache). Never raises."""
     if (refusal := _probe_refusal(config)) is not None:
@@ -220,10 +237,7 @@ async def probe_async(config: RerankerConfig) -> ProbeReport:
         current = runtime()
         if current.owner.is_current_thread():
             return await current.service.probe(config, deadline)
-        return await _Handover.start(current, deadline, _probe_late(config), current.service.probe, config,
-                                     deadline).result_async()
-    except asyncio.CancelledError:
-        raise
+        return await _probe_handover(current, config, deadline).result_async()
     except Exception as exc:
         log.exception("a0_reranker: connection test failed unexpectedly")
         return ProbeReport.failure(config.endpoint, f"unexpected error: {type(exc).__name__}", (), 0.0)
@@ -237,9 +251,7 @@ def probe(config: RerankerConfig) -> ProbeReport:
         current = runtime()
         if current.owner.is_current_thread():
             return ProbeReport.failure(config.endpoint, "probe() called on the reranker's own loop", (), 0.0)
-        deadline = deadline_in(config.timeout)
-        return _Handover.start(current, deadline, _probe_late(config), current.service.probe, config,
-                               deadline).result()
+        return _probe_handover(current, config, deadline_in(config.timeout)).result()
     except Exception as exc:
         log.exception("a0_reranker: connection test failed unexpectedly")
         return ProbeReport.failure(config.endpoint, f"unexpected error: {type(exc).__name__}", (), 0.0)
@@ -250,9 +262,9 @@ def statistics() -> RerankerStatistics:
     current = running()
     if current is None or current.owner.is_current_thread():
         return stats_recorder().snapshot()
-    try:
-        return current.owner.call(_async_statistics, current.service)
-    except Exception:
+    try:  # from A0's event loop too (the status tool): never wait long on a busy owner loop
+        return current.owner.submit(_async_statistics, current.service).result(timeout=STATISTICS_WAIT_S)
+    except Exception:  # late or stopped: the counters without the live state
         return stats_recorder().snapshot()
 
 

@@ -257,3 +257,29 @@ async def owner_tasks() -> int:
         return len(asyncio.all_tasks()) - 1
 
     return await asyncio.wrap_future(current.owner.submit(count))
+
+
+async def test_an_owner_loop_that_stops_under_waiting_callers_gives_them_a_fallback_not_a_cancellation() -> None:
+    """The owner loop stopping cancels the work still on it (here recalls waiting in detection, stopped
+    without the service's close first, as when that close fails): nobody cancelled those callers, so
+    nothing may be raised into A0; the blocking form returns None as well."""
+    server = await start_server("vllm", scorer=encoding_scorer)
+    try:
+        config = RerankerConfig(endpoint=server.url, timeout=5.0)
+        server.gate.hold()
+        waiting = asyncio.create_task(runtime.rerank_result_async(*recall(1), config=config))
+        blocked: list[Any] = []
+        thread = threading.Thread(target=lambda: blocked.append(runtime.rerank(*recall(2), config=config)))
+        thread.start()
+        await server.gate.wait_held(2)  # both callers' detections reached the server
+        current = runtime.running()
+        assert current is not None
+        await asyncio.to_thread(current.owner.stop)
+        result = await waiting  # a cancellation would be raised here
+        assert result.ranking is None
+        await asyncio.to_thread(thread.join)
+        assert blocked == [None]
+    finally:
+        runtime.shutdown()
+        server.gate.release()
+        await server.close()
