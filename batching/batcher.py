@@ -34,11 +34,12 @@ from .replicas import Replica
 
 @dataclass(frozen=True)
 class Scored:
-    """One job's scores, in document order, how many retries the requests carrying it needed, and the
-    replica that answered when a request went on to another one."""
+    """One job's scores, in document order, how many retries the requests carrying it needed, the
+    replica that answered, and that replica again when a request had to go on to it (a failover)."""
 
     scores: list[float]
     retries: int = 0
+    answered_by: str = ""
     failover_to: str = ""
 
 
@@ -106,7 +107,7 @@ class MicroBatcher:
         self._ensure_dispatcher()
         timer = loop.call_at(deadline, self._expire, job)
         try:
-            return Scored(await job.future, job.retries, job.answered_by)
+            return Scored(await job.future, job.retries, job.answered_by, job.failover_to)
         finally:
             timer.cancel()
             self._finish(job, at_deadline=False)

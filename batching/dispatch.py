@@ -54,7 +54,7 @@ class Request(Protocol):
     fresh: bool  # the next attempt goes out on a new connection
     replica: Replica | None  # whose slot the request holds
     first_replica: str  # the replica its first attempt went to
-    answered_by: str  # the replica that answered, when it was another one
+    answered_by: str  # the replica that answered
 
     @property
     def deadline(self) -> float: ...
@@ -200,8 +200,7 @@ class Dispatch:
         elapsed = time.monotonic() - started
         state.answered(elapsed, len(batch))
         self.replicas.latency.record(elapsed)
-        if replica.url != request.first_replica:
-            request.answered_by = replica.url
+        request.answered_by = replica.url
         return scores
 
     def _failed(self, state: EndpointState, exc: RerankError) -> None:

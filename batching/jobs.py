@@ -32,7 +32,8 @@ class Job:
     id: int = field(default_factory=lambda: next(_job_ids))
     plans: set[Plan] = field(default_factory=set)
     retries: int = 0
-    answered_by: str = ""  # a replica other than the first one tried answered (a failover)
+    answered_by: str = ""  # the replica whose answer came first (its route says the API and the scale)
+    failover_to: str = ""  # a replica other than the first one tried answered (a failover)
 
     def __post_init__(self) -> None:
         positions: dict[str, list[int]] = {}

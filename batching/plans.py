@@ -32,7 +32,7 @@ class Plan:
     fresh: bool = False  # the next attempt needs a new connection (the last pooled one was stale)
     replica: Replica | None = field(default=None, repr=False)  # whose concurrency slot the request holds
     first_replica: str = ""
-    answered_by: str = ""  # the replica that answered, when another than the first one
+    answered_by: str = ""  # the replica that answered
     abandoned_at_deadline: bool = False  # the last waiter left because its deadline passed
     _abandoned: bool = field(default=False, repr=False)
 
@@ -55,6 +55,8 @@ class Plan:
             for job in self.routes[(query, document)]:
                 job.retries = max(job.retries, self.retries)
                 job.answered_by = job.answered_by or self.answered_by
+                if self.answered_by != self.first_replica:
+                    job.failover_to = job.failover_to or self.answered_by
                 job.deliver(document, score)
 
     def abandon(self, *, at_deadline: bool) -> None:

@@ -39,6 +39,13 @@ def normalize(scores: Sequence[float], scale: ScoreScale) -> list[float]:
     return [min(1.0, max(0.0, s)) for s in scores]
 
 
+def shared_scale(scales: Sequence[ScoreScale]) -> ScoreScale | None:
+    """The one scale of several replicas' routes, or None when they differ: then each replica's scores
+    go on the probability scale before they meet in one ranking (replicas of one model may still be
+    served by different servers, say TEI's probabilities beside llama.cpp's logits)."""
+    return scales[0] if scales and all(s == scales[0] for s in scales) else None
+
+
 def sigmoid(x: float) -> float:
     """1 / (1 + e^-x) without overflow for large negative or positive logits."""
     if x >= 0:

@@ -27,7 +27,7 @@ from ..core.errors import BreakerOpen, InputTooLong, RateLimited, RerankError, S
 from ..core.probe_report import ProbeReport
 from ..core.ranking import cut_head, ranked, sent_texts, tighter_limits
 from ..core.redaction import shown
-from ..core.scores import PROBABILITY, ScoreScale
+from ..core.scores import PROBABILITY, ScoreScale, normalize, shared_scale
 from ..core.statistics import RerankerStatistics, StatsRecorder
 from .accounting import Accounting
 from .detection import Route, probe_endpoint, tls_of
@@ -130,21 +130,23 @@ class RerankService:
         if all(e.state.not_before >= deadline for e in usable):
             raise RateLimited(429, "the server asked us to wait (Retry-After) past this recall's deadline")
         routes = await self._routes.routes(config, deadline, usable)
+        scale = shared_scale([route.scale for route in routes.values()])
         try:
-            scored = await self._score(config, routes, {e.url: e for e in usable}, query, documents, deadline)
+            scored = await self._score(config, routes, {e.url: e for e in usable}, query, documents, deadline,
+                                       to_probability=scale is None)
         except ServerError as exc:
             if exc.status in _ROUTE_GONE_STATUSES:
                 self._routes.forget(config)
             raise
-        first = next(iter(routes.values()))
-        answered = routes.get(scored.failover_to, first)
-        return _Scoring(ranked(scored.scores), answered.dialect.api, scored.retries, first.scale, scored.failover_to)
+        answered = routes.get(scored.answered_by) or next(iter(routes.values()))
+        return _Scoring(ranked(scored.scores), answered.dialect.api, scored.retries, scale or PROBABILITY,
+                        scored.failover_to)
 
     async def _score(
         self, config: RerankerConfig, routes: dict[str, Route], endpoints: dict[str, Endpoint], query: str,
-        documents: Sequence[str], deadline: float,
+        documents: Sequence[str], deadline: float, *, to_probability: bool,
     ) -> Scored:
-        batcher = self._batcher(config, routes, endpoints)
+        batcher = self._batcher(config, routes, endpoints, to_probability)
         query_chars, doc_chars = config.max_query_chars, config.max_doc_chars
         try:
             return await batcher.score(cut_head(query, query_chars), [cut_head(d, doc_chars) for d in documents],
@@ -157,12 +159,14 @@ class RerankService:
             return await batcher.score(cut_head(query, tighter[0]), [cut_head(d, tighter[1]) for d in documents],
                                        deadline)
 
-    def _batcher(self, config: RerankerConfig, routes: dict[str, Route], endpoints: dict[str, Endpoint]
-                 ) -> MicroBatcher:
+    def _batcher(self, config: RerankerConfig, routes: dict[str, Route], endpoints: dict[str, Endpoint],
+                 to_probability: bool) -> MicroBatcher:
         """The route group's batcher (per replicas, model, instruction, key and TLS settings), its
-        members brought up to date: the replicas whose route is known, each with its own dialect."""
+        members brought up to date: the replicas whose route is known, each with its own dialect (and,
+        when their scales differ, each sending back probabilities)."""
         bound = {url: _with_instruction(route, config.instruction) for url, route in routes.items()}
-        replicas = [Replica(url, endpoints[url].state, self._sender(route, config)) for url, route in bound.items()]
+        replicas = [Replica(url, endpoints[url].state, self._sender(route, config, to_probability))
+                    for url, route in bound.items()]
         dialects = [route.dialect for route in bound.values()]
         members = Members(replicas, mixes_queries=all(d.mixes_queries for d in dialects),
                           max_pairs=max(1, min(config.max_pairs_per_request, *(d.max_pairs for d in dialects))))
@@ -170,14 +174,15 @@ class RerankService:
                config.api, config.instruction)
         return self._registry.group(key, config, members)
 
-    def _sender(self, route: Route, config: RerankerConfig):  # type: ignore[no-untyped-def]
+    def _sender(self, route: Route, config: RerankerConfig, to_probability: bool):  # type: ignore[no-untyped-def]
         transport, dialect, tls, api_key = self._transport, route.dialect, tls_of(config), config.api_key
 
         async def send(batch: ScoreBatch, deadline: float, fresh: bool) -> list[float]:
             request = dialect.build(batch, route.model)
             answer = await transport.send(route.endpoint, request, deadline=deadline, api_key=api_key, tls=tls,
                                           fresh=fresh)
-            return read_answer(dialect.parse, answer, batch)
+            scores = read_answer(dialect.parse, answer, batch)
+            return normalize(scores, route.scale) if to_probability else scores
 
         return send
 

@@ -169,3 +169,28 @@ async def test_a_changed_instruction_reaches_the_server_at_once(kind: str) -> No
             assert sent.path == "/score" and "<Instruct>: Find what the agent needs now\n" in sent.json["text_1"]
     finally:
         await server.close()
+
+
+async def test_replicas_on_different_scales_meet_on_the_probability_scale() -> None:
+    """Replicas of one model served by different servers: Infinity's probabilities beside llama.cpp's
+    logits. Whichever replica answers, the floor drops the same memories and the scores are
+    probabilities."""
+    servers = [await start_server("infinity", scorer=table_scorer), await start_server("llamacpp", scorer=table_scorer)]
+    try:
+        config = RerankerConfig(endpoint=", ".join(s.url for s in servers), timeout=5, min_score=FLOOR, hedge="off")
+        for _ in range(60):
+            outcome = await rerank_pool(QUERY, POOL, limit=LIMIT, config=config)
+            assert outcome.applied, outcome.message
+            assert outcome.documents == ABOVE_FLOOR
+            assert outcome.relevance == pytest.approx(sorted(RELEVANCE.values(), reverse=True), abs=1e-3)
+            if all(scored_by(s) >= 3 for s in servers):
+                break
+        assert all(scored_by(s) >= 3 for s in servers), [scored_by(s) for s in servers]  # both answered
+    finally:
+        for server in servers:
+            await server.close()
+
+
+def scored_by(server: Any) -> int:
+    """The rerank requests a server answered (detection's probe aside, it carries other documents)."""
+    return sum(1 for r in server.requests if r.method == "POST" and r.json and "memory one" in str(r.json))
