@@ -24,7 +24,7 @@ from typing import Final
 from async_lru import alru_cache
 
 from ..core.config import RerankerConfig
-from ..core.errors import RateLimited, RerankError
+from ..core.errors import DeadlineExceeded, RateLimited, RerankError
 from .detection import Route, resolve_route
 from .endpoints import Endpoint
 from .transport import HttpTransport
@@ -69,7 +69,11 @@ class RouteBook:
         errors: dict[str, BaseException] = {}
         pending = set(tasks)
         while pending and not routes:
-            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            # A detection shared with an earlier caller runs to that caller's deadline, not ours.
+            done, pending = await asyncio.wait(pending, timeout=max(0.0, deadline - time.monotonic()),
+                                               return_when=asyncio.FIRST_COMPLETED)
+            if not done:
+                raise DeadlineExceeded("no replica's API was known before the deadline (detection still running)")
             for task in done:
                 _collect(task, tasks[task], routes, errors)
         if not routes:

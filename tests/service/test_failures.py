@@ -9,6 +9,7 @@ the tight figure (within rerank_timeout + 100 ms) is ``bench/deadline_release.py
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -145,3 +146,23 @@ async def test_invalid_input_and_settings_give_none_not_exceptions() -> None:
     assert await reranker.rerank_async(QUERY, [1, 2], config=config) is None  # type: ignore[list-item]
     assert reranker.rerank(QUERY, DOCS, config={"rerank_enabled": False, "rerank_endpoint": "http://h:1"}) is None
     assert await reranker.rerank_async(QUERY, [], config=RerankerConfig(endpoint="http://127.0.0.1:9")) == []
+
+
+async def test_a_caller_joining_a_longer_detection_is_counted_at_its_own_deadline() -> None:
+    """Detections are shared by settings, not by deadline: a recall with a short timeout that joins one
+    a patient caller started leaves at its own deadline, counted then, while the detection goes on."""
+    server = await start_server("tei")
+    try:
+        server.gate.hold()  # detection's requests get no answer until released
+        patient = asyncio.create_task(reranker.rerank_async(QUERY, DOCS, config=RerankerConfig(
+            endpoint=server.url, timeout=30.0)))
+        await server.gate.wait_held(1)
+        impatient = RerankerConfig(endpoint=server.url, timeout=TIMEOUT)
+        assert await reranker.rerank_async(QUERY, DOCS, config=impatient) is None
+        stats = await stats_until(lambda s: s.fallbacks.get("timeout", 0) == 1)  # counted while detection runs
+        assert not patient.done() and stats.reranks == 2
+        server.gate.release()
+        assert await patient is not None  # the shared detection ended well for the patient one
+    finally:
+        server.gate.release()
+        await server.close()
