@@ -100,14 +100,21 @@ class RerankerConfig:
         """An endpoint is set: until then the plugin stays inert."""
         return bool(self.endpoint)
 
-    @property
+    @functools.cached_property
     def endpoints(self) -> tuple[str, ...]:
-        """The replicas' base URLs (one, usually)."""
+        """The replicas' base URLs (one, usually); split once per config, as every recall asks."""
         return split_endpoints(self.endpoint)
 
     def for_replica(self, url: str) -> RerankerConfig:
         """The same settings aimed at one replica: how each is detected and sent to."""
-        return self if url == self.endpoint else dataclasses.replace(self, endpoint=url)
+        if url == self.endpoint:
+            return self
+        return self._replica_configs.get(url) or dataclasses.replace(self, endpoint=url)
+
+    @functools.cached_property
+    def _replica_configs(self) -> dict[str, RerankerConfig]:
+        """Each replica's settings, built (and checked) once per config rather than on every use."""
+        return {url: dataclasses.replace(self, endpoint=url) for url in self.endpoints if url != self.endpoint}
 
     @property
     def hedging(self) -> bool:
@@ -197,23 +204,32 @@ _CONTROL_CHARACTERS: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-
 
 
 def _check_field(name: str, value: Any) -> str | None:
-    key = setting_key(name)
-    expected: Any = _TYPES.get(name, int if name in NUMERIC_RANGES else str)
+    """What is wrong with one field's value, or None. Every config is checked (one per recall), so the
+    value is rendered for the message only when there is a problem to name."""
+    problem = _field_problem(name, value)
+    if problem is None:
+        return None
     shown = f"a {type(value).__name__}" if name in _SECRET_FIELDS else shown_value(value)  # never echo a key
+    return f"{setting_key(name)}: {problem.format(shown=shown)}"
+
+
+def _field_problem(name: str, value: Any) -> str | None:
+    """The problem as a template (``{shown}`` is the value, rendered safely), or None."""
+    expected: Any = _TYPES.get(name, int if name in NUMERIC_RANGES else str)
     if isinstance(value, bool) and expected is not bool:
-        return f"{key}: expected {'a number' if name in NUMERIC_RANGES else 'text'}, got {shown}"
+        return f"expected {'a number' if name in NUMERIC_RANGES else 'text'}, got {{shown}}"
     if not isinstance(value, expected):
-        return f"{key}: expected {getattr(expected, '__name__', 'a number')}, got {shown}"
+        return f"expected {getattr(expected, '__name__', 'a number')}, got {{shown}}"
     if name in NUMERIC_RANGES:
         low, high = NUMERIC_RANGES[name]
         if not (low <= value <= high) or (isinstance(value, float) and not math.isfinite(value)):
-            return f"{key}: must be between {low:g} and {high:g}, got {shown}"
+            return f"must be between {low:g} and {high:g}, got {{shown}}"
     if name == "api" and value not in API_MODES:
-        return f"{key}: expected one of {', '.join(API_MODES)}, got {shown}"
+        return f"expected one of {', '.join(API_MODES)}, got {{shown}}"
     if name in _SINGLE_LINE_FIELDS and _CONTROL_CHARACTERS.search(value):
-        return f"{key}: must not contain a line break or other control character"
+        return "must not contain a line break or other control character"
     if name == "hedge" and value not in HEDGE_MODES:
-        return f"{key}: expected one of {', '.join(HEDGE_MODES)}, got {shown}"
+        return f"expected one of {', '.join(HEDGE_MODES)}, got {{shown}}"
     if name == "endpoint" and (problem := endpoints_problem(value)):
-        return f"{key}: the URL {problem}"
+        return "the URL " + problem.replace("{", "{{").replace("}", "}}")
     return None
