@@ -8,6 +8,10 @@ class RerankError(Exception):
     """Base of every error the engine raises internally (never past the public API)."""
 
     reason = "error"
+    # The text may quote what a server or a library said, and so the key, the query or a memory: it is
+    # masked before it is shown. The engine's own fixed messages for the refusals that come in floods
+    # (a full queue, an open breaker) need no masking: they must stay cheap for every recall refused.
+    quotes_server_text = True
 
 
 class ConfigError(RerankError, ValueError):
@@ -101,9 +105,11 @@ class Overloaded(RerankError):
     """The local queue is full: the recall falls back at once rather than waiting."""
 
     reason = "queue_full"
+    quotes_server_text = False
 
 
 class BreakerOpen(RerankError):
     """The endpoint failed repeatedly; calls skip it until the breaker's probe succeeds."""
 
     reason = "breaker_open"
+    quotes_server_text = False

@@ -83,7 +83,8 @@ class RerankService:
         try:
             scoring = await self._rerank(query, documents, config, deadline)
         except RerankError as exc:
-            return self._fallback(exc.reason, _masked(str(exc), config, query, documents))
+            text = _masked(str(exc), config, query, documents) if exc.quotes_server_text else str(exc)
+            return self._fallback(exc.reason, text)
         except asyncio.CancelledError:
             self._account.cancelled()
             raise
