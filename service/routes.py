@@ -55,6 +55,7 @@ class RouteBook:
     def __init__(self, transport: HttpTransport) -> None:
         self._transport = transport
         self._detect = alru_cache(maxsize=128, ttl=DETECTION_TTL_S)(self._detect_uncached)
+        self._running: dict[tuple[object, ...], float] = {}  # key -> deadline of a detection under way
 
     @property
     def cached(self) -> int:
@@ -64,14 +65,16 @@ class RouteBook:
                      ) -> dict[str, Route]:
         """The known routes of ``endpoints`` (replica URL -> route, at least one), detecting the
         others; waits only while none is known. Raises the first replica's error when none works."""
-        tasks = {self._detection_task(config.for_replica(e.url), deadline, e): e.url for e in endpoints}
+        detections = [_Detection.of(config.for_replica(e.url), deadline, e) for e in endpoints]
+        # One shared with an earlier caller runs to that caller's deadline: leave it at ours.
+        outlasts_us = any(self._running.get(d.key, deadline) > deadline for d in detections)
+        tasks = {self._detection_task(d): d.endpoint.url for d in detections if d.endpoint is not None}
         routes: dict[str, Route] = {}
         errors: dict[str, BaseException] = {}
         pending = set(tasks)
         while pending and not routes:
-            # A detection shared with an earlier caller runs to that caller's deadline, not ours.
-            done, pending = await asyncio.wait(pending, timeout=max(0.0, deadline - time.monotonic()),
-                                               return_when=asyncio.FIRST_COMPLETED)
+            timeout = max(0.0, deadline - time.monotonic()) if outlasts_us else None
+            done, pending = await asyncio.wait(pending, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
             if not done:
                 raise DeadlineExceeded("no replica's API was known before the deadline (detection still running)")
             for task in done:
@@ -94,10 +97,10 @@ class RouteBook:
     async def close(self) -> None:
         await self._detect.cache_close()
 
-    def _detection_task(self, config: RerankerConfig, deadline: float, endpoint: Endpoint) -> asyncio.Task[Route]:
+    def _detection_task(self, detection: _Detection) -> asyncio.Task[Route]:
         """A task of its own, so a caller who leaves does not cancel a detection others may share."""
-        detection = _Detection.of(config, deadline, endpoint)
-        endpoint.route_keys.add(detection.key)
+        assert detection.endpoint is not None
+        detection.endpoint.route_keys.add(detection.key)
         task = asyncio.ensure_future(self._detect(detection))
         task.add_done_callback(lambda t: None if t.cancelled() else t.exception())
         return task
@@ -105,14 +108,17 @@ class RouteBook:
     async def _detect_uncached(self, detection: _Detection) -> Route:
         assert detection.endpoint is not None
         state = detection.endpoint.state
-        await state.wait_out_retry_after(detection.deadline)
+        self._running[detection.key] = detection.deadline
         try:
+            await state.wait_out_retry_after(detection.deadline)
             with state.breaker.attempt():  # detection is an attempt too: a probe while half-open
                 return await resolve_route(self._transport, detection.config, detection.deadline)
         except RateLimited as exc:
             wait = exc.retry_after if exc.retry_after is not None else RATE_LIMIT_DEFAULT_S
             state.hold_off(time.monotonic() + wait)
             raise
+        finally:
+            self._running.pop(detection.key, None)
 
 
 def _collect(task: asyncio.Task[Route], url: str, routes: dict[str, Route], errors: dict[str, BaseException]
