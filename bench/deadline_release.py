@@ -31,10 +31,9 @@ import aiohttp
 from aiohttp import web
 
 from ..core.config import RerankerConfig
-from ..demo.word_overlap import word_overlap_score
 from ..service import runtime
 from .child_server import ChildProcessServer
-from .vllm_answers import models_answer, rerank_answer
+from .vllm_answers import models_handler, overlap_rerank_answer
 
 LATENESS_GOAL_MS: Final = 100.0  # the contract: None within rerank_timeout + 100 ms
 HOLD_AT_MOST_S: Final = 60.0  # every hold ends by itself, so the server always stops
@@ -52,11 +51,7 @@ def build_app() -> web.Application:
         state["received"] += 1
         if state["hold"]:
             await asyncio.sleep(HOLD_AT_MOST_S)  # cancelled as soon as the client hangs up
-        scores = [word_overlap_score(body["query"], d) for d in body["documents"]]
-        return web.json_response(rerank_answer(scores, "deadline"))
-
-    async def models(_: web.Request) -> web.Response:
-        return web.json_response(models_answer("deadline"))
+        return web.json_response(overlap_rerank_answer(body, "deadline"))
 
     async def control(request: web.Request) -> web.Response:
         if request.method == "POST":
@@ -64,7 +59,8 @@ def build_app() -> web.Application:
         return web.json_response(state)
 
     app = web.Application()
-    app.add_routes([web.post("/rerank", rerank), web.get("/v1/models", models), web.route("*", "/control", control)])
+    app.add_routes([web.post("/rerank", rerank), web.get("/v1/models", models_handler("deadline")),
+                    web.route("*", "/control", control)])
     return app
 
 

@@ -20,9 +20,8 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from ..demo.word_overlap import word_overlap_score
 from .child_server import ChildProcessServer
-from .vllm_answers import models_answer, rerank_answer
+from .vllm_answers import models_handler, overlap_rerank_answer
 
 
 @dataclass(frozen=True)
@@ -50,18 +49,14 @@ def build_app(flakiness: Flakiness) -> web.Application:
             counts["hangs"] += 1
             await asyncio.sleep(flakiness.hang_s)  # bounded; cancelled sooner when the client hangs up
         counts["answered"] += 1
-        scores = [word_overlap_score(body["query"], d) for d in body["documents"]]
-        return web.json_response(rerank_answer(scores, "load"))
-
-    async def models(_: web.Request) -> web.Response:
-        return web.json_response(models_answer("load"))
+        return web.json_response(overlap_rerank_answer(body, "load"))
 
     async def stats(_: web.Request) -> web.Response:
         return web.json_response(counts)
 
     app = web.Application()
     app.router.add_post("/rerank", rerank)
-    app.router.add_get("/v1/models", models)
+    app.router.add_get("/v1/models", models_handler("load"))
     app.router.add_get("/stats", stats)
     return app
 

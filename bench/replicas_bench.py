@@ -46,10 +46,6 @@ class ReplicaSetup:
     label: str
     costs: tuple[CostModel, ...]
 
-    @property
-    def skewed(self) -> bool:
-        return len(set(self.costs)) > 1
-
 
 def setups(replicas: int, cost: CostModel = BIG_MODEL) -> list[ReplicaSetup]:
     """1 ... ``replicas`` equal replicas, then (with two or more) ``replicas`` with the last one slower."""

@@ -8,26 +8,21 @@ modes send the same Qwen3 ``/score`` requests. Writes ``bench.json`` and ``bench
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
-import statistics
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
-
-import aiohttp
 
 from ..bench.batching_bench import DEFAULT_CONCURRENCY, BenchResult, batched_config, run_benchmark
 from ..bench.cost_model_server import CostModel
 from ..core.errors import ConfigError
 from ..service import runtime
 from . import bench_replicas
-from .bench_io import output_folder, start_cost_model, write_file
+from .bench_io import enough_recalls, measured, output_folder, start_cost_model, write_file
 from .bench_report import INSTALL_HINT, bench_document, bench_table, write_plot
 from .errors import FAILED, CliError
 from .options import config_problem, int_list, positive_int
-from .progress import ProgressBar
 
 QUICK_CONCURRENCY = (1, 4, 16)
 
@@ -43,8 +38,7 @@ class Plan:
     def from_args(cls, args: argparse.Namespace) -> Plan:
         concurrencies = args.concurrency or (QUICK_CONCURRENCY if args.quick else DEFAULT_CONCURRENCY)
         if args.recalls is not None:
-            if args.recalls < 2:
-                raise CliError("--recalls: at least 2 recalls per level are needed for latency percentiles")
+            enough_recalls(args.recalls, "level")
             count = args.recalls
             return cls(concurrencies, args.documents, lambda c: count, f"{count}")
         if args.quick:
@@ -105,12 +99,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _measure(endpoint: str, plan: Plan) -> BenchResult:
     weights = [plan.recalls(c) for c in plan.concurrencies for _ in ("naive", "batched")]
-    try:
-        with ProgressBar(weights) as bar:
-            return asyncio.run(run_benchmark(endpoint, concurrencies=plan.concurrencies, documents=plan.documents,
-                                             recalls=plan.recalls, progress=bar.step))
-    except (aiohttp.ClientError, OSError, RuntimeError, statistics.StatisticsError) as exc:
-        raise CliError(f"the benchmark failed against {endpoint}: {exc}", FAILED) from None
+    return measured(weights, lambda progress: run_benchmark(endpoint, concurrencies=plan.concurrencies,
+                                                            documents=plan.documents, recalls=plan.recalls,
+                                                            progress=progress),
+                    f"the benchmark against {endpoint}")
 
 
 @contextlib.contextmanager

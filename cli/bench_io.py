@@ -3,14 +3,22 @@ output folder and write the results, each failure as one ``CliError`` line."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import queue
 import signal
-from collections.abc import Iterator
+import statistics
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
+
+import aiohttp
 
 from ..bench.cost_model_server import CostModel, CostModelServer
 from .errors import FAILED, CliError
+from .progress import ProgressBar
+
+T = TypeVar("T")
 
 
 def start_cost_model(stack: contextlib.ExitStack, cost: CostModel | None = None) -> str:
@@ -47,3 +55,19 @@ def write_file(path: Path, text: str) -> None:
         path.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise CliError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def measured(weights: list[float], run: Callable[[Callable[[str], None]], Coroutine[Any, Any, T]], what: str) -> T:
+    """Run one benchmark (``run(progress)``) under a progress bar weighted by ``weights``; a failure of
+    the servers or the measurement becomes the CLI's one-line error."""
+    try:
+        with ProgressBar(weights) as bar:
+            return asyncio.run(run(bar.step))
+    except (aiohttp.ClientError, OSError, RuntimeError, statistics.StatisticsError) as exc:
+        raise CliError(f"{what} failed: {exc}", FAILED) from None
+
+
+def enough_recalls(recalls: int | None, per: str) -> None:
+    if recalls is not None and recalls < 2:
+        raise CliError(f"--recalls: at least 2 recalls per {per} are needed for latency percentiles")
+

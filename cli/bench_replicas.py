@@ -7,13 +7,9 @@ engine with the default settings; see ``bench/replicas_bench.py``. Writes ``repl
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
-import statistics
 from typing import Any
-
-import aiohttp
 
 from ..bench.cost_model_server import CostModel
 from ..bench.replicas_bench import (
@@ -30,11 +26,10 @@ from ..bench.replicas_bench import (
     slower,
 )
 from ..core.config import RerankerConfig
-from .bench_io import output_folder, start_cost_model, write_file
+from .bench_io import enough_recalls, measured, output_folder, start_cost_model, write_file
 from .bench_report import bench_document
-from .errors import FAILED, CliError
+from .errors import CliError
 from .formatting import table
-from .progress import ProgressBar
 
 DEFAULT_CONCURRENCY, DEFAULT_RECALLS, DEFAULT_ROUNDS = 32, 600, 3
 QUICK_RECALLS, QUICK_ROUNDS = 64, 1
@@ -75,8 +70,7 @@ def _plan(args: argparse.Namespace) -> tuple[int, int, int]:
     if args.concurrency and len(args.concurrency) > 1:
         raise CliError("--concurrency: --replicas measures one concurrency (default 32)")
     concurrency = args.concurrency[0] if args.concurrency else DEFAULT_CONCURRENCY
-    if args.recalls is not None and args.recalls < 2:
-        raise CliError("--recalls: at least 2 recalls per set are needed for latency percentiles")
+    enough_recalls(args.recalls, "set")
     recalls = args.recalls or (QUICK_RECALLS if args.quick else DEFAULT_RECALLS)
     return concurrency, recalls, QUICK_ROUNDS if args.quick else DEFAULT_ROUNDS
 
@@ -84,13 +78,10 @@ def _plan(args: argparse.Namespace) -> tuple[int, int, int]:
 def _measure(servers: dict[CostModel, list[str]], replica_sets: list[ReplicaSetup], concurrency: int,
              documents: int, recalls: int, rounds: int) -> ReplicaBenchResult:
     weights = [recalls / len(s.costs) for _ in range(rounds) for s in replica_sets]  # about what each set takes
-    try:
-        with ProgressBar(weights) as bar:
-            return asyncio.run(run_replica_benchmark(servers, replica_sets, concurrency=concurrency,
-                                                     documents=documents, recalls=recalls, rounds=rounds,
-                                                     progress=bar.step))
-    except (aiohttp.ClientError, OSError, RuntimeError, statistics.StatisticsError) as exc:
-        raise CliError(f"the replica benchmark failed: {exc}", FAILED) from None
+    return measured(weights, lambda progress: run_replica_benchmark(servers, replica_sets, concurrency=concurrency,
+                                                                    documents=documents, recalls=recalls,
+                                                                    rounds=rounds, progress=progress),
+                    "the replica benchmark")
 
 
 def replica_table(result: ReplicaBenchResult) -> list[str]:

@@ -12,7 +12,6 @@ import dataclasses
 import functools
 import hashlib
 import math
-import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -22,7 +21,7 @@ import yaml
 from .coercion import to_bool, to_choice, to_endpoints, to_float, to_int, to_str, to_switch
 from .endpoint_url import endpoints_problem, normalize_endpoints, split_endpoints
 from .errors import ConfigError
-from .redaction import shown_value
+from .redaction import UNPRINTABLE, shown_value
 
 ApiMode = Literal["auto", "rerank", "qwen3_score"]
 API_MODES: Final = ("auto", "rerank", "qwen3_score")
@@ -113,8 +112,10 @@ class RerankerConfig:
 
     @functools.cached_property
     def _replica_configs(self) -> dict[str, RerankerConfig]:
-        """Each replica's settings, built (and checked) once per config rather than on every use."""
-        return {url: dataclasses.replace(self, endpoint=url) for url in self.endpoints if url != self.endpoint}
+        """Each replica's settings, built once per config. Not checked again: every field was, and each
+        URL is an entry of the list that was (every recall builds a config, so this is the hot path)."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {url: _unchecked({**fields, "endpoint": url}) for url in self.endpoints if url != self.endpoint}
 
     @property
     def hedging(self) -> bool:
@@ -127,6 +128,14 @@ class RerankerConfig:
         if not self.api_key:
             return ""
         return hashlib.sha256(self.api_key.encode()).hexdigest()[:12]
+
+
+def _unchecked(fields: dict[str, Any]) -> RerankerConfig:
+    """A config of fields known to be valid, built without running the checks again."""
+    config = object.__new__(RerankerConfig)
+    for name, value in fields.items():
+        object.__setattr__(config, name, value)
+    return config
 
 
 def setting_key(field_name: str) -> str:
@@ -198,9 +207,9 @@ _TYPES: Final[dict[str, type | tuple[type, ...]]] = {
 }
 
 
+_CHOICES: Final = {"api": API_MODES, "hedge": HEDGE_MODES}
 _SECRET_FIELDS: Final = frozenset({"api_key"})
 _SINGLE_LINE_FIELDS: Final = frozenset({"api_key", "ca_bundle"})  # a header value and a file name
-_CONTROL_CHARACTERS: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 
 
 def _check_field(name: str, value: Any) -> str | None:
@@ -224,12 +233,10 @@ def _field_problem(name: str, value: Any) -> str | None:
         low, high = NUMERIC_RANGES[name]
         if not (low <= value <= high) or (isinstance(value, float) and not math.isfinite(value)):
             return f"must be between {low:g} and {high:g}, got {{shown}}"
-    if name == "api" and value not in API_MODES:
-        return f"expected one of {', '.join(API_MODES)}, got {{shown}}"
-    if name in _SINGLE_LINE_FIELDS and _CONTROL_CHARACTERS.search(value):
+    if (choices := _CHOICES.get(name)) is not None and value not in choices:
+        return f"expected one of {', '.join(choices)}, got {{shown}}"
+    if name in _SINGLE_LINE_FIELDS and UNPRINTABLE.search(value):
         return "must not contain a line break or other control character"
-    if name == "hedge" and value not in HEDGE_MODES:
-        return f"expected one of {', '.join(HEDGE_MODES)}, got {{shown}}"
     if name == "endpoint" and (problem := endpoints_problem(value)):
         return "the URL " + problem.replace("{", "{{").replace("}", "}}")
     return None

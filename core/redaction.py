@@ -20,7 +20,8 @@ MIN_SECRET_CHARS: Final = 4  # shorter texts are too common to mask without mang
 MIN_QUOTE_CHARS: Final = 16  # a run this long of a secret's first or last characters is a quote of it
 SHOWN_CHARS: Final = 400
 _WORD: Final = re.compile(r"\S+")
-_UNPRINTABLE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+# controls, line breaks and lone surrogates: shown as U+FFFD, refused in a header value or a file name
+UNPRINTABLE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 _USERINFO_START: Final = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*:)?//")
 Span = tuple[int, int]
 
@@ -41,7 +42,7 @@ def redact(text: str, *secrets: str) -> str:
 
 def shown(text: str, *secrets: str) -> str:
     """One printable line of at most ``SHOWN_CHARS``: secrets masked first, then flattened and cut."""
-    line = _UNPRINTABLE.sub("\ufffd", " ".join(redact(text, *secrets).split()))
+    line = UNPRINTABLE.sub("\ufffd", " ".join(redact(text, *secrets).split()))
     return line if len(line) <= SHOWN_CHARS else line[: SHOWN_CHARS - 1] + ELLIPSES[0]
 
 
