@@ -172,11 +172,7 @@ def _counter_lines(stats: Mapping[str, Any]) -> list[str]:
         kept = stats["shadow_mean_kept_fraction"] or 0.0
         lines.append(f"- Shadow mode: recalls compared {stats['shadow_recalls']}; {kept:.0%} of the stock top kept "
                      f"on average, mean shift {stats['shadow_mean_displacement']}")
-    if stats.get("replicas"):
-        lines.extend(server_line(replica) for replica in stats["replicas"])
-    elif stats["breakers"]:
-        states = ", ".join(f"{url}: {state}" for url, state in sorted(stats["breakers"].items()))
-        lines.append(f"- Circuit breakers: {states}")
+    lines.extend(server_line(replica) for replica in stats.get("replicas") or ())  # one per server, its breaker too
     if stats["last_api"] or stats["last_error"]:
         lines.append(f"- Last API used: {stats['last_api'] or '-'}; last error: {stats['last_error'] or '-'}")
     return lines
