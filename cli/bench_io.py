@@ -8,7 +8,7 @@ import contextlib
 import queue
 import signal
 import statistics
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -57,7 +57,7 @@ def write_file(path: Path, text: str) -> None:
         raise CliError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
-def measured(weights: list[float], run: Callable[[Callable[[str], None]], Coroutine[Any, Any, T]], what: str) -> T:
+def measured(weights: Sequence[float], run: Callable[[Callable[[str], None]], Coroutine[Any, Any, T]], what: str) -> T:
     """Run one benchmark (``run(progress)``) under a progress bar weighted by ``weights``; a failure of
     the servers or the measurement becomes the CLI's one-line error."""
     try:
