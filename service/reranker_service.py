@@ -86,7 +86,10 @@ class RerankService:
             text = _masked(str(exc), config, query, documents) if exc.quotes_server_text else str(exc)
             return self._fallback(exc.reason, text)
         except asyncio.CancelledError:
-            self._account.cancelled()
+            if time.monotonic() >= deadline:  # the caller's backstop gave up on a loop too busy to decide
+                self._account.fell_back("timeout", "no answer before rerank_timeout")
+            else:
+                self._account.cancelled()
             raise
         except Exception as exc:
             log.exception("a0_reranker: unexpected error while reranking (recall keeps its stock order)")

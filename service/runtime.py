@@ -156,11 +156,13 @@ class _Handover(Generic[T]):
             return self.late  # nobody cancelled the caller: the owner loop stopped (shutdown, update)
 
     def _delivered_or_late(self) -> T:
-        """What the owner loop delivered just as the backstop fired, else ``late``."""
+        """What the owner loop delivered just as the backstop fired, else ``late``; in that case the
+        owner's work is cancelled, and the owner counts it as the timeout the caller got (its deadline
+        has passed), so the counters and the caller agree even on a loop too busy to decide in time."""
         future = self.future
-        if future.done() and not future.cancelled() and future.exception() is None:
-            return future.result()
-        return self.late
+        if future.cancel() or future.cancelled() or future.exception() is not None:
+            return self.late
+        return future.result()
 
 
 def _rerank_handover(current: Runtime, query: str, documents: Sequence[str], config: RerankerConfig,
