@@ -19,6 +19,7 @@ SPEED_HALF_LIFE_S: Final = 5.0  # a replica not asked for this long looks twice 
 WARM_UP_ANSWERS: Final = 5  # a replica's first answers (a cold start among them) do not count against it
 PIPELINE_DEPTH: Final = 2  # requests in flight that keep a replica's GPU busy through the client's turnaround
 FAILURE_WEIGHT: Final = 20.0  # a replica failing every request looks 21 times as costly to the balancer
+FAILING_ABOVE: Final = 0.1  # a failure score above this (one failure, for about 8 s) keeps shares away
 
 
 @dataclass(eq=False)
@@ -104,8 +105,9 @@ class EndpointState:
         """Fewer than ``PIPELINE_DEPTH`` requests in flight: once its current pass ends, its GPU would
         wait while the answer travels back and the next recalls come in, unless another request is
         already waiting there. (Measured: with 3 replicas and only one request each, the GPUs sat idle
-        a quarter of the time; with two they stay about 90% busy.)"""
-        return self.limiter.in_flight < PIPELINE_DEPTH
+        a quarter of the time; with two they stay about 90% busy.) A replica that failed lately is not
+        short of work but failing: no share is pushed to it; the balancer's choice still reaches it."""
+        return self.limiter.in_flight < PIPELINE_DEPTH and self.recent_failures() < FAILING_ABOVE
 
 
 def _ewma(previous: float | None, sample: float) -> float:
