@@ -8,6 +8,7 @@ undercut. Whatever the fault, retries add no more requests than the retry budget
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 import time
 from collections.abc import Callable
@@ -37,9 +38,13 @@ def posts(server: RunningServer, since: int = 0) -> list[RecordedRequest]:
 
 
 async def detected(kind: str = "vllm", **settings: Any) -> tuple[RunningServer, RerankerConfig]:
+    """A server and a config whose route is detected and warm: the first recall (detection, a new
+    connection) runs with 10 s to spare whatever the config's own timeout, so a busy machine cannot
+    turn the warm-up into a fallback (it did once, with both cores busy, at a 1 s timeout)."""
     server = await start_server(kind, scorer=encoding_scorer)
     config = RerankerConfig(endpoint=server.url, api="rerank", **{"timeout": 5.0, **settings})
-    assert await runtime.rerank_async(*recall(0, 4), config=config) is not None
+    warm_up = dataclasses.replace(config, timeout=max(config.timeout, 10.0))
+    assert await runtime.rerank_async(*recall(0, 4), config=warm_up) is not None
     return server, config
 
 
