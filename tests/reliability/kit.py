@@ -14,7 +14,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from support.deadlines import Stopwatch
 from support.servers import KINDS, Fault, FaultRule, RecordedRequest
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.service import runtime
@@ -92,12 +91,6 @@ def on_our_requests(fault: Fault) -> FaultRule:
 def same_objects(got: Sequence[Any], expected: Sequence[Any]) -> bool:
     """The same objects in the same order (identity, not equality)."""
     return len(got) == len(expected) and all(a is b for a, b in zip(got, expected, strict=True))
-
-
-def timed(call: Any, *args: Any, **kwargs: Any) -> tuple[Any, float]:
-    watch = Stopwatch()
-    result = call(*args, **kwargs)
-    return result, watch.elapsed
 
 
 def shown_text(caplog: Any, *more: Any) -> str:
