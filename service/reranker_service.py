@@ -30,12 +30,14 @@ from ..core.redaction import shown
 from ..core.scores import PROBABILITY, ScoreScale, normalize, shared_scale
 from ..core.statistics import RerankerStatistics, StatsRecorder
 from .accounting import Accounting
+from .decision import Decision
 from .detection import Route, probe_endpoint, tls_of
 from .endpoints import Endpoint, EndpointRegistry, Members
 from .routes import RouteBook
 from .transport import HttpTransport
 
 log = logging.getLogger("a0_reranker")
+TIMEOUT_MESSAGE: Final = "no answer before rerank_timeout"
 
 Ranking = list[tuple[int, float]]
 
@@ -74,29 +76,43 @@ class RerankService:
         self._registry = EndpointRegistry(self._account, clock=clock, on_open=self._routes.forget_endpoint)
 
     async def rerank(
-        self, query: str, documents: Sequence[str], config: RerankerConfig, deadline: float
+        self, query: str, documents: Sequence[str], config: RerankerConfig, deadline: float,
+        decision: Decision[RerankResult] | None = None,
     ) -> RerankResult:
         """Best-first ``(index, score)`` pairs, or no ranking with the reason counted. Never raises
-        but cancellation (counted as such). Every outcome is counted here, once."""
+        but cancellation (counted as such). Every outcome is counted here, once: with a ``decision``
+        shared with a caller in another thread, as the timeout when that caller's backstop gave up first."""
         started = time.monotonic()
         self._account.started()
         try:
             scoring = await self._rerank(query, documents, config, deadline)
         except RerankError as exc:
             text = _masked(str(exc), config, query, documents) if exc.quotes_server_text else str(exc)
-            return self._fallback(exc.reason, text)
+            return self._settled(decision, RerankResult(None, reason=exc.reason, message=text))
         except asyncio.CancelledError:
-            if time.monotonic() >= deadline:  # the caller's backstop gave up on a loop too busy to decide
-                self._account.fell_back("timeout", "no answer before rerank_timeout")
+            if decision.given_up if decision is not None else time.monotonic() >= deadline:
+                self._account.fell_back("timeout", TIMEOUT_MESSAGE)  # the caller's backstop gave up first
             else:
                 self._account.cancelled()
             raise
         except Exception as exc:
             log.exception("a0_reranker: unexpected error while reranking (recall keeps its stock order)")
-            return self._fallback("error", f"unexpected error: {type(exc).__name__}")
-        self._account.reranked(time.monotonic() - started, scoring.api, retried=scoring.retries > 0)
-        return RerankResult(scoring.ranking, api=scoring.api, retries=scoring.retries, scale=scoring.scale,
-                            failover_to=scoring.failover_to)
+            return self._settled(decision, RerankResult(None, reason="error",
+                                                        message=f"unexpected error: {type(exc).__name__}"))
+        result = RerankResult(scoring.ranking, api=scoring.api, retries=scoring.retries, scale=scoring.scale,
+                              failover_to=scoring.failover_to)
+        return self._settled(decision, result, time.monotonic() - started)
+
+    def _settled(self, decision: Decision[RerankResult] | None, result: RerankResult, latency_s: float = 0.0
+                 ) -> RerankResult:
+        """Count the outcome the caller gets: ``result``, or the timeout its backstop returned first."""
+        if decision is not None and not decision.decide(result):
+            self._account.fell_back("timeout", TIMEOUT_MESSAGE)
+        elif result.ranking is None:
+            self._account.fell_back(result.reason, result.message)
+        else:
+            self._account.reranked(latency_s, result.api, retried=result.retries > 0)
+        return result
 
     async def probe(self, config: RerankerConfig, deadline: float) -> ProbeReport:
         """A live connection test that bypasses the detection cache (a fixed URL tests right at once)."""
@@ -189,11 +205,6 @@ class RerankService:
             return normalize(scores, route.scale) if to_probability else scores
 
         return send
-
-    def _fallback(self, reason: str, text: str) -> RerankResult:
-        """Count a fallback (``text`` is already masked)."""
-        self._account.fell_back(reason, text)
-        return RerankResult(None, reason=reason, message=text)
 
 
 def _with_instruction(route: Route, instruction: str) -> Route:

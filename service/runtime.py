@@ -25,12 +25,13 @@ from ..core.statistics import RerankerStatistics
 from ..process.owner_loop import OwnerLoop
 from ..process.registry import Slot
 from . import accounting
-from .reranker_service import Ranking, RerankResult, RerankService
+from .decision import Decision
+from .reranker_service import TIMEOUT_MESSAGE, Ranking, RerankResult, RerankService
 
 log = logging.getLogger("a0_reranker")
 T = TypeVar("T")
 
-TIMED_OUT: Final = RerankResult(None, reason="timeout", message="no answer before rerank_timeout")
+TIMED_OUT: Final = RerankResult(None, reason="timeout", message=TIMEOUT_MESSAGE)
 STATISTICS_WAIT_S: Final = 1.0  # the live state is worth this much wait; after it, the counters alone
 
 
@@ -130,11 +131,12 @@ class _Handover(Generic[T]):
     future: concurrent.futures.Future[T]
     deadline: float
     late: T
+    decision: Decision[T] | None = None  # shared with the owner loop, which counts what the caller returns
 
     @classmethod
     def start(cls, current: Runtime, deadline: float, late: T, func: Callable[..., Coroutine[Any, Any, T]],
-              *args: Any) -> _Handover[T]:
-        return cls(current.owner.submit(func, *args), deadline, late)
+              *args: Any, decision: Decision[T] | None = None) -> _Handover[T]:
+        return cls(current.owner.submit(func, *args), deadline, late, decision)
 
     def result(self) -> T:
         try:
@@ -156,10 +158,16 @@ class _Handover(Generic[T]):
             return self.late  # nobody cancelled the caller: the owner loop stopped (shutdown, update)
 
     def _delivered_or_late(self) -> T:
-        """What the owner loop delivered just as the backstop fired, else ``late``; in that case the
-        owner's work is cancelled, and the owner counts it as the timeout the caller got (its deadline
-        has passed), so the counters and the caller agree even on a loop too busy to decide in time."""
+        """What the owner loop decided (or delivered) just as the backstop fired, else ``late``; in that
+        case the owner's work is cancelled, and the owner counts it as the timeout the caller got, so
+        the counters and the caller agree even on a loop too busy to decide in time."""
         future = self.future
+        if self.decision is not None:
+            decided, value = self.decision.give_up()
+            if decided and value is not None:
+                return value
+            future.cancel()
+            return self.late
         if future.cancel() or future.cancelled() or future.exception() is not None:
             return self.late
         return future.result()
@@ -167,8 +175,9 @@ class _Handover(Generic[T]):
 
 def _rerank_handover(current: Runtime, query: str, documents: Sequence[str], config: RerankerConfig,
                      deadline: float) -> _Handover[RerankResult]:
+    decision: Decision[RerankResult] = Decision()
     return _Handover.start(current, deadline, TIMED_OUT, current.service.rerank, query, list(documents), config,
-                           deadline)
+                           deadline, decision, decision=decision)
 
 
 async def rerank_result_async(query: str, documents: Sequence[str], *, config: RerankerConfig) -> RerankResult:

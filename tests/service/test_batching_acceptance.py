@@ -92,7 +92,9 @@ async def test_a_silent_server_times_out_64_callers_together_then_the_breaker_op
     beside a reranked call's is the bench's too)."""
     server = await start_server("vllm_qwen3", scorer=encoding_scorer)
     try:
-        config = RerankerConfig(endpoint=server.url, api="qwen3_score", timeout=0.5, breaker_failures=1,
+        # 2 s: every one of the 64 calls reaches the engine before the first deadline opens the breaker
+        # (at 0.5 s, with both cores busy, 7 arrived after it and were skipped as breaker_open).
+        config = RerankerConfig(endpoint=server.url, api="qwen3_score", timeout=2.0, breaker_failures=1,
                                 breaker_cooldown=0.3)
         assert await runtime.rerank_async(*recall(1), config=config.replace(timeout=PATIENT_S)) is not None
         runtime.stats_recorder().reset()
