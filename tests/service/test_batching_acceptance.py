@@ -92,10 +92,12 @@ async def test_a_silent_server_times_out_64_callers_together_then_the_breaker_op
     beside a reranked call's is the bench's too)."""
     server = await start_server("vllm_qwen3", scorer=encoding_scorer)
     try:
-        # 2 s: every one of the 64 calls reaches the engine before the first deadline opens the breaker
-        # (at 0.5 s, with both cores busy, 7 arrived after it and were skipped as breaker_open).
+        # 2 s and a slot for each: every one of the 64 calls reaches the engine and is sent before the first
+        # deadline opens the breaker, which refuses what is still queued then (with both cores busy, at
+        # 0.5 s, 7 arrived after it; at 2 s with 4 slots, calls queued behind the held requests fell back
+        # as breaker_open 48 ms before their deadline).
         config = RerankerConfig(endpoint=server.url, api="qwen3_score", timeout=2.0, breaker_failures=1,
-                                breaker_cooldown=0.3)
+                                breaker_cooldown=0.3, max_concurrency=64)
         assert await runtime.rerank_async(*recall(1), config=config.replace(timeout=PATIENT_S)) is not None
         runtime.stats_recorder().reset()
         server.set_fault(lambda r: Hang() if r.path == "/score" else None)

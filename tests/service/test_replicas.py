@@ -143,8 +143,9 @@ async def test_a_stalled_request_is_hedged_on_another_replica(three: list[Runnin
 
     for server in three[:2]:
         server.set_fault(stall_once)
+    hedged_before = runtime.statistics().hedges  # a busy machine may have hedged a warm-up request past 50 ms
     result = await runtime.rerank_result_async(*recall(9, 4), config=config)
     assert result.ranking is not None and result.failover_to in {three[0].url, three[1].url}
-    assert runtime.statistics().hedges == 1
+    assert runtime.statistics().hedges - hedged_before == 1
     for server in three[:2]:
         await server.wait_until(lambda s: s.in_flight == 0)  # the stalled loser was cancelled
