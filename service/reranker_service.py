@@ -90,7 +90,7 @@ class RerankService:
             text = _masked(str(exc), config, query, documents) if exc.quotes_server_text else str(exc)
             return self._settled(decision, RerankResult(None, reason=exc.reason, message=text))
         except asyncio.CancelledError:
-            if decision.given_up if decision is not None else time.monotonic() >= deadline:
+            if decision is not None and decision.given_up:
                 self._account.fell_back("timeout", TIMEOUT_MESSAGE)  # the caller's backstop gave up first
             else:
                 self._account.cancelled()

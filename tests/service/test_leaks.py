@@ -123,13 +123,16 @@ async def test_callers_cancelled_across_replicas_with_failovers_and_hedges_leave
             assert await runtime.rerank_async(*recall(q), config=config) is not None
         flaky, slow = servers[0], servers[1]
         flaky.set_fault(lambda r: OVERLOADED if r.path == "/score" and rng.random() < 0.5 else None)
-        slow.set_fault(lambda r: Delay(rng.choice([0.0, 0.05])) if r.path == "/score" else None)
+        # A slow answer comes well after the hedge delay (its 50 ms floor), and callers are cancelled until
+        # after it, so that hedges are not a race between the hedge timer and the answer (at 50 ms against
+        # cancels within 60 ms, 3 runs in 15 saw no hedge at all).
+        slow.set_fault(lambda r: Delay(rng.choice([0.0, 0.2])) if r.path == "/score" else None)
         loop = asyncio.get_running_loop()
         for burst in range(40):  # bursts until both paths under test were taken a few times
             calls = [asyncio.create_task(runtime.rerank_async(*recall(100 * burst + i), config=config))
                      for i in range(48)]
             for call in calls:
-                loop.call_later(rng.uniform(0.0, 0.06), call.cancel)
+                loop.call_later(rng.uniform(0.0, 0.12), call.cancel)
             outcomes = await asyncio.gather(*calls, return_exceptions=True)
             assert any(isinstance(o, asyncio.CancelledError) for o in outcomes)
             assert all(o is None or isinstance(o, asyncio.CancelledError | list) for o in outcomes)
@@ -282,4 +285,36 @@ async def test_an_owner_loop_that_stops_under_waiting_callers_gives_them_a_fallb
     finally:
         runtime.shutdown()
         server.gate.release()
+        await server.close()
+
+
+async def test_a_caller_whose_backstop_fires_on_a_stuck_owner_loop_is_counted_once_and_leaves_nothing() -> None:
+    """The owner loop is stuck (a blocking call on it) past the caller's deadline and backstop grace: the
+    caller returns its timeout without the owner having decided, so its work is given up. Once the loop
+    runs again, that work is cancelled and counted once, as the timeout the caller got, and nothing of it
+    is left: no slot, no queued pair, and the idle server is reranked at once."""
+    server = await start_server("vllm", scorer=encoding_scorer)
+    try:
+        config = RerankerConfig(endpoint=server.url, api="rerank", timeout=0.2, **SHUT_BREAKER)
+        await asyncio.to_thread(assert_idle_server_reranks_at_once, server, config)  # detected and warm
+        runtime.stats_recorder().reset()
+        current = runtime.running()
+        assert current is not None and current.owner.loop is not None
+        stuck, unstuck = threading.Event(), threading.Event()
+
+        def stick() -> None:  # runs on the owner loop and blocks it until the caller has returned
+            stuck.set()
+            unstuck.wait(30)
+
+        current.owner.loop.call_soon_threadsafe(stick)
+        await asyncio.to_thread(stuck.wait, 30)
+        try:
+            result = await runtime.rerank_result_async(*recall(5), config=config)
+        finally:
+            unstuck.set()
+        assert result.ranking is None and result.reason == "timeout"
+        stats = await stats_until(lambda s: s.reranks == 1 and every_call_accounted(s) and drained(s))
+        assert (stats.reranked, stats.cancelled, dict(stats.fallbacks)) == (0, 0, {"timeout": 1})
+        await asyncio.to_thread(assert_idle_server_reranks_at_once, server, config)
+    finally:
         await server.close()

@@ -8,7 +8,6 @@ undercut. Whatever the fault, retries add no more requests than the retry budget
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import random
 import time
 from collections.abc import Callable
@@ -17,7 +16,7 @@ from typing import Any
 import pytest
 
 from support.counters import accounted, stats_until
-from support.deadlines import Stopwatch, assert_released_before_deadline
+from support.deadlines import PATIENT_S, Stopwatch, assert_released_before_deadline
 from support.encoding import encoding_scorer, recall
 from support.outages import OVERLOADED, SHUT_BREAKER
 from support.servers import CloseKeptAlive, Disconnect, RecordedRequest, Respond, RunningServer, start_server
@@ -39,11 +38,11 @@ def posts(server: RunningServer, since: int = 0) -> list[RecordedRequest]:
 
 async def detected(kind: str = "vllm", **settings: Any) -> tuple[RunningServer, RerankerConfig]:
     """A server and a config whose route is detected and warm: the first recall (detection, a new
-    connection) runs with 10 s to spare whatever the config's own timeout, so a busy machine cannot
-    turn the warm-up into a fallback (it did once, with both cores busy, at a 1 s timeout)."""
+    connection) gets ``PATIENT_S`` whatever the config's own timeout, so a busy machine cannot turn the
+    warm-up into a fallback (it did once, with both cores busy, at a 1 s timeout)."""
     server = await start_server(kind, scorer=encoding_scorer)
     config = RerankerConfig(endpoint=server.url, api="rerank", **{"timeout": 5.0, **settings})
-    warm_up = dataclasses.replace(config, timeout=max(config.timeout, 10.0))
+    warm_up = config.replace(timeout=max(config.timeout, PATIENT_S))
     assert await runtime.rerank_async(*recall(0, 4), config=warm_up) is not None
     return server, config
 
