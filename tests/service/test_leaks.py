@@ -113,12 +113,19 @@ async def test_callers_cancelled_at_random_instants_leave_nothing_behind() -> No
 
 async def test_callers_cancelled_across_replicas_with_failovers_and_hedges_leave_nothing_behind() -> None:
     """The same over three replicas: one fails half its requests (failovers), one is slow now and then
-    (hedges), the queue is shared over all three. Afterwards no replica holds a slot or a probe."""
+    (hedges), the queue is shared over all three. Afterwards no replica holds a slot or a probe.
+
+    Bursts alternate hedging on and off: with it on, a failed first attempt is answered by a hedge, so the
+    failovers come from the bursts without it. A quarter of the callers in each burst stay, so that every
+    burst sends requests with someone waiting (on a busy machine the cancels came before most requests
+    went out, and 40 bursts once saw no failover); the retry budget (not what this file is about) is
+    set high enough that hedges do not spend what the failovers need."""
     servers = [await start_server("vllm_qwen3", scorer=encoding_scorer) for _ in range(3)]
     rng = random.Random(20261202)
     try:
         config = RerankerConfig(endpoint=", ".join(s.url for s in servers), api="qwen3_score", timeout=2.0,
-                                max_concurrency=2, hedge="on", hedge_delay_ms=10, **SHUT_BREAKER)
+                                max_concurrency=2, hedge="on", hedge_delay_ms=10, retry_budget=1.0,
+                                **SHUT_BREAKER)
         for q in range(6):
             assert await runtime.rerank_async(*recall(q), config=config) is not None
         flaky, slow = servers[0], servers[1]
@@ -129,10 +136,12 @@ async def test_callers_cancelled_across_replicas_with_failovers_and_hedges_leave
         slow.set_fault(lambda r: Delay(rng.choice([0.0, 0.2])) if r.path == "/score" else None)
         loop = asyncio.get_running_loop()
         for burst in range(40):  # bursts until both paths under test were taken a few times
-            calls = [asyncio.create_task(runtime.rerank_async(*recall(100 * burst + i), config=config))
+            hedging = config.replace(hedge="on" if burst % 2 == 0 else "off")
+            calls = [asyncio.create_task(runtime.rerank_async(*recall(100 * burst + i), config=hedging))
                      for i in range(48)]
-            for call in calls:
-                loop.call_later(rng.uniform(0.0, 0.12), call.cancel)
+            for i, call in enumerate(calls):
+                if i % 4:  # every fourth caller stays
+                    loop.call_later(rng.uniform(0.0, 0.12), call.cancel)
             outcomes = await asyncio.gather(*calls, return_exceptions=True)
             assert any(isinstance(o, asyncio.CancelledError) for o in outcomes)
             assert all(o is None or isinstance(o, asyncio.CancelledError | list) for o in outcomes)
