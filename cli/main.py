@@ -20,6 +20,7 @@ from types import FrameType
 from typing import NoReturn
 
 from .. import __version__
+from ..core.redaction import without_userinfo
 from ..service import runtime
 from . import bench, demo, probe, rerank
 from .errors import USAGE, CliError
@@ -28,10 +29,11 @@ PROG = "a0-reranker"
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with its error as one line (the usage is one ``--help`` away)."""
+    """argparse with its error as one line (the usage is one ``--help`` away). The error quotes what it
+    could not use, e.g. the entries of an unquoted endpoint list after the first: without their passwords."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+        self.exit(USAGE, f"{self.prog}: {without_userinfo(message)} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:

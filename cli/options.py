@@ -7,8 +7,8 @@ import os
 from typing import Any
 
 from ..core.config import API_MODES, RerankerConfig
+from ..core.endpoint_url import shown_endpoints
 from ..core.errors import ConfigError
-from ..core.redaction import without_userinfo
 from .errors import CliError
 
 
@@ -44,8 +44,8 @@ def server_config(args: argparse.Namespace, endpoint: str, **settings: Any) -> R
 
 def config_problem(error: ConfigError, endpoint: str) -> str:
     """ConfigError's lines, with the settings named as the options that set them (and the endpoint as
-    typed, less any user name and password)."""
-    names = {"rerank_endpoint": f"endpoint {without_userinfo(endpoint)!r}", "rerank_timeout": "--timeout",
+    typed, less the user name and password of every entry)."""
+    names = {"rerank_endpoint": f"endpoint {shown_endpoints(endpoint)!r}", "rerank_timeout": "--timeout",
              "rerank_model": "--model", "rerank_api": "--api", "rerank_api_key": "--key-env",
              "rerank_max_queued_pairs": "--max-queued-pairs"}
     problems = []

@@ -12,6 +12,8 @@ import re
 from typing import Final
 from urllib.parse import urlsplit
 
+from .redaction import without_userinfo
+
 # API paths a user may paste into the endpoint field; the plugin appends the path itself.
 _PASTED_API_SUFFIXES: Final = (
     "/v1/rerank", "/v2/rerank", "/v1/reranking", "/reranking", "/rerank", "/v1/score", "/score", "/v1", "/v2",
@@ -39,6 +41,13 @@ def split_endpoints(text: str) -> tuple[str, ...]:
 
 def normalize_endpoints(text: str) -> str:
     return LIST_SEPARATOR.join(split_endpoints(text))
+
+
+def shown_endpoints(text: str) -> str:
+    """An endpoint setting as it may be shown even when it is invalid: its entries as typed, one line,
+    joined as the canonical text is (so "entry 2" is the second one shown), less any user name and
+    password. Never raises."""
+    return LIST_SEPARATOR.join(part for part in _SEPARATORS.split(without_userinfo(text)) if part)
 
 
 def endpoints_problem(text: str) -> str | None:

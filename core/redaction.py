@@ -22,7 +22,9 @@ SHOWN_CHARS: Final = 400
 _WORD: Final = re.compile(r"\S+")
 # controls, line breaks and lone surrogates: shown as U+FFFD, refused in a header value or a file name
 UNPRINTABLE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
-_USERINFO_START: Final = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*:)?//")
+# a URL's ``user:password@``: from where an authority may start (the text's start, after ``//`` or a
+# space) to its last ``@``; commas are allowed in it (a password may hold one), ``/?#`` and spaces end it
+_USERINFO: Final = re.compile(r"(?:^|(?<=//)|(?<=\s))[^/?#\s]*@")
 Span = tuple[int, int]
 
 
@@ -46,13 +48,11 @@ def shown(text: str, *secrets: str) -> str:
     return line if len(line) <= SHOWN_CHARS else line[: SHOWN_CHARS - 1] + ELLIPSES[0]
 
 
-def without_userinfo(url: str) -> str:
-    """``url`` with a ``user:password@`` part replaced by ``***@``; plain string work, so it never raises."""
-    opening = _USERINFO_START.match(url)
-    start = opening.end() if opening else 0
-    authority_end = min([i for i in (url.find(c, start) for c in "/?#") if i >= 0] or [len(url)])
-    at = url.rfind("@", start, authority_end)
-    return url if at < 0 else f"{url[:start]}{MASK}{url[at:]}"
+def without_userinfo(text: str) -> str:
+    """``text`` with the ``user:password@`` of each URL in it (one, or a list of replicas) replaced by
+    ``***@``. Plain string work, so it never raises, and it does not trust the list's separators: a
+    password may hold a comma, which would split it over two entries."""
+    return _USERINFO.sub(MASK + "@", text)
 
 
 _REPR: Final = reprlib.Repr()

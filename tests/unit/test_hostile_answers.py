@@ -223,6 +223,12 @@ def test_userinfo_is_taken_out_of_any_url_text_without_parsing_it() -> None:
     assert without_userinfo("") == ""
 
 
+def test_userinfo_is_taken_out_of_every_entry_of_an_endpoint_list() -> None:
+    assert without_userinfo("http://a:1, http://u:p@b:2") == "http://a:1, http://***@b:2"
+    assert without_userinfo("http://a:1 u:p@b:2\nhttps://x:y@c/p@th") == "http://a:1 ***@b:2\nhttps://***@c/p@th"
+    assert without_userinfo("http://a:1, http://u:p,w@b:2") == "http://a:1, http://***@b:2"  # a comma in a password
+
+
 def test_a_foreign_value_is_shown_short_whatever_it_is() -> None:
     assert shown_value(10**5000) == "an integer of about 5000 digits"
     assert len(shown_value("x" * 10_000)) <= 70 and len(shown_value(list(range(10_000)))) <= 70
