@@ -2,7 +2,8 @@
 ``reranker_status`` tool, and the tool's plain-text report (with a live probe).
 
 The API key is never part of it: only whether one is set, and every text is scrubbed of the key
-before it leaves (a server's error message could quote it back).
+before it leaves (a server's error message could quote it back). Nor is a password typed into the
+endpoint: valid settings refuse one, and invalid ones are shown with every entry's masked.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..core import recall_budget
+from ..core.coercion import to_endpoints
 from ..core.config import RerankerConfig
+from ..core.endpoint_url import shown_endpoints
 from ..core.errors import ConfigError
 from ..core.probe_report import ProbeReport
 from ..core.redaction import redact
@@ -45,7 +48,7 @@ def _snapshot(
         "configured": bool(config and config.configured),
         "rerank_enabled": bool(config and config.enabled),
         "mode": _mode(config, problems),
-        "endpoint": config.endpoint if config else str(raw.get("rerank_endpoint") or ""),
+        "endpoint": config.endpoint if config else _shown_endpoint(raw),
         "api_setting": config.api if config else "",
         "model": config.model if config else "",
         "api_key_set": bool(key),
@@ -57,6 +60,15 @@ def _snapshot(
         "hints": pool_hints(statistics.get("pool") or {}, config),
     }
     return scrub(info, key)
+
+
+def _shown_endpoint(raw: Mapping[str, Any]) -> str:
+    """The saved endpoint of invalid settings, as typed less every entry's password: the tool's text goes
+    into the agent's context, and so into the LLM provider's logs."""
+    try:
+        return shown_endpoints(to_endpoints(raw.get("rerank_endpoint") or ""))
+    except ValueError:  # not text at all: settings_problems says so
+        return ""
 
 
 STARVED_MIN_RECALLS = 5  # judge the pools only once a few recalls were seen

@@ -61,11 +61,12 @@ _REPR.maxlevel = 3
 
 
 def shown_value(value: object) -> str:
-    """A short repr of a foreign value (a setting, a field of an answer), whatever its size or depth."""
+    """A short repr of a foreign value (a setting, a field of an answer), whatever its size or depth. A
+    URL's password is masked before the text is shortened, which could cut off the ``@`` that ends it."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
         return f"an integer of about {int(value.bit_length() * 0.30103)} digits"
     try:
-        return _REPR.repr(value)
+        return _REPR.repr(without_userinfo(value) if isinstance(value, str) else value)
     except Exception:  # e.g. a list holding an integer too long for repr()
         return f"a {type(value).__name__}"
 

@@ -5,6 +5,7 @@ endpoint and bad input, and the API key in no response, log line or status text.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 from typing import Any
@@ -152,6 +153,38 @@ async def test_the_key_never_appears_in_logs_replies_or_status(a0: A0, caplog: p
     texts += [str(item.output()) for item in agent.context.log.logs] + [caplog.text]
     for text in texts:
         assert SECRET_KEY not in text and SECRET_KEY[::-1] not in text
+
+
+PASSWORD = "hunter2-b7c1"
+WITH_PASSWORD = f"http://admin7:{PASSWORD}@127.0.0.1:2"
+MASKED = "http://***@127.0.0.1:2"
+
+
+# how invalid settings arrive (a hand-edited config.json, an env override), and the endpoint then shown
+@pytest.mark.parametrize(("source", "settings", "shown"), [
+    ("config.json", {"rerank_endpoint": f"http://127.0.0.1:1, {WITH_PASSWORD}"}, f"http://127.0.0.1:1, {MASKED}"),
+    ("config.json", {"rerank_endpoint": f"{WITH_PASSWORD}\nhttp://127.0.0.1:1"}, f"{MASKED}, http://127.0.0.1:1"),
+    ("config.json", {"rerank_endpoint": ["ftp://127.0.0.1:1", "http://127.0.0.1:3", WITH_PASSWORD]},
+     f"ftp://127.0.0.1:1, http://127.0.0.1:3, {MASKED}"),
+    ("config.json", {"rerank_endpoint": "http://127.0.0.1:1", "rerank_api": f"{WITH_PASSWORD}/{'v' * 60}"},
+     "http://127.0.0.1:1"),  # pasted into the wrong field, long enough to be shortened where it is quoted
+    ("environment", {"rerank_endpoint": f"http://127.0.0.1:1 {WITH_PASSWORD}"}, f"http://127.0.0.1:1, {MASKED}"),
+], ids=["later entry", "first entry", "json list", "another field", "env override"])
+@pytest.mark.anyio
+async def test_invalid_settings_never_show_a_password(a0: A0, monkeypatch: pytest.MonkeyPatch, source: str,
+                                                     settings: dict[str, Any], shown: str) -> None:
+    if source == "environment":  # A0 applies its env overrides to the defaults, when no config.json is saved
+        for key, value in settings.items():
+            monkeypatch.setenv(f"A0_SET_a0_reranker__{key}", value)
+    else:
+        (a0.plugin_dir / "config.json").write_text(json.dumps(settings), encoding="utf-8")
+    response = await asyncio.to_thread(post, a0, "status", {})  # what the panel shows
+    tool = (await a0.new_agent(profile="").call_tool("reranker_status", {})).message  # what the agent reads
+    reply = response.json()
+    assert reply["mode"] == "invalid settings" and reply["settings_problems"], reply
+    assert reply["endpoint"] == shown and f"- Endpoint: {shown};" in tool
+    for text in (response.body, tool):
+        assert PASSWORD not in text and "admin7" not in text and PASSWORD[:4] not in text, text
 
 
 @pytest.mark.anyio
