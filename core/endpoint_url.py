@@ -2,8 +2,9 @@
 raising (``urlsplit`` raises on malformed hosts) or repeating it (it may hold a user name and password).
 
 ``rerank_endpoint`` may list several base URLs, replicas of one model: separated by commas or
-whitespace in one text, or a YAML/JSON list. Each is cleaned and checked on its own, the same URL
-twice counts once, and the canonical text joins them with ", " (one URL stays exactly one URL).
+whitespace in one text, or a YAML/JSON list. Each is cleaned and checked on its own, and the same
+server twice counts once: its scheme and host in any letter case, its default port (80 for http, 443
+for https) or none. Paths keep their case. The canonical text joins the URLs with ", ".
 """
 
 from __future__ import annotations
@@ -21,12 +22,35 @@ _PASTED_API_SUFFIXES: Final = (
 
 
 def normalize_endpoint(endpoint: str) -> str:
-    """Trim spaces, trailing slashes and pasted API paths, so ``http://h:8002/v1/rerank`` works too.
-    Idempotent: a config built from a normalized endpoint (``replace``) keeps it as it is."""
+    """Trim spaces, trailing slashes and pasted API paths, so ``http://h:8002/v1/rerank`` works too, and
+    spell the server one way. Idempotent: a config built from a normalized endpoint (``replace``) keeps
+    it as it is."""
     text = endpoint.strip().rstrip("/")
     while suffix := next((s for s in _PASTED_API_SUFFIXES if text.lower().endswith(s)), ""):
         text = text[: -len(suffix)].rstrip("/")
-    return text
+    return _one_spelling_per_server(text)
+
+
+_DEFAULT_PORTS: Final = {"http": 80, "https": 443}
+# scheme, then a host (an IPv6 address in brackets) and a port of at most five digits, up to the path;
+# no match where a user name, a malformed host or a long port stands: endpoint_problem names those
+_ORIGIN: Final = re.compile(
+    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<host>\[[^\]/?#@]*\]|[^:/?#@\[\]]*)(?::(?P<port>\d{0,5}))?(?=[/?#]|$)"
+)
+
+
+def _one_spelling_per_server(url: str) -> str:
+    """Scheme and host in lower case and a default port dropped, so that one server written two ways is
+    one replica (one concurrency cap, no hedging against itself). The path keeps its case, as does an
+    IPv6 zone (an interface name). Never raises."""
+    origin = _ORIGIN.match(url)
+    if origin is None:
+        return url
+    scheme = origin["scheme"].lower()
+    address, percent, zone = origin["host"].partition("%")
+    digits = origin["port"]
+    port = "" if not digits or int(digits) == _DEFAULT_PORTS.get(scheme) else f":{int(digits)}"
+    return f"{scheme}://{address.lower()}{percent}{zone}{port}{url[origin.end():]}"
 
 
 _SEPARATORS: Final = re.compile(r"[,\s]+")

@@ -251,6 +251,27 @@ async def test_status_tool_and_test_connection_report_each_replica(a0: A0) -> No
 
 
 @pytest.mark.anyio
+async def test_one_server_listed_in_two_letter_cases_is_one_replica(a0: A0) -> None:
+    """The same server twice (scheme in upper case, a pasted path) gets one concurrency cap, one breaker,
+    no hedging, and one row in the status."""
+    server = await start_server("infinity", scorer=prio_scorer)
+    try:
+        a0.configure(endpoint=f"{server.url.upper()}, {server.url}/rerank", timeout=10)
+        agent = a0.new_agent()
+        await a0.seed(agent, 16)
+        agent.hist_add_user_message("alpha beta")
+        await agent.run_message_loop()
+        text = (await agent.call_tool("reranker_status", {})).message
+        reply = (await asyncio.to_thread(post, a0, "status", {"agent_profile": "agent0"})).json()
+    finally:
+        await server.close()
+    assert reply["endpoint"] == server.url and reply["statistics"]["reranked"] == 1
+    assert [replica["url"] for replica in reply["statistics"]["replicas"]] == [server.url]
+    assert reply["statistics"]["breakers"] == {server.url: "closed"}
+    assert text.count("- Server ") == 1 and f"- Endpoint: {server.url};" in text and "- Replica " not in text
+
+
+@pytest.mark.anyio
 async def test_status_shows_the_pool_and_says_when_pools_are_starved(a0: A0) -> None:
     server = await start_server("infinity", scorer=prio_scorer)
     try:

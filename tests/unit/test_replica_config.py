@@ -50,6 +50,28 @@ def test_the_same_url_twice_counts_once_and_hedging_turns_on_with_two() -> None:
     assert RerankerConfig(endpoint=A, hedge="on").hedging
 
 
+@pytest.mark.parametrize(("setting", "server"), [
+    ("HTTP://gpu-a:8002, http://gpu-a:8002", "http://gpu-a:8002"),
+    ("http://GPU-A:8002 http://gpu-a:8002/v1/rerank", "http://gpu-a:8002"),
+    ("http://Host:80, http://host", "http://host"),
+    ("https://host:443/v1, HTTPS://HOST", "https://host"),
+    ("http://[::1]:80\nhttp://[::1]", "http://[::1]"),
+    (["hTTp://Gpu-A:8002", "http://gpu-a:8002"], "http://gpu-a:8002"),
+])
+def test_one_server_in_another_letter_case_or_with_its_default_port_is_one_replica(setting: object,
+                                                                                    server: str) -> None:
+    config = RerankerConfig.from_settings({"rerank_endpoint": setting})
+    assert config.endpoints == (server,) and config.endpoint == server
+    assert not config.hedging  # auto hedging stays off: it is one server
+    assert RerankerConfig.from_settings(config.to_settings()) == config
+
+
+def test_paths_keep_their_case_and_other_ports_are_other_servers() -> None:
+    urls = ("http://host/Tenant", "http://host/tenant", "http://host:8080", "https://host:80", "http://host:443")
+    config = RerankerConfig(endpoint=", ".join(urls))
+    assert config.endpoints == urls and config.hedging
+
+
 @pytest.mark.parametrize(("setting", "named"), [
     (f"{A}, ftp://gpu-b", "entry 2 of 2 must start with http:// or https://"),
     (f"{A} http://user:secret@gpu-b {C}", "entry 2 of 3 must not contain a user name or password"),
