@@ -4,7 +4,9 @@ One ``ClientSession`` per owner loop. Every request has an explicit timeout deri
 deadline it serves, redirects are refused (a POST must not silently become a GET elsewhere), TLS is
 verified unless the user turned it off, and at most ``MAX_ANSWER_BYTES`` of an answer are read.
 aiohttp's and the OS's errors are translated by one table, keeping the cause; a request whose pooled
-keep-alive connection was already closed by the server becomes ``StaleConnection``.
+keep-alive connection was already closed by the server becomes ``StaleConnection``, and an answer
+that is not HTTP (another service on the port, a broken status line, header or chunked body) becomes
+``NotHttp`` with aiohttp's own reason, which names what came back.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from types import SimpleNamespace
 from typing import Final
 
 import aiohttp
+from aiohttp.http_exceptions import ContentLengthError, HttpProcessingError, TransferEncodingError
 
 from .. import __version__
 from ..core.dialects import WireAnswer, WireRequest
@@ -24,6 +27,7 @@ from ..core.errors import (
     ConfigError,
     DeadlineExceeded,
     MalformedAnswer,
+    NotHttp,
     RerankError,
     StaleConnection,
     TlsFailure,
@@ -89,7 +93,7 @@ class HttpTransport:
             return await self._exchange(endpoint, request, remaining, api_key, tls, exchange)
         except RerankError:
             raise
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+        except (TimeoutError, aiohttp.ClientError, HttpProcessingError, OSError) as exc:
             raise translate(exc, endpoint, remaining, reused=exchange.reused) from exc
 
     async def _exchange(self, endpoint: str, request: WireRequest, remaining: float, api_key: str,
@@ -158,10 +162,12 @@ _TRANSLATIONS: Final[tuple[tuple[type[BaseException], Translator], ...]] = (
     (aiohttp.ClientConnectorError, lambda e, url, s: TransportError(f"cannot connect to {url}: {_os_reason(e)}")),
     (aiohttp.ServerDisconnectedError,
      lambda e, url, s: TransportError(f"{url} closed the connection without answering")),
-    (aiohttp.ClientPayloadError, lambda e, url, s: TransportError(f"{url} broke off the answer")),
+    (aiohttp.ClientPayloadError, lambda e, url, s: _payload_error(e, url)),
+    (aiohttp.ClientResponseError, lambda e, url, s: _not_http(e, url)),
     (aiohttp.InvalidURL, lambda e, url, s: ConfigError([f"rerank_endpoint: {url!r} is not a valid URL"])),
     (aiohttp.ClientOSError, lambda e, url, s: TransportError(f"the connection to {url} broke: {_os_reason(e)}")),
     (aiohttp.ClientError, lambda e, url, s: TransportError(f"request to {url} failed: {type(e).__name__}")),
+    (HttpProcessingError, lambda e, url, s: _not_http(e, url)),  # aiohttp's pure-Python parser lets some out
     (OSError, lambda e, url, s: TransportError(f"request to {url} failed: {_os_reason(e)}")),
 )
 
@@ -175,6 +181,25 @@ def translate(exc: BaseException, endpoint: str, remaining: float, *, reused: bo
         if isinstance(exc, kind):
             return make(exc, endpoint, remaining)
     return TransportError(f"request to {endpoint} failed: {type(exc).__name__}")
+
+
+def _payload_error(exc: BaseException, url: str) -> RerankError:
+    """A body that ended early broke off (the connection went); one that could not be decoded is no
+    valid HTTP."""
+    if exc.__cause__ is None or isinstance(exc.__cause__, ContentLengthError | TransferEncodingError):
+        return TransportError(f"{url} broke off the answer")
+    return _not_http(exc, url)
+
+
+def _not_http(exc: BaseException, url: str) -> NotHttp:
+    """aiohttp's reason on one line, without the pointer under its quote: the quote of what came back
+    (an SSH banner, a Redis error) is what tells a user they typed the wrong port."""
+    source = exc.__cause__ if isinstance(exc.__cause__, HttpProcessingError) else exc
+    lines = str(getattr(source, "message", "") or source).splitlines()
+    reason = " ".join(line.strip() for line in lines if line.strip(" ^")).rstrip(".")
+    if "Expected HTTP/" in reason:  # the status line does not even start as HTTP's does
+        return NotHttp(f"{url} does not speak HTTP (is this the reranker's port?): {reason}")
+    return NotHttp(f"the answer of {url} is not valid HTTP: {reason}")
 
 
 def _build_ssl(tls: TlsSettings) -> ssl.SSLContext | bool:
