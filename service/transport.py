@@ -3,8 +3,10 @@
 One ``ClientSession`` per owner loop. Every request has an explicit timeout derived from the absolute
 deadline it serves, redirects are refused (a POST must not silently become a GET elsewhere), TLS is
 verified unless the user turned it off, and at most ``MAX_ANSWER_BYTES`` of an answer are read.
-aiohttp's and the OS's errors are translated by one table, keeping the cause; a request whose pooled
-keep-alive connection was already closed by the server becomes ``StaleConnection``, and an answer
+aiohttp's and the OS's errors are translated by one table, keeping the cause. A request whose pooled
+keep-alive connection was already closed by the server is sent once more at once on a fresh one, for
+every request alike (scoring, detection, Test connection): the one retry made here. (aiohttp itself
+sends a GET once more first, but on the pool, where it may meet another stale connection.) An answer
 that is not HTTP (another service on the port, a broken status line, header or chunked body) becomes
 ``NotHttp`` with aiohttp's own reason, which names what came back.
 """
@@ -65,11 +67,17 @@ async def _on_reuse(session: object, context: SimpleNamespace, params: object) -
         exchange.reused = True
 
 
-class HttpTransport:
-    """Sends requests for the service. Create and use it on one event loop (the owner loop)."""
+def _always() -> bool:
+    return True
 
-    def __init__(self, *, max_connections: int = 256) -> None:
+
+class HttpTransport:
+    """Sends requests for the service. Create and use it on one event loop (the owner loop).
+    ``on_stale_resend`` hears of each request sent again after a stale connection (to count it)."""
+
+    def __init__(self, *, max_connections: int = 256, on_stale_resend: Callable[[], None] = lambda: None) -> None:
         self._max_connections = max_connections
+        self._on_stale_resend = on_stale_resend
         self._sessions: dict[bool, aiohttp.ClientSession] = {}  # fresh -> session
         self._ssl_contexts: dict[TlsSettings, ssl.SSLContext | bool] = {}
 
@@ -81,10 +89,22 @@ class HttpTransport:
         deadline: float,
         api_key: str = "",
         tls: TlsSettings = TlsSettings(),
-        fresh: bool = False,
+        may_resend: Callable[[], bool] = _always,
     ) -> WireAnswer:
-        """One HTTP exchange, nothing more (no retry): the answer, or a ``RerankError`` saying why not.
-        ``fresh`` sends it on a new connection (after a pooled one turned out stale)."""
+        """One HTTP exchange: the answer, or a ``RerankError`` saying why not. Sent again only when the
+        pooled connection it went out on had been closed by the server (``StaleConnection``): at once,
+        on a fresh connection, if ``may_resend`` agrees (scoring asks its retry budget)."""
+        try:
+            return await self._send_once(endpoint, request, deadline, api_key, tls, fresh=False)
+        except StaleConnection:
+            if not may_resend():
+                raise
+            self._on_stale_resend()
+            return await self._send_once(endpoint, request, deadline, api_key, tls, fresh=True)
+
+    async def _send_once(self, endpoint: str, request: WireRequest, deadline: float, api_key: str,
+                         tls: TlsSettings, *, fresh: bool) -> WireAnswer:
+        """One exchange; ``fresh`` sends it on a new connection rather than a pooled one."""
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise DeadlineExceeded("no time left to send the request")
