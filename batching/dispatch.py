@@ -4,12 +4,13 @@ Between the batcher and the transport. A request holds one concurrency slot of o
 and each attempt asks that replica's breaker for a permit, which always hears the outcome. A failed
 attempt is sent again when its error allows it (see ``verdicts``), the request's deadline leaves room
 and the retry budget agrees: on another replica that can take it, at once; otherwise on the same one,
-a stale pooled connection at once on a fresh one (not the server's fault, so not held against it),
 connection errors and 502/503/504 after a jittered exponential backoff, a 429 after its
 Retry-After, which also holds every other request to that replica back until then. With hedging on,
 an attempt still unanswered after the set's p95 latency (or a set delay) gets a duplicate on another
 replica when there is one; the first answer wins and the other is cancelled. A request whose waiters
-have all gone is dropped before any attempt.
+have all gone is dropped before any attempt. A stale pooled connection is the transport's to send
+again (at once, on a fresh one, within the attempt); the retry budget pays for that resend only when
+it fails too: answered, it cost the server nothing, and it is never held against the server.
 """
 
 from __future__ import annotations
@@ -51,7 +52,6 @@ class Request(Protocol):
     batch: ScoreBatch
     retries: int
     abandoned_at_deadline: bool
-    fresh: bool  # the next attempt goes out on a new connection
     replica: Replica | None  # whose slot the request holds
     first_replica: str  # the replica its first attempt went to
     answered_by: str  # the replica that answered
@@ -66,7 +66,7 @@ class Request(Protocol):
 @dataclass(frozen=True, kw_only=True)
 class DispatchPolicy:
     max_retries: int = 2
-    stale_retries: int = 1  # the retry after a stale pooled connection goes out on a fresh one
+    stale_retries: int = 1  # 0: an attempt whose pooled connection was stale is not sent again
     backoff_base_s: float = 0.05
     backoff_cap_s: float = 1.0
     hedge: bool = False
@@ -91,7 +91,6 @@ class Dispatch:
         The request comes holding a slot of one replica (``request.replica``)."""
         self.replicas.budget.record_request()
         last_error: RerankError | None = None
-        request.fresh = False
         request.first_replica = request.replica.url if request.replica is not None else ""
         while request.has_waiters:
             replica = await self._replica_for(request)
@@ -107,20 +106,12 @@ class Dispatch:
                 last_error = exc
                 await self._retry_or_raise(exc, retry_kind(exc), request, replica)
             else:
-                if request.fresh and request.retries == 0:
-                    self.replicas.budget.refund()  # the stale resend cost the server nothing after all
                 return scores
         return None
 
     async def _retry_or_raise(self, exc: RerankError, kind: RetryKind, request: Request, replica: Replica) -> None:
         """Go on to another replica at once, or wait for this one, or give up by raising ``exc``."""
-        if kind == "now" and not request.fresh and not self.replicas.ready(exclude=[replica]):
-            if self.policy.stale_retries <= 0 or not self._spend_budget():
-                raise exc
-            request.fresh = True  # the stale pooled connection's request again, on a new connection
-            self._events.on_retry("stale_connection")
-            return
-        if kind == "never" or (kind == "now" and request.fresh) or request.retries >= self.policy.max_retries:
+        if kind == "never" or request.retries >= self.policy.max_retries:
             raise exc
         if self.replicas.ready(exclude=[replica]):
             if not self._spend_budget():
@@ -182,9 +173,10 @@ class Dispatch:
         state.outstanding_pairs += len(batch)
         state.pairs_sent += len(batch)
         started = time.monotonic()
+        resent: list[bool] = []
         try:
             with permit:
-                scores = await replica.send(batch, request.deadline, request.fresh)
+                scores = await replica.send(batch, request.deadline, lambda: self._may_resend(resent))
                 if len(scores) != len(batch):
                     raise MalformedAnswer(f"expected {len(batch)} scores, got {len(scores)}")
         except RerankError as exc:
@@ -197,11 +189,21 @@ class Dispatch:
             raise RerankError(f"unexpected error: {exc!r}") from exc
         finally:
             state.outstanding_pairs -= len(batch)
+        if resent:
+            self.replicas.budget.refund()  # the resend after a stale connection cost the server nothing
         elapsed = time.monotonic() - started
         state.answered(elapsed, len(batch))
         self.replicas.latency.record(elapsed)
         request.answered_by = replica.url
         return scores
+
+    def _may_resend(self, resent: list[bool]) -> bool:
+        """Whether the transport may send an attempt again after a stale pooled connection: out of the
+        retry budget (given back when the resend is answered)."""
+        if self.policy.stale_retries <= 0 or not self._spend_budget():
+            return False
+        resent.append(True)
+        return True
 
     def _failed(self, state: EndpointState, exc: RerankError) -> None:
         """What a failed attempt tells the balancer, and a 429's hold on the replica."""

@@ -29,7 +29,6 @@ class Plan:
     routes: dict[PairKey, list[Job]]
     task: asyncio.Task[None] | None = field(default=None, repr=False)
     retries: int = 0
-    fresh: bool = False  # the next attempt needs a new connection (the last pooled one was stale)
     replica: Replica | None = field(default=None, repr=False)  # whose concurrency slot the request holds
     first_replica: str = ""
     answered_by: str = ""  # the replica that answered

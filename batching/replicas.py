@@ -22,8 +22,9 @@ from .endpoint_state import EndpointState
 from .latency import LatencyWindow
 from .retry_budget import RetryBudget
 
-# send(batch, deadline, fresh): one HTTP exchange; ``fresh`` asks for a new connection (after a stale one)
-SendFn = Callable[[ScoreBatch, float, bool], Awaitable[list[float]]]
+# send(batch, deadline, may_resend): one HTTP exchange; ``may_resend()`` says whether it may be sent once
+# more, at once on a fresh connection, when the pooled one it went out on turns out stale
+SendFn = Callable[[ScoreBatch, float, Callable[[], bool]], Awaitable[list[float]]]
 
 
 @dataclass(eq=False)

@@ -7,10 +7,11 @@
 - ``neutral``: nothing about its health: a 429 (slow down), an input the model refuses, a stale pooled
   connection, our own settings, a cancelled attempt.
 
-Retry kinds: ``now`` (a stale pooled connection: again at once, on a fresh one), ``backoff``
-(connection errors and 502/503/504: jittered exponential backoff), ``retry_after`` (429) and ``never``
-(other 4xx, malformed answers, an attempt that ran out of time, too-long input, which has its own path).
-Scoring is idempotent, so sending a request again is always safe.
+Retry kinds: ``backoff`` (connection errors and 502/503/504: jittered exponential backoff),
+``retry_after`` (429) and ``never`` (other 4xx, malformed answers, an attempt that ran out of time,
+too-long input, which has its own path, and a stale pooled connection: the transport already sent
+that once more at once on a fresh one, or the retry budget said no). Scoring is idempotent, so
+sending a request again is always safe.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from ..core.errors import (
 )
 
 Health = Literal["success", "down", "failure", "neutral"]
-RetryKind = Literal["now", "backoff", "retry_after", "never"]
+RetryKind = Literal["backoff", "retry_after", "never"]
 
 RETRYABLE_STATUSES: Final = frozenset({502, 503, 504})
 
@@ -44,7 +45,7 @@ def health_of(exc: BaseException) -> Health:
 
 def retry_kind(exc: BaseException) -> RetryKind:
     if isinstance(exc, StaleConnection):
-        return "now"
+        return "never"  # the transport sent it again already, or the retry budget said no
     if isinstance(exc, RateLimited):
         return "retry_after"
     if isinstance(exc, InputTooLong):

@@ -91,6 +91,12 @@ class MalformedAnswer(RerankError):
     reason = "malformed"
 
 
+class NotHttp(MalformedAnswer):
+    """What came back was not HTTP, or broke HTTP's own rules (a status line that is not one, a header
+    line longer than the client reads, broken chunked framing or compression): most often the port
+    runs another service. The server answered, so it is not down, and sending again cannot help."""
+
+
 class DetectionFailed(RerankError):
     """No protocol answered correctly at the endpoint; ``attempts`` says what each candidate did."""
 

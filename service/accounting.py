@@ -54,6 +54,10 @@ class Accounting:
     def on_retry(self, cause: str) -> None:
         self._stats.retried(cause)
 
+    def on_stale_resend(self) -> None:
+        """The transport sent a request again on a fresh connection (any request: scoring or detection)."""
+        self._stats.retried("stale_connection")
+
     def on_rate_limit_wait(self) -> None:
         self._stats.rate_limit_wait()
 

@@ -20,6 +20,7 @@ from ..core.errors import (
     ConfigError,
     DeadlineExceeded,
     DetectionFailed,
+    NotHttp,
     RateLimited,
     RerankError,
     TlsFailure,
@@ -49,22 +50,30 @@ def tls_of(config: RerankerConfig) -> TlsSettings:
 
 
 async def identify_endpoint(transport: HttpTransport, config: RerankerConfig, deadline: float) -> det.ServerIdentity:
-    """Hosted APIs by host name; otherwise the GETs that name a server without any compute."""
+    """Hosted APIs by host name; otherwise the GETs that name a server without any compute. When no GET
+    got an HTTP answer, the port runs something else (SSH, Redis): say so, and probe nothing."""
     hosted = det.hosted_kind(config.endpoint)
     if hosted:
         return det.ServerIdentity(kind=hosted)
     get_deadline = min(deadline, time.monotonic() + GET_TIMEOUT_CAP)
     paths = det.IDENTIFYING_GETS
     bodies = await asyncio.gather(*(_get_json(transport, config, path, get_deadline) for path in paths))
-    return det.identify(dict(zip(paths, bodies, strict=True)))
+    not_http = [body for body in bodies if isinstance(body, NotHttp)]
+    if len(not_http) == len(bodies):
+        raise not_http[0]
+    readable = (None if isinstance(body, NotHttp) else body for body in bodies)
+    return det.identify(dict(zip(paths, readable, strict=True)))
 
 
 async def _get_json(transport: HttpTransport, config: RerankerConfig, path: str, deadline: float) -> object:
+    """The JSON of a 200, None for any other answer or error, or the error of an answer not in HTTP."""
     try:
         answer = await transport.send(
             config.endpoint, WireRequest("GET", path), deadline=deadline, api_key=config.api_key, tls=tls_of(config)
         )
         return answer.json() if answer.status == 200 else None
+    except NotHttp as exc:
+        return exc
     except RerankError:
         return None
 

@@ -71,7 +71,7 @@ class RerankService:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._stats = stats
         self._account = Accounting(stats)
-        self._transport = transport or HttpTransport()
+        self._transport = transport or HttpTransport(on_stale_resend=self._account.on_stale_resend)
         self._routes = RouteBook(self._transport)
         self._registry = EndpointRegistry(self._account, clock=clock, on_open=self._routes.forget_endpoint)
 
@@ -197,10 +197,10 @@ class RerankService:
     def _sender(self, route: Route, config: RerankerConfig, to_probability: bool):  # type: ignore[no-untyped-def]
         transport, dialect, tls, api_key = self._transport, route.dialect, tls_of(config), config.api_key
 
-        async def send(batch: ScoreBatch, deadline: float, fresh: bool) -> list[float]:
+        async def send(batch: ScoreBatch, deadline: float, may_resend: Callable[[], bool]) -> list[float]:
             request = dialect.build(batch, route.model)
             answer = await transport.send(route.endpoint, request, deadline=deadline, api_key=api_key, tls=tls,
-                                          fresh=fresh)
+                                          may_resend=may_resend)
             scores = read_answer(dialect.parse, answer, batch)
             return normalize(scores, route.scale) if to_probability else scores
 

@@ -3,8 +3,12 @@
 One ``ClientSession`` per owner loop. Every request has an explicit timeout derived from the absolute
 deadline it serves, redirects are refused (a POST must not silently become a GET elsewhere), TLS is
 verified unless the user turned it off, and at most ``MAX_ANSWER_BYTES`` of an answer are read.
-aiohttp's and the OS's errors are translated by one table, keeping the cause; a request whose pooled
-keep-alive connection was already closed by the server becomes ``StaleConnection``.
+aiohttp's and the OS's errors are translated by one table, keeping the cause. A request whose pooled
+keep-alive connection was already closed by the server is sent once more at once on a fresh one, for
+every request alike (scoring, detection, Test connection): the one retry made here. (aiohttp itself
+sends a GET once more first, but on the pool, where it may meet another stale connection.) An answer
+that is not HTTP (another service on the port, a broken status line, header or chunked body) becomes
+``NotHttp`` with aiohttp's own reason, which names what came back.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from types import SimpleNamespace
 from typing import Final
 
 import aiohttp
+from aiohttp.http_exceptions import ContentLengthError, HttpProcessingError, TransferEncodingError
 
 from .. import __version__
 from ..core.dialects import WireAnswer, WireRequest
@@ -24,6 +29,7 @@ from ..core.errors import (
     ConfigError,
     DeadlineExceeded,
     MalformedAnswer,
+    NotHttp,
     RerankError,
     StaleConnection,
     TlsFailure,
@@ -61,11 +67,17 @@ async def _on_reuse(session: object, context: SimpleNamespace, params: object) -
         exchange.reused = True
 
 
-class HttpTransport:
-    """Sends requests for the service. Create and use it on one event loop (the owner loop)."""
+def _always() -> bool:
+    return True
 
-    def __init__(self, *, max_connections: int = 256) -> None:
+
+class HttpTransport:
+    """Sends requests for the service. Create and use it on one event loop (the owner loop).
+    ``on_stale_resend`` hears of each request sent again after a stale connection (to count it)."""
+
+    def __init__(self, *, max_connections: int = 256, on_stale_resend: Callable[[], None] = lambda: None) -> None:
         self._max_connections = max_connections
+        self._on_stale_resend = on_stale_resend
         self._sessions: dict[bool, aiohttp.ClientSession] = {}  # fresh -> session
         self._ssl_contexts: dict[TlsSettings, ssl.SSLContext | bool] = {}
 
@@ -77,10 +89,22 @@ class HttpTransport:
         deadline: float,
         api_key: str = "",
         tls: TlsSettings = TlsSettings(),
-        fresh: bool = False,
+        may_resend: Callable[[], bool] = _always,
     ) -> WireAnswer:
-        """One HTTP exchange, nothing more (no retry): the answer, or a ``RerankError`` saying why not.
-        ``fresh`` sends it on a new connection (after a pooled one turned out stale)."""
+        """One HTTP exchange: the answer, or a ``RerankError`` saying why not. Sent again only when the
+        pooled connection it went out on had been closed by the server (``StaleConnection``): at once,
+        on a fresh connection, if ``may_resend`` agrees (scoring asks its retry budget)."""
+        try:
+            return await self._send_once(endpoint, request, deadline, api_key, tls, fresh=False)
+        except StaleConnection:
+            if not may_resend():
+                raise
+            self._on_stale_resend()
+            return await self._send_once(endpoint, request, deadline, api_key, tls, fresh=True)
+
+    async def _send_once(self, endpoint: str, request: WireRequest, deadline: float, api_key: str,
+                         tls: TlsSettings, *, fresh: bool) -> WireAnswer:
+        """One exchange; ``fresh`` sends it on a new connection rather than a pooled one."""
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise DeadlineExceeded("no time left to send the request")
@@ -89,7 +113,7 @@ class HttpTransport:
             return await self._exchange(endpoint, request, remaining, api_key, tls, exchange)
         except RerankError:
             raise
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+        except (TimeoutError, aiohttp.ClientError, HttpProcessingError, OSError) as exc:
             raise translate(exc, endpoint, remaining, reused=exchange.reused) from exc
 
     async def _exchange(self, endpoint: str, request: WireRequest, remaining: float, api_key: str,
@@ -158,10 +182,12 @@ _TRANSLATIONS: Final[tuple[tuple[type[BaseException], Translator], ...]] = (
     (aiohttp.ClientConnectorError, lambda e, url, s: TransportError(f"cannot connect to {url}: {_os_reason(e)}")),
     (aiohttp.ServerDisconnectedError,
      lambda e, url, s: TransportError(f"{url} closed the connection without answering")),
-    (aiohttp.ClientPayloadError, lambda e, url, s: TransportError(f"{url} broke off the answer")),
+    (aiohttp.ClientPayloadError, lambda e, url, s: _payload_error(e, url)),
+    (aiohttp.ClientResponseError, lambda e, url, s: _not_http(e, url)),
     (aiohttp.InvalidURL, lambda e, url, s: ConfigError([f"rerank_endpoint: {url!r} is not a valid URL"])),
     (aiohttp.ClientOSError, lambda e, url, s: TransportError(f"the connection to {url} broke: {_os_reason(e)}")),
     (aiohttp.ClientError, lambda e, url, s: TransportError(f"request to {url} failed: {type(e).__name__}")),
+    (HttpProcessingError, lambda e, url, s: _not_http(e, url)),  # aiohttp's pure-Python parser lets some out
     (OSError, lambda e, url, s: TransportError(f"request to {url} failed: {_os_reason(e)}")),
 )
 
@@ -175,6 +201,25 @@ def translate(exc: BaseException, endpoint: str, remaining: float, *, reused: bo
         if isinstance(exc, kind):
             return make(exc, endpoint, remaining)
     return TransportError(f"request to {endpoint} failed: {type(exc).__name__}")
+
+
+def _payload_error(exc: BaseException, url: str) -> RerankError:
+    """A body that ended early broke off (the connection went); one that could not be decoded is no
+    valid HTTP."""
+    if exc.__cause__ is None or isinstance(exc.__cause__, ContentLengthError | TransferEncodingError):
+        return TransportError(f"{url} broke off the answer")
+    return _not_http(exc, url)
+
+
+def _not_http(exc: BaseException, url: str) -> NotHttp:
+    """aiohttp's reason on one line, without the pointer under its quote: the quote of what came back
+    (an SSH banner, a Redis error) is what tells a user they typed the wrong port."""
+    source = exc.__cause__ if isinstance(exc.__cause__, HttpProcessingError) else exc
+    lines = str(getattr(source, "message", "") or source).splitlines()
+    reason = " ".join(line.strip() for line in lines if line.strip(" ^")).rstrip(".")
+    if "Expected HTTP/" in reason:  # the status line does not even start as HTTP's does
+        return NotHttp(f"{url} does not speak HTTP (is this the reranker's port?): {reason}")
+    return NotHttp(f"the answer of {url} is not valid HTTP: {reason}")
 
 
 def _build_ssl(tls: TlsSettings) -> ssl.SSLContext | bool:

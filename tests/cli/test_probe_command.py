@@ -6,7 +6,13 @@ import json
 import re
 
 import pytest
-from reliability.hostile_servers import HOSTILE_SERVERS, ReflectAuthorizationIntoModels, on_listings
+from reliability.hostile_servers import (
+    HOSTILE_SERVERS,
+    SSH_BANNER,
+    ReflectAuthorizationIntoModels,
+    on_listings,
+    other_service,
+)
 
 from support.servers import serve_in_thread
 
@@ -61,6 +67,15 @@ def test_probe_json_at_a_dead_port_still_parses(cli, unused_port) -> None:
     result = cli("probe", f"http://127.0.0.1:{unused_port}", "--json", "--timeout", "3")
     assert result.returncode == 1
     assert json.loads(result.stdout)["ok"] is False
+
+
+def test_probe_at_a_port_that_runs_another_service_says_it_does_not_speak_http(cli, one_error_line) -> None:
+    """The user typed the port of another service (here SSH): the report says so, not "cannot connect"."""
+    with other_service(greeting=SSH_BANNER) as service:
+        result = cli("probe", service.url, "--timeout", "5")
+    assert result.returncode == 1
+    line = one_error_line(result)
+    assert f"{service.url} does not speak HTTP" in line and "SSH-2.0-OpenSSH_9.6" in line, line
 
 
 @pytest.mark.parametrize(("args", "needle"), [

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -43,7 +44,7 @@ class Server:
         self.fail_with: BaseException | None = None
         self.wrong_count = False
 
-    async def send(self, batch: ScoreBatch, deadline: float, fresh: bool = False) -> list[float]:
+    async def send(self, batch: ScoreBatch, deadline: float, may_resend: Callable[[], bool]) -> list[float]:
         self.batches.append(batch)
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)

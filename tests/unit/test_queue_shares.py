@@ -4,6 +4,7 @@ says which idle members to share with and how fast each is. Real queue, real rep
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 
@@ -55,7 +56,7 @@ def replica(name: str, seconds_per_pair: float | None = None, cap: int = 4) -> R
         for _ in range(WARM_UP_ANSWERS):  # past its warm-up: the speed is a measure of it
             state.answered(seconds_per_pair * 10, 10)
 
-    async def send(batch: ScoreBatch, deadline: float, fresh: bool) -> list[float]:
+    async def send(batch: ScoreBatch, deadline: float, may_resend: Callable[[], bool]) -> list[float]:
         return [0.0] * len(batch.pairs)
 
     return Replica(f"http://{name}", state, send)

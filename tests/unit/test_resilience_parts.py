@@ -19,6 +19,7 @@ from usr.plugins.a0_reranker.core.errors import (
     DetectionFailed,
     InputTooLong,
     MalformedAnswer,
+    NotHttp,
     RateLimited,
     ServerError,
     StaleConnection,
@@ -161,7 +162,7 @@ def test_a_permit_reports_once_and_a_context_exit_always_reports() -> None:
 
 
 @pytest.mark.parametrize(("error", "health", "kind"), [
-    (StaleConnection("x"), "neutral", "now"),
+    (StaleConnection("x"), "neutral", "never"),  # the transport resent it already, or the budget said no
     (TransportError("refused"), "down", "backoff"),
     (TransportError("dns", retryable=False), "down", "never"),
     (TlsFailure("cert"), "down", "never"),
@@ -175,6 +176,7 @@ def test_a_permit_reports_once_and_a_context_exit_always_reports() -> None:
     (RateLimited(429, "slow down", 1.0), "neutral", "retry_after"),
     (InputTooLong(400, "too long"), "neutral", "never"),
     (MalformedAnswer("bad json"), "failure", "never"),
+    (NotHttp("an SSH banner"), "failure", "never"),
     (ConfigError(["rerank_endpoint: bad"]), "neutral", "never"),
 ])
 def test_each_error_has_a_verdict(error: Exception, health: str, kind: str) -> None:

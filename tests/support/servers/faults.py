@@ -8,7 +8,8 @@ client disconnects (handler cancellation is on) or when the server closes.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+import weakref
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -131,23 +132,26 @@ class Disconnect:
 
 
 class CloseKeptAlive:
-    """Close a kept-alive connection, without answering, as the next POST arrives on it: what a server
-    does whose keep-alive timeout ran out just as the client reused the connection. Use it for every
-    request (``set_fault(fault)``), so that it sees each connection's first request."""
+    """Close a kept-alive connection, without answering, as the next request of ``methods`` arrives on
+    it: what a server does whose keep-alive timeout ran out just as the client reused the connection.
+    Use it for every request (``set_fault(fault)``), so that it sees each connection's first request.
+    Connections are told apart by their transport object (held weakly: an id could be reused)."""
 
-    def __init__(self) -> None:
-        self._seen: set[int] = set()
+    def __init__(self, methods: Collection[str] = ("POST",)) -> None:
+        self._methods = frozenset(methods)
+        self._seen: weakref.WeakSet[asyncio.BaseTransport] = weakref.WeakSet()
         self.closed = 0
 
     async def apply(self, request: web.Request, proceed: Proceed) -> web.StreamResponse:
         transport = request.transport
-        key = id(transport)
-        if request.method == "POST" and key in self._seen and transport is not None:
-            self._seen.discard(key)
+        if transport is None:
+            return await proceed()
+        if request.method in self._methods and transport in self._seen:
+            self._seen.discard(transport)
             self.closed += 1
             transport.close()
             await _forever()
-        self._seen.add(key)
+        self._seen.add(transport)
         return await proceed()
 
 
