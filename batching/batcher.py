@@ -20,16 +20,16 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..core.errors import DeadlineExceeded, Overloaded, RerankError
+from ..core.errors import DeadlineExceeded, Overloaded, QueueFull, RerankError
+from . import shedding
 from .dispatch import Dispatch
 from .endpoint_state import PIPELINE_DEPTH
 from .jobs import Job
 from .plans import PendingQueue, Plan
-from .replicas import Replica
+from .replicas import Replica, balanced_shares
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,7 @@ class MicroBatcher:
         max_pairs: int,
         window: float,
         max_queued_pairs: int,
+        shed: bool = True,
     ) -> None:
         self._dispatch_step = dispatch
         self._slots = dispatch.replicas
@@ -61,17 +62,20 @@ class MicroBatcher:
         self._max_pairs = max_pairs
         self._window = window
         self._max_queued_pairs = max_queued_pairs
+        self._shed = shed
         self._queue = PendingQueue()
         self._arrived = asyncio.Event()
         self._plans: set[Plan] = set()
         self._dispatcher: asyncio.Task[None] | None = None
         self._closed = False
 
-    def configure(self, *, mixes_queries: bool, max_pairs: int, window: float, max_queued_pairs: int) -> None:
+    def configure(self, *, mixes_queries: bool, max_pairs: int, window: float, max_queued_pairs: int,
+                  shed: bool = True) -> None:
         self._mixes_queries = mixes_queries
         self._max_pairs = max_pairs
         self._window = window
         self._max_queued_pairs = max_queued_pairs
+        self._shed = shed
 
     @property
     def dispatch(self) -> Dispatch:
@@ -99,8 +103,11 @@ class MicroBatcher:
             raise RerankError("the batcher is closed")
         if deadline <= loop.time():
             raise DeadlineExceeded("the deadline passed before the request was queued")
-        if self._queue and self._queue.pairs + len(set(documents)) > self._max_queued_pairs:
-            raise Overloaded(f"more than {self._max_queued_pairs} pairs are already waiting")
+        pairs = len(set(documents))
+        if self._queue and self._queue.pairs + pairs > self._max_queued_pairs:
+            raise QueueFull(f"more than {self._max_queued_pairs} pairs are already waiting")
+        if self._shed:
+            self._admit(pairs, deadline, loop.time())
         job = Job(query=query, documents=documents, deadline=deadline, future=loop.create_future())
         self._queue.add(job)
         self._arrived.set()
@@ -126,6 +133,13 @@ class MicroBatcher:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     # --- caller side -------------------------------------------------------------------------
+
+    def _admit(self, pairs: int, deadline: float, now: float) -> None:
+        """Shed a recall that the servers, at the rate they are observed to serve, cannot answer before
+        its deadline behind what is queued and in flight (see ``shedding``)."""
+        wait = self._slots.expected_wait(self._queue.pairs, pairs, now)
+        if not shedding.admits(wait, deadline - now):
+            raise Overloaded(shedding.overload_message(wait or 0.0, deadline - now))
 
     def _expire(self, job: Job) -> None:
         job.fail(DeadlineExceeded("no answer before the deadline"))
@@ -167,17 +181,23 @@ class MicroBatcher:
     def _start_shares(self, replica: Replica) -> bool:
         """Start the request for ``replica``, which holds a slot; False when it is not used. While
         other replicas that cost no more are short of work (fewer than two requests in flight, so
-        their GPU would soon wait), the queue is shared out over them at once, in proportion to their
-        speed and in whole recalls, instead of all going to one replica while the others run dry;
-        ``replica`` takes a share only when it was short of work too (its new slot aside). The
-        cheapest go first, so that fewer recalls than replicas go where they are answered soonest."""
+        their GPU would soon wait), the queue is shared out over them at once, in whole recalls, so
+        that each finishes what it has in flight and its share at about the same time (a burst of
+        recalls awaited together ends with the last share), instead of all going to one replica while
+        the others run dry; ``replica`` takes a share only when it was short of work too (its new slot
+        aside). The cheapest go first, so that fewer recalls than replicas go where they are answered
+        soonest."""
+        if self._shed:
+            self._shed_hopeless(replica)
         peers = self._slots.peers_short_of_work(replica, self._queue.pairs)
         was_short = replica.state.limiter.in_flight <= PIPELINE_DEPTH
         targets = sorted([replica, *peers] if was_short or not peers else peers, key=self._slots.cost)
-        speeds = self._slots.speeds(targets)
+        per_pair, busy = self._slots.share_costs(targets, asyncio.get_running_loop().time())
         used = False
         for i, target in enumerate(targets):
-            share = math.ceil(self._queue.pairs * speeds[i] / sum(speeds[i:])) if peers else None
+            share = balanced_shares(self._queue.pairs, per_pair[i:], busy[i:])[0] if peers else None
+            if share is not None and share < 0.5:
+                continue  # what it has in flight already takes it past the others' finish
             plan = self._queue.take(max_pairs=self._max_pairs, mixes_queries=self._mixes_queries, share=share)
             if plan is None:
                 break
@@ -188,6 +208,15 @@ class MicroBatcher:
             plan.replica = target
             self._start(plan)
         return used
+
+    def _shed_hopeless(self, replica: Replica) -> None:
+        """Shed the queued recalls that a request sent to ``replica`` now could no longer answer in time."""
+        now = asyncio.get_running_loop().time()
+        for job in self._queue.jobs:
+            latency = replica.state.expected_latency(len(job.unsent), now)
+            if not shedding.worth_sending(latency, job.deadline - now):
+                job.fail(Overloaded(shedding.overload_message(latency or 0.0, job.deadline - now)))
+                self._finish(job, at_deadline=False)
 
     async def _wait_for_company(self) -> None:
         """Other requests are in flight: give more jobs until the window closes to join this one."""
@@ -210,8 +239,12 @@ class MicroBatcher:
 
     def _start(self, plan: Plan) -> None:
         """Hand the plan, and the slot already taken for it, to a task of its own."""
+        now = asyncio.get_running_loop().time()
         for job in plan.jobs:
             job.plans.add(plan)
+            if not job.sent:
+                job.sent = True
+                self._dispatch_step.events.on_queue_wait(now - job.enqueued_at)
         self._plans.add(plan)
         plan.task = asyncio.get_running_loop().create_task(self._send_plan(plan))
         plan.task.add_done_callback(functools.partial(self._plan_done, plan))

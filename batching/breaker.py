@@ -16,8 +16,10 @@ Admission and outcome are one thing, and ``attempt`` is how every attempt (a req
 hedge, a detection) goes through the breaker: it hands out a ``Permit`` or raises ``BreakerOpen``,
 and the permit, a context manager, reports its outcome exactly once: success on a clean exit, the
 error's verdict on an error, and on cancellation what ``on_cancel`` says (neutral: nothing held; down:
-the caller gave up at its deadline, the server was too slow). A permit from before the last change
-of state reports into nothing. Used on the owner loop only.
+the caller gave up at its deadline, the server was too slow). A timeout, by the transport or at the
+caller's deadline, reports ``timeout_health``: down, unless the attempt was sent with too little time
+to be a fair test of the server (see ``shedding``). A permit from before the last change of state
+reports into nothing. Used on the owner loop only.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Literal
 
-from ..core.errors import BreakerOpen
+from ..core.errors import BreakerOpen, DeadlineExceeded
 from .verdicts import Health, health_of
 
 State = Literal["closed", "open", "half_open"]
@@ -49,7 +51,7 @@ class BreakerPolicy:
 class Permit:
     """One attempt's admission; report its outcome once (later reports are ignored)."""
 
-    __slots__ = ("_breaker", "_epoch", "_settled", "admitted_at", "on_cancel", "probe")
+    __slots__ = ("_breaker", "_epoch", "_settled", "admitted_at", "on_cancel", "probe", "timeout_health")
 
     def __init__(self, breaker: CircuitBreaker, epoch: int, probe: bool, admitted_at: float) -> None:
         self._breaker = breaker
@@ -58,6 +60,7 @@ class Permit:
         self.probe = probe
         self.admitted_at = admitted_at
         self.on_cancel: Callable[[], Health] = lambda: "neutral"
+        self.timeout_health: Health = "down"
 
     @property
     def settled(self) -> bool:
@@ -76,6 +79,8 @@ class Permit:
             self.report("success")
         elif isinstance(exc, asyncio.CancelledError):
             self.report(self.on_cancel())
+        elif isinstance(exc, DeadlineExceeded):
+            self.report(self.timeout_health)
         else:
             self.report(health_of(exc))
 

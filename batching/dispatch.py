@@ -23,6 +23,7 @@ from typing import Protocol
 
 from ..core.dialects import ScoreBatch
 from ..core.errors import BreakerOpen, DeadlineExceeded, MalformedAnswer, RateLimited, RerankError
+from . import shedding
 from .breaker import Permit
 from .endpoint_state import EndpointState
 from .hedging import race
@@ -44,6 +45,8 @@ class DispatchEvents(Protocol):
     def on_hedge(self) -> None: ...
 
     def on_budget_spent(self) -> None: ...
+
+    def on_queue_wait(self, seconds: float) -> None: ...
 
 
 class Request(Protocol):
@@ -85,6 +88,10 @@ class Dispatch:
         self._events = events
         self.policy = policy
         self._rng = rng or random.Random()
+
+    @property
+    def events(self) -> DispatchEvents:
+        return self._events
 
     async def carry_out(self, request: Request) -> list[float] | None:
         """The scores, or None when every waiter left first. Raises the error that ended the request.
@@ -162,17 +169,23 @@ class Dispatch:
     # --- one attempt ----------------------------------------------------------------------------
 
     def _permit(self, request: Request, replica: Replica) -> Permit:
-        """The replica breaker's permit for one attempt; a cancelled attempt counts against the server
-        only when its last caller gave up at the deadline (it was too slow)."""
-        return replica.state.breaker.attempt(on_cancel=lambda: "down" if request.abandoned_at_deadline else "neutral")
+        """The replica breaker's permit for one attempt. A timeout counts against the server only when the
+        attempt had a fair chance (``_attempt`` judges that as it sends), and a cancelled attempt only
+        when its last caller gave up at the deadline: a timeout too."""
+        permit = replica.state.breaker.attempt()
+        permit.on_cancel = lambda: permit.timeout_health if request.abandoned_at_deadline else "neutral"
+        return permit
 
     async def _attempt(self, request: Request, replica: Replica, permit: Permit) -> list[float]:
         batch = request.batch
         state = replica.state
+        started = time.monotonic()
+        permit.timeout_health = shedding.timeout_health(state.expected_latency(len(batch), started),
+                                                        request.deadline - started)
         self._events.on_request(len(batch))
         state.outstanding_pairs += len(batch)
+        state.outstanding_requests += 1
         state.pairs_sent += len(batch)
-        started = time.monotonic()
         resent: list[bool] = []
         try:
             with permit:
@@ -189,10 +202,11 @@ class Dispatch:
             raise RerankError(f"unexpected error: {exc!r}") from exc
         finally:
             state.outstanding_pairs -= len(batch)
+            state.outstanding_requests -= 1
         if resent:
             self.replicas.budget.refund()  # the resend after a stale connection cost the server nothing
         elapsed = time.monotonic() - started
-        state.answered(elapsed, len(batch))
+        state.answered(elapsed, len(batch), started)
         self.replicas.latency.record(elapsed)
         request.answered_by = replica.url
         return scores
@@ -223,7 +237,8 @@ class Dispatch:
             wait = replica.state.not_before - now
         else:
             delay = wait = self._backoff(request.retries)
-        if now + wait >= request.deadline or not self._spend_budget():
+        latency = replica.state.expected_latency(len(request.batch), now)
+        if not shedding.worth_sending(latency, request.deadline - now - wait) or not self._spend_budget():
             return None
         return delay
 

@@ -1,17 +1,19 @@
 """Everything the dispatch step keeps per endpoint (one server: base URL and API key): its concurrency
-slots, breaker, the time before which a 429 asked us not to send, and the load and speed the
-balancer reads (pairs in flight, seconds per pair as an exponentially weighted moving average)."""
+slots, breaker, the time before which a 429 asked us not to send, the load and speed the balancer
+reads (pairs in flight, seconds per pair as an exponentially weighted moving average), and the rate
+at which it serves pairs, which shedding and the breaker's fair-chance rule read (``service_rate``)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from ..core.errors import RateLimited
 from .breaker import CircuitBreaker
 from .limiter import EndpointLimiter
+from .service_rate import ServiceRate
 
 EWMA_WEIGHT: Final = 0.3  # of the newest answer: a replica that slows down is noticed within a few requests
 FAILURE_HALF_LIFE_S: Final = 5.0  # a replica's recent failures weigh half as much this much later
@@ -28,13 +30,20 @@ class EndpointState:
     breaker: CircuitBreaker
     not_before: float = 0.0  # monotonic seconds; set from a 429's Retry-After
     outstanding_pairs: int = 0
-    seconds_per_pair: float | None = None  # None: never measured
+    outstanding_requests: int = 0  # sent, not yet answered (``outstanding_pairs`` is their pairs)
+    # None: never measured. A ratio of decayed sums (latency over pairs), not an average of each answer's
+    # ratio: a small request's fixed cost would otherwise make its replica look slow per pair, and a
+    # burst shared out after it would leave that replica short and the others finishing last.
+    seconds_per_pair: float | None = None
     seconds_per_request: float | None = None
     pairs_sent: int = 0
     answers: int = 0
     failure_score: float = 0.0  # EWMA of recent attempts' failures (1) and successes (0)
     failure_at: float = 0.0  # when ``failure_score`` was last raised
     answered_at: float = 0.0  # when the speed was last measured
+    service: ServiceRate = field(default_factory=ServiceRate)
+    _latency_sum: float = field(default=0.0, repr=False)  # decayed sums behind ``seconds_per_pair``
+    _pairs_sum: float = field(default=0.0, repr=False)
 
     def hold_off(self, until: float) -> None:
         """No attempt to this endpoint before ``until`` (a later Retry-After only extends it)."""
@@ -54,13 +63,25 @@ class EndpointState:
         await asyncio.sleep(wait)
         return True
 
-    def answered(self, seconds: float, pairs: int) -> None:
-        """A request of ``pairs`` pairs came back fine after ``seconds``."""
-        self.seconds_per_pair = _ewma(self.seconds_per_pair, seconds / max(pairs, 1))
+    def answered(self, seconds: float, pairs: int, sent_at: float | None = None) -> None:
+        """A request of ``pairs`` pairs sent at ``sent_at`` (default: ``seconds`` ago) came back fine
+        after ``seconds``."""
+        if sent_at is None:
+            sent_at = time.monotonic() - seconds
+        self._latency_sum = self._latency_sum * (1 - EWMA_WEIGHT) + seconds
+        self._pairs_sum = self._pairs_sum * (1 - EWMA_WEIGHT) + max(pairs, 1)
+        self.seconds_per_pair = self._latency_sum / self._pairs_sum
         self.seconds_per_request = _ewma(self.seconds_per_request, seconds)
         self.failure_score = _ewma(self.failure_score, 0.0)
-        self.answered_at = time.monotonic()
+        self.answered_at = sent_at + seconds
+        self.service.answered(pairs, sent_at, self.answered_at)
         self.answers += 1
+
+    def expected_latency(self, pairs: int, now: float) -> float | None:
+        """How long a request of ``pairs`` sent now should take, behind the pairs already in flight
+        here; None before the first answer."""
+        per_pair = self.service.seconds_per_pair(now)
+        return None if per_pair is None else (self.outstanding_pairs + pairs) * per_pair
 
     def failed(self) -> None:
         """An attempt failed here (not a 429, a stale connection or a cancellation)."""

@@ -34,6 +34,7 @@ class Job:
     retries: int = 0
     answered_by: str = ""  # the replica whose answer came first (its route says the API and the scale)
     failover_to: str = ""  # a replica other than the first one tried answered (a failover)
+    sent: bool = False  # a request carrying some of its pairs has gone out
 
     def __post_init__(self) -> None:
         positions: dict[str, list[int]] = {}

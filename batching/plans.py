@@ -87,6 +87,11 @@ class PendingQueue:
         """Unsent pairs of the queued jobs, counted from the jobs themselves."""
         return sum(len(job.unsent) for job in self._jobs)
 
+    @property
+    def jobs(self) -> tuple[Job, ...]:
+        """The queued jobs, oldest first (a copy: the caller may discard them as it goes)."""
+        return tuple(self._jobs)
+
     def add(self, job: Job) -> None:
         if job.unsent:
             self._jobs.append(job)
@@ -108,10 +113,10 @@ class PendingQueue:
     def oldest_enqueued_at(self) -> float | None:
         return self._jobs[0].enqueued_at if self._jobs else None
 
-    def take(self, *, max_pairs: int, mixes_queries: bool, share: int | None = None) -> Plan | None:
+    def take(self, *, max_pairs: int, mixes_queries: bool, share: float | None = None) -> Plan | None:
         """Remove up to ``max_pairs`` distinct pairs for one request, or None when nothing is queued.
-        With ``share``, stop before the next job once that many are taken (whole jobs, so a recall
-        shared out over several replicas waits for one of them only)."""
+        With ``share``, stop before the next job that would take it further past the share than short
+        of it (whole jobs, so a recall shared out over several replicas waits for one of them only)."""
         if not self._jobs:
             return None
         first_query = self._jobs[0].query
@@ -121,8 +126,8 @@ class PendingQueue:
         for job in list(self._jobs):
             if not mixes_queries and job.query != first_query:
                 continue
-            if share is not None and len(pairs) >= share:
-                break
+            if share is not None and pairs and len(pairs) + len(job.unsent) / 2 > share:
+                break  # whole jobs, as near the share as they come
             taken = 0
             for document in job.unsent:
                 key = (job.query, document)

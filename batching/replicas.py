@@ -16,11 +16,15 @@ from __future__ import annotations
 import random
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from ..core.dialects import ScoreBatch
 from .endpoint_state import EndpointState
 from .latency import LatencyWindow
 from .retry_budget import RetryBudget
+from .service_rate import ServiceCost
+
+MIN_SECONDS_PER_PAIR: Final = 1e-6  # a rate from answers that came all at once is not infinite
 
 # send(batch, deadline, may_resend): one HTTP exchange; ``may_resend()`` says whether it may be sent once
 # more, at once on a fresh connection, when the pooled one it went out on turns out stale
@@ -76,6 +80,22 @@ class ReplicaSet:
         """The member's cost to the balancer; one not yet measured counts as fast as the fastest."""
         return member.state.cost(self._fastest_seconds_per_pair() or 0.0)
 
+    def share_costs(self, members: Sequence[Replica], now: float) -> tuple[list[float], list[float]]:
+        """For sharing a queue out over ``members``: each one's seconds per pair (from the line through
+        its recent answers, raised by its recent failures as its cost is) and how long it is busy before
+        a new request's pairs (what it has in flight, and the request's fixed cost). One not yet
+        measured counts as the fastest measured member; with none measured, all alike."""
+        costs = [r.state.service.cost(now) for r in members]
+        fastest = min((c for c in costs if c is not None), key=lambda c: c.per_pair_s,
+                      default=ServiceCost(0.0, 1.0))
+        per_pair, busy = [], []
+        for member, cost in zip(members, costs, strict=True):
+            cost = cost or fastest
+            state = member.state
+            per_pair.append(max(cost.per_pair_s * state.failure_factor(), MIN_SECONDS_PER_PAIR))
+            busy.append(cost.fixed_s * (state.outstanding_requests + 1) + cost.per_pair_s * state.outstanding_pairs)
+        return per_pair, busy
+
     def speeds(self, members: Sequence[Replica]) -> list[float]:
         """Each member's pairs per second, from its seconds per pair, lowered by its recent failures as
         its cost is raised; one not yet measured counts as the fastest of the set."""
@@ -84,6 +104,21 @@ class ReplicaSet:
 
     def _fastest_seconds_per_pair(self) -> float | None:
         return min((s for r in self.replicas if (s := r.state.seconds_per_pair_now()) is not None), default=None)
+
+    def expected_wait(self, queued_pairs: int, pairs: int, now: float) -> float | None:
+        """How long a recall of ``pairs`` pairs queued behind ``queued_pairs`` should take to be answered,
+        from what the ready members are observed to serve (``service_rate``) and the pairs already in
+        flight there. None when nothing is ahead of it (a lone recall is always sent, which is also how
+        an old estimate is renewed) or no member has answered yet."""
+        members = self.ready()
+        ahead = queued_pairs + sum(r.state.outstanding_pairs for r in members)
+        known = [spp for r in members if (spp := r.state.service.seconds_per_pair(now)) is not None]
+        if not ahead or not known:
+            return None
+        fastest = min(known)  # a member not yet measured counts as fast as the fastest
+        pairs_per_s = sum(1.0 / max(r.state.service.seconds_per_pair(now) or fastest, MIN_SECONDS_PER_PAIR)
+                          for r in members)
+        return (ahead + pairs) / pairs_per_s
 
     def pick(self, candidates: Sequence[Replica]) -> Replica:
         """Power of two choices on cost."""
@@ -101,3 +136,21 @@ class ReplicaSet:
         chosen = self.pick(candidates)
         await chosen.state.limiter.acquire(priority=priority)
         return chosen
+
+
+def balanced_shares(pairs: int, per_pair_s: Sequence[float], busy_s: Sequence[float]) -> list[float]:
+    """How many of ``pairs`` queued pairs each member should get so that all finish together: member
+    ``i`` takes ``per_pair_s[i]`` a pair and is busy for ``busy_s[i]`` first (what it has in flight, and
+    a new request's fixed cost), so with a common finish time ``T`` its share is
+    ``(T - busy_s[i]) / per_pair_s[i]``, or nothing when it is busy past ``T`` (water-filling: members
+    join from the least busy)."""
+    order = sorted(range(len(per_pair_s)), key=lambda i: busy_s[i])
+    joined: list[int] = []
+    finish = 0.0
+    for position, member in enumerate(order):
+        joined.append(member)
+        rate = sum(1.0 / per_pair_s[j] for j in joined)
+        finish = (pairs + sum(busy_s[j] / per_pair_s[j] for j in joined)) / rate
+        if position + 1 == len(order) or finish <= busy_s[order[position + 1]]:
+            break
+    return [max(0.0, (finish - busy_s[i]) / per_pair_s[i]) if i in joined else 0.0 for i in range(len(per_pair_s))]

@@ -52,6 +52,7 @@ class RerankerConfig:
     max_concurrency: int = 4
     max_pairs_per_request: int = 512
     max_queued_pairs: int = 4096
+    shed_overload: bool = True
     breaker_failures: int = 3
     breaker_failure_rate: float = 0.5
     breaker_cooldown: float = 15.0
@@ -172,6 +173,7 @@ _COERCE: Final[dict[str, Callable[[Any], Any]]] = {
     "min_score": to_float, "instruction": to_str,
     "max_doc_chars": to_int, "max_query_chars": to_int, "timeout": to_float, "batch_window_ms": to_float,
     "max_concurrency": to_int, "max_pairs_per_request": to_int, "max_queued_pairs": to_int,
+    "shed_overload": to_bool,
     "breaker_failures": to_int, "breaker_failure_rate": to_float, "breaker_cooldown": to_float,
     "max_retries": to_int, "retry_budget": to_float, "hedge": lambda v: to_switch(v, HEDGE_MODES),
     "hedge_delay_ms": to_float,
@@ -200,7 +202,7 @@ NUMERIC_RANGES: Final[dict[str, tuple[float, float]]] = {
 }
 
 _TYPES: Final[dict[str, type | tuple[type, ...]]] = {
-    "enabled": bool, "apply": bool, "tls_verify": bool,
+    "enabled": bool, "apply": bool, "tls_verify": bool, "shed_overload": bool,
     "timeout": (int, float), "batch_window_ms": (int, float), "breaker_cooldown": (int, float),
     "breaker_failure_rate": (int, float), "retry_budget": (int, float), "hedge_delay_ms": (int, float),
     "pool_threshold": (int, float), "min_score": (int, float),

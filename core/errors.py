@@ -107,10 +107,19 @@ class DetectionFailed(RerankError):
         super().__init__(message)
 
 
-class Overloaded(RerankError):
+class QueueFull(RerankError):
     """The local queue is full: the recall falls back at once rather than waiting."""
 
     reason = "queue_full"
+    quotes_server_text = False
+
+
+class Overloaded(RerankError):
+    """The servers are busy past this recall's deadline (what they are observed to serve, against what
+    is queued and in flight): the recall gets its stock result now instead of at its deadline, and no
+    request is spent on an answer nobody would read. Says nothing about the servers' health."""
+
+    reason = "overload"
     quotes_server_text = False
 
 

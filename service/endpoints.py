@@ -97,14 +97,15 @@ class EndpointRegistry:
             replicas = ReplicaSet(members.replicas, budget=RetryBudget(ratio=config.retry_budget, clock=self._clock))
             batcher = self._groups[key] = MicroBatcher(
                 Dispatch(replicas, self._events, dispatch_policy(config)), mixes_queries=members.mixes_queries,
-                max_pairs=members.max_pairs, window=window, max_queued_pairs=config.max_queued_pairs)
+                max_pairs=members.max_pairs, window=window, max_queued_pairs=config.max_queued_pairs,
+                shed=config.shed_overload)
             return batcher
         self._groups.move_to_end(key)
         batcher.dispatch.replicas.update(members.replicas)
         batcher.dispatch.replicas.budget.configure(ratio=config.retry_budget)
         batcher.dispatch.policy = dispatch_policy(config)
         batcher.configure(mixes_queries=members.mixes_queries, max_pairs=members.max_pairs, window=window,
-                          max_queued_pairs=config.max_queued_pairs)
+                          max_queued_pairs=config.max_queued_pairs, shed=config.shed_overload)
         return batcher
 
     def live_state(self) -> dict[str, object]:

@@ -18,7 +18,7 @@ from usr.plugins.a0_reranker.batching.limiter import EndpointLimiter
 from usr.plugins.a0_reranker.batching.replicas import Replica, ReplicaSet
 from usr.plugins.a0_reranker.batching.retry_budget import RetryBudget
 from usr.plugins.a0_reranker.core.dialects import ScoreBatch
-from usr.plugins.a0_reranker.core.errors import DeadlineExceeded, MalformedAnswer, Overloaded, RerankError, ServerError
+from usr.plugins.a0_reranker.core.errors import DeadlineExceeded, MalformedAnswer, QueueFull, RerankError, ServerError
 from usr.plugins.a0_reranker.core.statistics import StatsRecorder
 from usr.plugins.a0_reranker.service.accounting import Accounting
 
@@ -207,7 +207,7 @@ async def test_a_full_queue_refuses_at_once() -> None:
     await server.started.wait()
     queued = asyncio.create_task(score(batcher, "q1", ["d1", "d2", "d3"], later()))
     await until(lambda: batcher.queued_pairs == 3)
-    with pytest.raises(Overloaded):
+    with pytest.raises(QueueFull):
         await score(batcher, "q2", ["d1"], later())
     server.gate.set()
     assert await queued == [1001, 1002, 1003]

@@ -1,0 +1,85 @@
+"""How fast a server gets through the pairs we send it, as seen from here: what shedding is judged by,
+and how a burst is shared out over replicas.
+
+Each answer adds its pairs and its service interval: the time from when it was sent, or from the
+previous answer if that came later, to its own answer. While our requests queue at the server (one
+GPU, one pass at a time), the intervals are its passes, without the time each waited behind the one
+before; while it idles between our requests, they are whole latencies, so the estimate errs on the
+slow side. A server that serves requests side by side (several GPUs, a hosted API under our
+concurrency cap) answers several within one interval, and their pairs count together.
+
+Two readings: seconds per pair over the recent answers, whatever their size (what the queue ahead
+of a recall costs, for admission), and a line through them, a fixed cost per request plus a cost
+per pair (what a share of a burst costs one replica: a small request's fixed cost must not make its
+replica look slow per pair, or the next burst leaves it short and the others finish last). The sums
+decay with each answer, so both follow a server that speeds up or slows down within a few answers;
+without answers they fade toward fast (half as slow every ``FADE_HALF_LIFE_S``), so that one slow
+spell cannot keep every recall away for ever.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+DECAY: Final = 0.8  # the weight an answer keeps when the next one comes: about the last five count
+FADE_HALF_LIFE_S: Final = 5.0
+SPREAD: Final = 0.25  # request sizes must vary by this much (relative) before a line is drawn through them
+
+
+@dataclass(frozen=True)
+class ServiceCost:
+    """What one request costs the server: ``fixed_s`` plus ``per_pair_s`` a pair."""
+
+    fixed_s: float
+    per_pair_s: float
+
+    def of(self, pairs: float) -> float:
+        return self.fixed_s + self.per_pair_s * pairs
+
+
+class ServiceRate:
+    """Owned by one ``EndpointState``; written when its requests are answered."""
+
+    __slots__ = ("_last_answer", "_n", "_nn", "_nt", "_t", "_weight")
+
+    def __init__(self) -> None:
+        self._weight = self._n = self._nn = self._t = self._nt = 0.0
+        self._last_answer = float("-inf")
+
+    def answered(self, pairs: int, sent_at: float, now: float) -> None:
+        """A request of ``pairs`` pairs sent at ``sent_at`` was answered at ``now``."""
+        interval = max(0.0, now - max(sent_at, self._last_answer))
+        self._weight = self._weight * DECAY + 1.0
+        self._n = self._n * DECAY + pairs
+        self._nn = self._nn * DECAY + pairs * pairs
+        self._t = self._t * DECAY + interval
+        self._nt = self._nt * DECAY + pairs * interval
+        self._last_answer = max(now, self._last_answer)
+
+    def seconds_per_pair(self, now: float) -> float | None:
+        """None until the first answer."""
+        if not self._n:
+            return None
+        return self._t / self._n * self._fade(now)
+
+    def cost(self, now: float) -> ServiceCost | None:
+        """The fixed and per-pair cost of a request, from a line through the recent answers (least
+        squares, weighted as the sums decay); all per pair when their sizes hardly vary, or when the
+        line would have a negative part. None until the first answer."""
+        per_pair = self.seconds_per_pair(now)
+        if per_pair is None:
+            return None
+        mean_n, mean_t = self._n / self._weight, self._t / self._weight
+        variance = self._nn / self._weight - mean_n * mean_n
+        if variance <= (SPREAD * mean_n) ** 2:
+            return ServiceCost(0.0, per_pair)
+        slope = (self._nt / self._weight - mean_n * mean_t) / variance
+        fixed = mean_t - slope * mean_n
+        if slope <= 0 or fixed < 0:
+            return ServiceCost(0.0, per_pair)
+        fade = self._fade(now)
+        return ServiceCost(fixed * fade, slope * fade)
+
+    def _fade(self, now: float) -> float:
+        return 0.5 ** (max(0.0, now - self._last_answer) / FADE_HALF_LIFE_S)

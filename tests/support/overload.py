@@ -1,0 +1,38 @@
+"""Overload a real loopback server on purpose: recalls it cannot answer before their deadline are shed
+while it holds the others at its gate (sequenced by the gate and the counters, not by time)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from support.counters import stats_until
+from support.deadlines import PATIENT_S
+from support.encoding import recall
+from support.servers import Delay, RecordedRequest, RunningServer
+from usr.plugins.a0_reranker.core.config import RerankerConfig
+from usr.plugins.a0_reranker.core.statistics import RerankerStatistics
+from usr.plugins.a0_reranker.service import runtime
+
+
+def posts(request: RecordedRequest) -> bool:
+    return request.method == "POST"
+
+
+async def learn_pace(config: RerankerConfig, server: RunningServer, server_seconds: float, recalls: int = 3) -> None:
+    """A few recalls answered after ``server_seconds`` each: what the engine learns the server's pace from."""
+    server.set_fault(lambda r: Delay(server_seconds) if posts(r) else None)
+    for q in range(recalls):
+        assert await runtime.rerank_async(*recall(q, 4), config=config.replace(timeout=PATIENT_S)) is not None
+    server.set_fault(None)
+
+
+async def held_burst(config: RerankerConfig, server: RunningServer, callers: int
+                     ) -> tuple[list[asyncio.Task[Any]], RerankerStatistics]:
+    """``callers`` recalls of 4 memories while the server holds the first request at its gate; returns
+    once each of them is either queued or shed (the gate still closed) with the counters then."""
+    server.gate.hold(posts)
+    calls = [asyncio.create_task(runtime.rerank_async(*recall(10 + q, 4), config=config)) for q in range(callers)]
+    await server.gate.wait_held(1)
+    stats = await stats_until(lambda s: s.fallbacks.get("overload", 0) + s.queued_pairs // 4 + 1 == callers)
+    return calls, stats
