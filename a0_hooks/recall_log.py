@@ -47,10 +47,16 @@ def _pool_effects(outcome: RecallOutcome[Any]) -> str:
     return "".join(f"; {part}" for part in parts)
 
 
+_GLOSSES = {  # reasons whose name alone leaves a user guessing what to do
+    "overload": "overload: the reranker is busier than rerank_timeout allows, so this recall did not wait",
+    "queue_full": "queue_full: more than rerank_max_queued_pairs pairs were already waiting",
+}
+
+
 def fallback_line(reason: str, source: str, candidates: int, returned: int, elapsed_s: float) -> str:
     """The log line when a recall kept the stock order (the reranker failed, or the recall code gave up)."""
-    return (f"Reranker fell back to the stock order ({reason}): {source}, {candidates} candidates, "
-            f"{returned} returned, {round(elapsed_s * 1000)} ms")
+    return (f"Reranker fell back to the stock order ({_GLOSSES.get(reason, reason)}): {source}, {candidates} "
+            f"candidates, {returned} returned, {round(elapsed_s * 1000)} ms")
 
 
 def write(agent: Any, line: str) -> None:

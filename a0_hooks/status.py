@@ -57,7 +57,8 @@ def _snapshot(
         "settings_problems": problems,
         "settings_warnings": recall_budget.warnings(config) if config else [],
         "statistics": statistics,
-        "hints": pool_hints(statistics.get("pool") or {}, config),
+        "hints": overload_hints(statistics.get("load") or {}, config) + pool_hints(statistics.get("pool") or {},
+                                                                                   config),
     }
     return scrub(info, key)
 
@@ -87,6 +88,25 @@ def pool_hints(pool: Mapping[str, Any], config: RerankerConfig | None) -> list[s
         f"returns, so the reranker could only reorder them. Lower rerank_pool_threshold{threshold} or raise "
         f"rerank_candidates{candidates}. Recall filters by area, and the store then looks at only its 20 nearest "
         "memories of all areas, so a small memory or one taken up by another area starves pools too."
+    ]
+
+
+def overload_hints(load: Mapping[str, Any], config: RerankerConfig | None) -> list[str]:
+    """What the status says while recalls are being shed: that the server is overloaded, by how much,
+    and what helps (empty: nothing shed in the last minute)."""
+    shed, goodput = load.get("shed_per_s") or 0.0, load.get("goodput_per_s") or 0.0
+    offered = load.get("offered_per_s") or 0.0
+    if not shed:
+        return []
+    ratio = f"{offered / goodput:.1f}x what it reranks" if goodput else "more than it answers in time"
+    timeout = f" (now {config.timeout:g} s)" if config else ""
+    candidates = f" (now {config.candidates})" if config else ""
+    return [
+        f"The reranker is overloaded: over the last minute agents asked for {offered:.1f} recalls/s, {ratio} "
+        f"({goodput:.1f}/s); {shed:.1f}/s got the stock order at once (shed) rather than wait past their "
+        f"timeout. What helps: another replica of the model (list it in rerank_endpoint), a longer rerank_timeout"
+        f"{timeout} to queue more, fewer rerank_candidates{candidates} so each recall costs less, or a faster "
+        "model or GPU."
     ]
 
 
@@ -172,6 +192,11 @@ def _counter_lines(stats: Mapping[str, Any]) -> list[str]:
         f"- Latency p50/p95: {_ms(stats['latency_p50_ms'])} / {_ms(stats['latency_p95_ms'])}; HTTP requests "
         f"{stats['http_requests']} ({stats['mean_pairs_per_request'] or 0} pairs each on average)",
     ]
+    load = stats.get("load") or {}
+    if load.get("offered_per_s"):
+        lines.append(f"- Last minute: {load['offered_per_s']:g} recalls/s asked for, {load['goodput_per_s']:g}/s "
+                     f"reranked, {load['shed_per_s']:g}/s shed; queue wait p50/p95 {_ms(load['queue_wait_p50_ms'])} / "
+                     f"{_ms(load['queue_wait_p95_ms'])}")
     if any(stats.get(key) for key in _RETRY_COUNTERS):
         counted = ", ".join(f"{label} {stats.get(key, 0)}" for key, label in _RETRY_COUNTERS.items())
         lines.append(f"- Sent again: {counted}")

@@ -35,6 +35,21 @@ class PoolStatistics:
         return json_ready(asdict(self))
 
 
+@dataclass(frozen=True)
+class LoadStatistics:
+    """The last minute: recalls asked for, reranked (the goodput) and shed, a second; and how long
+    recalls waited in the queue before their request went out (over the recent ones)."""
+
+    offered_per_s: float = 0.0
+    goodput_per_s: float = 0.0
+    shed_per_s: float = 0.0
+    queue_wait_p50_ms: float | None = None
+    queue_wait_p95_ms: float | None = None
+
+    @property
+    def overloaded(self) -> bool:
+        return self.shed_per_s > 0
+
 
 @dataclass(frozen=True)
 class ReplicaStatistics:

@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections import Counter, deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
-from .detail_statistics import PoolStatistics, ReplicaStatistics, json_ready
+from .detail_statistics import LoadStatistics, PoolStatistics, ReplicaStatistics, json_ready
+from .errors import Overloaded, QueueFull
+from .recent_rates import RecentRates
 
-LATENCY_WINDOW: Final = 2048  # recent reranks kept for the percentiles
+LATENCY_WINDOW: Final = 2048  # recent reranks (and queue waits) kept for the percentiles
+SHED_REASONS: Final = frozenset({Overloaded.reason, QueueFull.reason})  # recalls turned away at once
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,7 @@ class RerankerStatistics:
     reranked_after_retry: int = 0
     failovers: int = 0
     pool: PoolStatistics = field(default_factory=PoolStatistics)
+    load: LoadStatistics = field(default_factory=LoadStatistics)
 
     @property
     def mean_pairs_per_request(self) -> float | None:
@@ -57,18 +62,24 @@ class RerankerStatistics:
     def fallback_total(self) -> int:
         return sum(self.fallbacks.values())
 
+    @property
+    def shed(self) -> int:
+        """Recalls turned away at once because the servers were busy past their deadline or the queue full."""
+        return sum(count for reason, count in self.fallbacks.items() if reason in SHED_REASONS)
+
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready form for the API handlers and the CLI: every field, and the two derived figures."""
+        """JSON-ready form for the API handlers and the CLI: every field, and the derived figures."""
         data = asdict(self) | {"mean_pairs_per_request": self.mean_pairs_per_request,
-                               "fallback_total": self.fallback_total}
+                               "fallback_total": self.fallback_total, "shed": self.shed}
         return json_ready(data)
 
 
 class StatsRecorder:
     """Mutable counters behind a lock; ``snapshot`` copies them out."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._lock = threading.Lock()
+        self._clock = clock
         self.reset()
 
     def reset(self) -> None:
@@ -90,14 +101,18 @@ class StatsRecorder:
             self._starved = 0
             self._rescued = 0
             self._floor_dropped = 0
+            self._rates = RecentRates()
+            self._queue_waits: deque[float] = deque(maxlen=LATENCY_WINDOW)
 
     def rerank_started(self) -> None:
         with self._lock:
             self._reranks += 1
+            self._rates.add("offered", self._clock())
 
     def rerank_succeeded(self, latency_s: float, api: str, retried: bool = False) -> None:
         with self._lock:
             self._reranked += 1
+            self._rates.add("reranked", self._clock())
             self._latencies.append(latency_s * 1000.0)
             self._last_api = api
             if retried:
@@ -128,9 +143,16 @@ class StatsRecorder:
         with self._lock:
             self._events[event] += 1
 
+    def queue_waited(self, seconds: float) -> None:
+        """A recall waited this long in the queue before the first request carrying it went out."""
+        with self._lock:
+            self._queue_waits.append(seconds * 1000.0)
+
     def fallback(self, reason: str, message: str = "") -> None:
         with self._lock:
             self._fallbacks[reason] += 1
+            if reason in SHED_REASONS:
+                self._rates.add("shed", self._clock())
             if message:
                 self._last_error = message
 
@@ -179,7 +201,16 @@ class StatsRecorder:
                 last_error=self._last_error,
                 **{name: self._events[name] for name in _EVENTS},
                 pool=self._pool_snapshot(),
+                load=self._load_snapshot(),
             )
+
+    def _load_snapshot(self) -> LoadStatistics:
+        """Called with the lock held."""
+        rates = self._rates.per_second(self._clock())
+        waits = sorted(self._queue_waits)
+        return LoadStatistics(offered_per_s=rates["offered"], goodput_per_s=rates["reranked"],
+                              shed_per_s=rates["shed"], queue_wait_p50_ms=_percentile(waits, 0.50),
+                              queue_wait_p95_ms=_percentile(waits, 0.95))
 
     def _pool_snapshot(self) -> PoolStatistics:
         """Called with the lock held."""

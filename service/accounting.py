@@ -70,6 +70,9 @@ class Accounting:
     def on_budget_spent(self) -> None:
         self._stats.retry_budget_exhausted()
 
+    def on_queue_wait(self, seconds: float) -> None:
+        self._stats.queue_waited(seconds)
+
     # --- recalls (the recall path) ---------------------------------------------------------------
 
     def pool(self, candidates: int, returned: int, rescued: int = 0, floor_dropped: int = 0) -> None:

@@ -127,6 +127,7 @@ export function statusView(reply) {
     // the project and agent profile whose settings the mode and problems are (the counters: all of A0)
     scope: { projectName: reply?.scope?.project_name || "", agentProfile: reply?.scope?.agent_profile || "" },
     ...poolView(stats.pool ?? {}),
+    ...loadView(stats.load ?? {}),
     warnings: [...(reply?.settings_warnings ?? [])],
     hints: [...(reply?.hints ?? [])],
   };
@@ -145,6 +146,18 @@ function serverRow(replica) {
     latency: milliseconds(replica?.latency_ms) || "–",
     perPair: typeof replica?.ms_per_pair === "number" ? `${formatNumber(replica.ms_per_pair, 3)} ms` : "–",
     inFlight: count(replica?.in_flight),
+  };
+}
+
+/** The load tile: the last minute's recalls asked for, reranked (goodput) and shed, and the queue wait. */
+function loadView(load) {
+  if (!load.offered_per_s) return { goodput: "–", loadNote: "no recall in the last minute" };
+  const wait = `${milliseconds(load.queue_wait_p50_ms) || "–"} / ${milliseconds(load.queue_wait_p95_ms) || "–"}`;
+  return {
+    goodput: `${formatNumber(load.goodput_per_s, 1)} of ${formatNumber(load.offered_per_s, 1)} /s`,
+    loadNote:
+      (load.shed_per_s ? `${formatNumber(load.shed_per_s, 1)} /s shed: overloaded` : "none shed") +
+      `; queue wait p50 / p95 ${wait}`,
   };
 }
 

@@ -14,7 +14,9 @@ import pytest
 import yaml
 
 from support.a0_layout import REPO_ROOT
+from support.overload import held_burst, learn_pace
 from support.servers import serve_in_thread, start_server
+from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.core.probe_report import NOT_SAVED
 
 from .conftest import A0, SECRET_KEY, prio_scorer
@@ -291,6 +293,32 @@ async def test_status_shows_the_pool_and_says_when_pools_are_starved(a0: A0) -> 
     assert "Lower rerank_pool_threshold (now 0.5) or raise rerank_candidates (now 20)" in hint
     assert "- Pool: 5 recalls, 4.0 memories on average, 100% with nothing to choose; 0 rescued" in tool
     assert f"- Hint: {hint}" in tool
+
+
+@pytest.mark.anyio
+async def test_status_says_the_reranker_is_overloaded_by_how_much_and_what_helps(a0: A0) -> None:
+    """Overload, "say it": recalls shed at once are counted under their own reason, and while they are
+    the status (the panel's API and the agent's tool) says so, with the last minute's rates."""
+    server = await start_server("vllm", scorer=prio_scorer)
+    try:
+        a0.configure_global(endpoint=server.url, timeout=5)
+        config = RerankerConfig(endpoint=server.url, api="rerank", timeout=5.0, max_concurrency=1)
+        await learn_pace(config, server, 0.25)
+        calls, stats = await held_burst(config, server, 40)
+        server.gate.release()
+        await asyncio.gather(*calls)
+        reply = (await asyncio.to_thread(post, a0, "status", {})).json()
+        tool = (await a0.new_agent(profile="").call_tool("reranker_status", {})).message
+    finally:
+        await server.close()
+    shed = stats.fallbacks["overload"]
+    assert reply["statistics"]["shed"] == shed and reply["statistics"]["fallbacks"]["overload"] == shed
+    load = reply["statistics"]["load"]
+    assert load["shed_per_s"] > 0 and load["offered_per_s"] > load["goodput_per_s"] > 0
+    [hint] = [h for h in reply["hints"] if h.startswith("The reranker is overloaded")]
+    assert "recalls/s" in hint and "another replica" in hint and "rerank_timeout (now 5 s)" in hint
+    assert "- Hint: The reranker is overloaded: over the last minute agents asked for" in tool  # rates of its own time
+    assert "- Last minute:" in tool and "/s shed; queue wait p50/p95" in tool
 
 
 @pytest.mark.anyio

@@ -216,6 +216,8 @@ def test_live_status_shows_counters_and_stops_refreshing_when_closed(panel: Pane
         expect(panel.stat("breakers")).to_contain_text(server.url)
         assert re.fullmatch(r"[\d.]+", panel.stat("mean-pairs").locator(".a0r-tile-value").inner_text())
         assert re.fullmatch(r"[\d.,]+ ms / [\d.,]+ ms", panel.stat("latency").locator(".a0r-tile-value").inner_text())
+        assert re.fullmatch(r"[\d.]+ of [\d.]+ /s", panel.stat("load").locator(".a0r-tile-value").inner_text())
+        expect(panel.stat("load")).to_contain_text("none shed; queue wait p50 / p95")
 
         rerank_a_few(a0_root, server.url)
         with serve_in_thread("infinity") as gone:
