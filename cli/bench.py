@@ -18,7 +18,7 @@ from ..bench.batching_bench import DEFAULT_CONCURRENCY, BenchResult, batched_con
 from ..bench.cost_model_server import CostModel
 from ..core.errors import ConfigError
 from ..service import runtime
-from . import bench_replicas
+from . import bench_overload, bench_replicas
 from .bench_io import enough_recalls, measured, output_folder, start_cost_model, write_file
 from .bench_report import INSTALL_HINT, bench_document, bench_table, write_plot
 from .errors import FAILED, CliError
@@ -70,10 +70,13 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--cost-scale", type=float, default=1.0, metavar="F",
                         help="with --replicas: every cost of the cost model times F (default 1); on a loaded "
                              "machine a larger F makes the client's own turnaround small next to the servers'")
+    bench_overload.add_options(parser)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.overload or args.burst:
+        return bench_overload.run(args)
     if args.replicas is not None:
         return bench_replicas.run(args)
     plan = Plan.from_args(args)

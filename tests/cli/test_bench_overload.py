@@ -1,0 +1,52 @@
+"""``bench --overload`` and ``bench --burst``: their own cost-model servers, a table, a JSON document.
+
+The figures themselves are judged by the benchmark's goals on a quiet machine (docs/overload.md); here
+the commands run short and what they print and write is checked for its shape and its sense."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+SHORT_OVERLOAD = ("--overload", "--loads", "2", "--timeouts", "1.5", "--seeds", "4", "--seconds", "3")
+
+
+def test_overload_runs_shedding_on_and_off_side_by_side_and_writes_them(cli, tmp_path) -> None:
+    out = tmp_path / "results"
+    result = cli("bench", *SHORT_OVERLOAD, "--out", str(out), timeout=180)
+    assert result.returncode == 0, result.stderr
+    assert "25 recalls/s capacity" in result.stdout
+    assert "shedding on:" in result.stdout and "shedding off:" in result.stdout
+    document = json.loads((out / "overload.json").read_text(encoding="utf-8"))
+    runs = document["runs"]
+    assert [run["shedding"] for run in runs] == [True, False]
+    assert all(run["load"] == 2.0 and run["timeout"] == 1.5 and run["offered"] > 0 for run in runs)
+    shedding = runs[0]
+    assert not shedding["breaker_opened"] and not shedding["problems"] and shedding["late"] == 0
+    assert shedding["outcomes"].get("overload", 0) > 0  # twice the capacity: some were shed
+    assert shedding["recovery_reranked"] == shedding["recovery_recalls"] == 50
+
+
+def test_burst_measures_one_replica_against_several(cli, tmp_path) -> None:
+    out = tmp_path / "results"
+    result = cli("bench", "--burst", "--replicas", "2", "--quick", "--out", str(out), timeout=180)
+    assert result.returncode == 0, result.stderr
+    assert "2 replicas:" in result.stdout and "x sooner" in result.stdout
+    document = json.loads((out / "burst.json").read_text(encoding="utf-8"))
+    assert document["replicas"] == 2 and document["ratio"] > 1.0
+    assert all(run["fallbacks"] == 0 for run in document["runs"])
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--overload", "--burst"], "one at a time"),
+    (["--overload", "--endpoint", "http://127.0.0.1:9"], "does not take --endpoint"),
+    (["--overload", "--seconds", "1"], "--seconds"),
+    (["--overload", "--loads", "0,2"], "above 0"),
+    (["--overload", "--loads", "2,2"], "repeated"),
+    (["--burst", "--replicas", "1"], "from 2 to 8"),
+])
+def test_bad_overload_options_are_one_line_and_exit_2(cli, one_error_line, args, needle) -> None:
+    result = cli("bench", *args)
+    assert result.returncode == 2
+    assert needle in one_error_line(result)
