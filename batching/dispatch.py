@@ -271,21 +271,24 @@ class Dispatch:
         first.add_done_callback(lambda task: permit.report("neutral") if task.cancelled() else None)
 
         def start_hedge() -> asyncio.Task[list[float]] | None:
-            if not request.has_waiters or not self._spend_budget():
-                return None
+            if not request.has_waiters or not self.replicas.ready() or not self._spend_budget():
+                return None  # no replica may take it now (breakers, Retry-After): no hedge
             return asyncio.create_task(self._hedge(request, replica))
 
         return await race(first, start_hedge, delay=delay, hedges=self.policy.hedges)
 
     async def _hedge(self, request: Request, primary: Replica) -> list[float]:
-        """The duplicate: another replica if one can take it (else the same), the next free slot there
-        (ahead of new batches), its own permit, one attempt."""
+        """The duplicate: another replica if one can take it (else the same, unless a Retry-After holds it
+        back: hedges honour it as every attempt does), the next free slot there (ahead of new batches),
+        its own permit, one attempt."""
         others = self.replicas.ready(exclude=[primary])
         exclude = [primary] if others else []
         replica = await self.replicas.acquire(exclude=exclude, priority=True)
         try:
             if not request.has_waiters:
                 raise BreakerOpen("no hedge: every caller left")
+            if replica.state.rate_limited():  # a 429 came while it waited for the slot
+                raise RateLimited(429, "no hedge: the server asked us to wait (Retry-After)")
             permit = self._permit(request, replica)
             self._events.on_hedge()
             return await self._attempt(request, replica, permit)

@@ -11,7 +11,7 @@ import pytest
 
 from support.encoding import encoding_scorer, recall
 from support.outages import OVERLOADED
-from support.servers import Hang, RecordedRequest, RunningServer, start_server
+from support.servers import Hang, RecordedRequest, Respond, RunningServer, start_server
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.service import runtime
 
@@ -97,5 +97,28 @@ async def test_the_automatic_delay_waits_for_enough_answers_to_know_the_tail() -
         server.set_fault(nth_posts({1: Hang()}))
         assert await runtime.rerank_async(*recall(40, 4), config=config) is not None
         assert runtime.statistics().hedges == 1
+    finally:
+        await server.close()
+
+
+async def test_a_hedge_never_goes_to_a_server_inside_its_retry_after() -> None:
+    """Secrets and edges, round three, finding 6: one server, hedging on. While the first request is out,
+    the server answers another with a 429 and a Retry-After of 30 s. The hedge that the first request's
+    delay would send has nowhere to go: no request reaches the server before the time it asked for."""
+    server, config = await detected(hedge_delay_ms=300, max_retries=0)
+    try:
+        first_query = recall(1, 4)[0]
+        server.gate.hold(lambda r: r.method == "POST" and first_query in r.text)
+        limited = Respond(429, {"error": {"message": "rate limited"}}, headers={"Retry-After": "30"})
+        server.set_fault(lambda r: limited if r.method == "POST" and first_query not in r.text else None)
+        first = asyncio.create_task(runtime.rerank_result_async(*recall(1, 4), config=config))
+        await server.gate.wait_held(1)
+        refused = await runtime.rerank_result_async(*recall(2, 4), config=config)
+        assert refused.reason == "rate_limited" and server.count() == 2
+        with pytest.raises(TimeoutError):  # the first request's hedge delay passes, and more than that
+            await server.wait_until(lambda s: s.count() > 2, within_s=1.0)
+        server.gate.release()
+        assert (await first).ranking is not None
+        assert server.count() == 2 and runtime.statistics().hedges == 0
     finally:
         await server.close()
