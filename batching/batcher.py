@@ -4,7 +4,8 @@ Flush rule: the dispatcher takes a concurrency slot first, then drains the queue
 is in flight at the replica the slot belongs to, it sends at once, so a lone recall pays no window
 and an idle replica does not wait. When other requests are in flight there, it waits up to
 ``window`` seconds, counted from the enqueue time of the oldest queued job, for more jobs to join
-(it stops early once a request's worth of pairs is queued). Under load, jobs pile up while slots
+(it stops early once a request's worth of pairs is queued, and never takes a queued job more than a
+tenth of its time, nor so much that the request could no longer be answered in time). Under load, jobs pile up while slots
 are busy, so batches grow by themselves. With several replicas, the queue is shared out over those
 short of work (see ``_start_shares``). Each batch goes to the dispatch step, which carries it out
 (attempts, retries, hedges). The dispatcher task runs only while jobs are queued.
@@ -23,6 +24,7 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..core.config import BATCH_WINDOW_SHARE
 from ..core.errors import DeadlineExceeded, Overloaded, QueueFull, RerankError
 from . import shedding
 from .dispatch import Dispatch
@@ -165,14 +167,14 @@ class MicroBatcher:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # supervisor boundary: a bug here must not strand any caller
-                self._fail_jobs(self._queue.drain(), RerankError(f"internal batching error: {exc!r}"))
+                self._fail_jobs(self._queue.drain(), RerankError(f"internal batching error: {type(exc).__name__}"))
 
     async def _dispatch_one(self) -> None:
         replica = await self._slots.acquire()
         started = False
         try:
             if replica.state.limiter.in_flight > 1:
-                await self._wait_for_company()
+                await self._wait_for_company(replica)
             started = self._start_shares(replica)
         finally:
             if not started:
@@ -218,12 +220,11 @@ class MicroBatcher:
                 job.fail(Overloaded(shedding.overload_message(latency or 0.0, job.deadline - now)))
                 self._finish(job, at_deadline=False)
 
-    async def _wait_for_company(self) -> None:
+    async def _wait_for_company(self, replica: Replica) -> None:
         """Other requests are in flight: give more jobs until the window closes to join this one."""
-        oldest = self._queue.oldest_enqueued_at
-        if oldest is None:
+        if not self._queue:
             return
-        closes_at = oldest + self._window
+        closes_at = self._window_closes_at(replica)
         loop = asyncio.get_running_loop()
         while self._queue and self._queue.pairs < self._max_pairs:
             remaining = closes_at - loop.time()
@@ -234,6 +235,16 @@ class MicroBatcher:
                 await asyncio.wait_for(self._arrived.wait(), remaining)
             except TimeoutError:
                 return
+
+    def _window_closes_at(self, replica: Replica) -> float:
+        """The window counts from the oldest queued job; it never takes any queued job more than
+        ``BATCH_WINDOW_SHARE`` of its time, nor so much that the request could not be answered in time."""
+        jobs = self._queue.jobs
+        latency = replica.state.expected_latency(min(self._queue.pairs, self._max_pairs),
+                                                 asyncio.get_running_loop().time()) or 0.0
+        return min(jobs[0].enqueued_at + self._window,
+                   *(job.enqueued_at + BATCH_WINDOW_SHARE * (job.deadline - job.enqueued_at) for job in jobs),
+                   *(job.deadline - latency * shedding.SEND_MARGIN for job in jobs))
 
     # --- requests ----------------------------------------------------------------------------
 
@@ -262,14 +273,16 @@ class MicroBatcher:
             self._fail_jobs(jobs, DeadlineExceeded("no answer before the deadline"))
 
     async def _send_plan(self, plan: Plan) -> None:
+        """Carry the plan out and deliver its scores, or fail its waiters with the error, its text masked
+        of every text the request carried: each waiter sees the others' memories masked too."""
         try:
             scores = await self._dispatch_step.carry_out(plan)
             if scores is not None:
                 plan.deliver(scores)
         except RerankError as exc:
-            self._fail_jobs(plan.jobs, exc)
+            self._fail_jobs(plan.jobs, exc.masked(*plan.batch.queries, *plan.batch.documents))
         except Exception as exc:  # a bug in dispatch or delivery: fail the waiters, never strand them
-            self._fail_jobs(plan.jobs, RerankError(f"unexpected error: {exc!r}"))
+            self._fail_jobs(plan.jobs, RerankError(f"unexpected error: {type(exc).__name__}"))
 
     def _fail_jobs(self, jobs: Sequence[Job] | set[Job], error: BaseException) -> None:
         for job in list(jobs):

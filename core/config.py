@@ -28,6 +28,7 @@ API_MODES: Final = ("auto", "rerank", "qwen3_score")
 HedgeMode = Literal["auto", "on", "off"]
 HEDGE_MODES: Final = ("auto", "on", "off")  # auto: on with two replicas or more
 QWEN3_DEFAULT_INSTRUCTION: Final = "Given a web search query, retrieve relevant passages that answer the query"
+BATCH_WINDOW_SHARE: Final = 0.1  # of a recall's timeout: the most of it its request waits for others to join
 DEFAULT_CONFIG_FILE: Final = Path(__file__).resolve().parent.parent / "default_config.yaml"
 
 

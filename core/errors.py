@@ -3,6 +3,8 @@ boundary each, so the service can name a fallback reason without knowing aiohttp
 
 from __future__ import annotations
 
+from .redaction import redact
+
 
 class RerankError(Exception):
     """Base of every error the engine raises internally (never past the public API)."""
@@ -12,6 +14,21 @@ class RerankError(Exception):
     # masked before it is shown. The engine's own fixed messages for the refusals that come in floods
     # (a full queue, an open breaker) need no masking: they must stay cheap for every recall refused.
     quotes_server_text = True
+
+    def masked(self, *texts: str) -> RerankError:
+        """This error with every quote of ``texts`` masked in its text: a copy, without the cause that
+        could still hold them (itself when its text is the engine's own). A request that carried
+        several recalls fails for all of them, and each sees every text the request carried masked,
+        not its own alone."""
+        if not self.quotes_server_text:
+            return self
+        clone = type(self).__new__(type(self))
+        clone.__dict__.update(self.__dict__)
+        clone.args = (redact(str(self), *texts),)
+        if isinstance(message := self.__dict__.get("message"), str):
+            clone.message = redact(message, *texts)  # type: ignore[attr-defined]
+        clone.__suppress_context__ = True
+        return clone
 
 
 class ConfigError(RerankError, ValueError):

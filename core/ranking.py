@@ -26,16 +26,6 @@ def tighter_limits(max_query_chars: int, max_doc_chars: int) -> tuple[int, int]:
     return min(max_query_chars, RETRY_QUERY_CHARS), min(max_doc_chars, RETRY_DOC_CHARS)
 
 
-def sent_texts(query: str, documents: Sequence[str], max_query_chars: int, max_doc_chars: int) -> set[str]:
-    """Every text a rerank of these inputs may send, and so a server may quote back: each as given, as
-    cut to the limits, and as cut for the retry after "input too long"."""
-    retry_query_chars, retry_doc_chars = tighter_limits(max_query_chars, max_doc_chars)
-    texts = {query, cut_head(query, max_query_chars), cut_head(query, retry_query_chars)}
-    for document in documents:
-        texts.update((document, cut_head(document, max_doc_chars), cut_head(document, retry_doc_chars)))
-    return texts
-
-
 @dataclass(frozen=True)
 class OrderChange:
     """How reranking changed the top of a recall: what shadow mode reports."""

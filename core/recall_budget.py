@@ -1,4 +1,5 @@
-"""How long one A0 recall can take with the reranker, against A0's own limit for it.
+"""How long one A0 recall can take with the reranker, against A0's own limit for it, and settings that
+work against each other.
 
 A0's recall extension runs the memories search and then the solutions search inside one
 ``asyncio.wait_for(..., SEARCH_TIMEOUT)`` of 30 s (v1.7 and newer); past it the recall is cancelled
@@ -14,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Final
 
-from .config import RerankerConfig, setting_key
+from .config import BATCH_WINDOW_SHARE, RerankerConfig, setting_key
 from .deadline import BACKSTOP_GRACE_S
 
 A0_SEARCH_TIMEOUT_S: Final = 30.0
@@ -33,12 +34,27 @@ def longest_safe_timeout_s() -> float:
 
 
 def warnings(config: RerankerConfig) -> list[str]:
-    """Plain-language warnings about settings that are valid but work against A0 (empty: none)."""
+    """Plain-language warnings about settings that are valid but work against A0 or each other (empty:
+    none)."""
+    return [warning for check in (_past_a0s_limit, _window_against_timeout) if (warning := check(config))]
+
+
+def _past_a0s_limit(config: RerankerConfig) -> str | None:
     worst = worst_recall_s(config)
     if worst <= A0_SEARCH_TIMEOUT_S:
-        return []
-    return [
-        f"{setting_key('timeout')} {config.timeout:g} s: a recall reranks two searches, so it can wait up to "
-        f"{worst:g} s, past Agent Zero's {A0_SEARCH_TIMEOUT_S:g} s recall limit, which then drops the whole "
-        f"recall (no memories at all, not the stock ones). Keep it at {longest_safe_timeout_s():g} s or below."
-    ]
+        return None
+    return (f"{setting_key('timeout')} {config.timeout:g} s: a recall reranks two searches, so it can wait up to "
+            f"{worst:g} s, past Agent Zero's {A0_SEARCH_TIMEOUT_S:g} s recall limit, which then drops the whole "
+            f"recall (no memories at all, not the stock ones). Keep it at {longest_safe_timeout_s():g} s or below.")
+
+
+def _window_against_timeout(config: RerankerConfig) -> str | None:
+    """While other requests are in flight a request waits up to the batch window for company, but never
+    more than ``BATCH_WINDOW_SHARE`` of its recalls' timeout: a longer window is not what it seems."""
+    window_s = config.batch_window_ms / 1000
+    if window_s <= BATCH_WINDOW_SHARE * config.timeout:
+        return None
+    return (f"{setting_key('batch_window_ms')} {config.batch_window_ms:g} ms is {window_s / config.timeout:.0%} of "
+            f"{setting_key('timeout')} ({config.timeout:g} s): a request waits for others to join it at most "
+            f"{BATCH_WINDOW_SHARE:.0%} of the timeout ({BATCH_WINDOW_SHARE * config.timeout * 1000:g} ms here), so "
+            f"the rest of the window is never used; 10 ms is plenty for agents recalling together.")

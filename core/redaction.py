@@ -29,10 +29,13 @@ Span = tuple[int, int]
 
 
 def redact(text: str, *secrets: str) -> str:
-    """``text`` with every quote of each (non-trivial) secret masked; the rest keeps its layout."""
+    """``text`` with every quote of each (non-trivial) secret masked; the rest keeps its layout. A
+    secret longer than the text can stand in it only in part, its first or its last characters: only
+    those are read, so a memory of a megabyte costs what one of a few hundred characters does."""
     flat, starts, ends = _flatten(text)
     escaped = "\\" in flat
-    spans = sorted(span for secret in secrets for form in _forms(secret, escaped) for span in _quotes(flat, form))
+    spans = sorted(span for secret in secrets for form in _forms(secret, escaped, len(flat))
+                   for span in _quotes(flat, form))
     if not spans:
         return text
     pieces, kept_from = [], 0
@@ -92,14 +95,30 @@ def _flatten(text: str) -> tuple[str, list[int], list[int]]:
     return "".join(parts), starts, ends
 
 
-def _forms(secret: str, escaped: bool) -> set[str]:
-    """The secret flattened as ``text`` is, and, when the text holds escapes, JSON- and repr-escaped."""
-    if len(secret.strip()) < MIN_SECRET_CHARS:
+def _forms(secret: str, escaped: bool, room: int) -> set[str]:
+    """The secret flattened as ``text`` is, and, when the text holds escapes, JSON- and repr-escaped;
+    one longer than ``room`` (the flattened text's length) as its head and its tail of that length
+    (escaping only lengthens them, so a quote of either fits in what is read)."""
+    if room < MIN_SECRET_CHARS or (len(secret) <= 2 * MIN_SECRET_CHARS and len(secret.strip()) < MIN_SECRET_CHARS):
         return set()
-    variants = [secret]
-    if escaped:
-        variants += [json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1], repr(secret)[1:-1]]
+    pieces = [secret] if len(secret) <= room else [_flat_end(secret, room, True), _flat_end(secret, room, False)]
+    variants = []
+    for piece in pieces:
+        variants.append(piece)
+        if escaped:
+            variants += [json.dumps(piece)[1:-1], json.dumps(piece, ensure_ascii=False)[1:-1], repr(piece)[1:-1]]
     return {" ".join(variant.split()) for variant in variants}
+
+
+def _flat_end(secret: str, room: int, head: bool) -> str:
+    """The secret's first (or last) characters, enough of them to hold ``room`` once whitespace runs are
+    flattened to one space (a memory may hold long runs of them)."""
+    size = room
+    while True:
+        piece = secret[:size] if head else secret[-size:]
+        if size >= len(secret) or len(" ".join(piece.split())) >= room:
+            return piece
+        size *= 2
 
 
 def _quotes(flat: str, form: str) -> list[Span]:

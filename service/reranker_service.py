@@ -25,7 +25,7 @@ from ..core.config import RerankerConfig
 from ..core.dialects import ScoreBatch
 from ..core.errors import BreakerOpen, InputTooLong, RateLimited, RerankError, ServerError
 from ..core.probe_report import ProbeReport
-from ..core.ranking import cut_head, ranked, sent_texts, tighter_limits
+from ..core.ranking import cut_head, ranked, tighter_limits
 from ..core.redaction import shown
 from ..core.scores import PROBABILITY, ScoreScale, normalize, shared_scale
 from ..core.statistics import RerankerStatistics, StatsRecorder
@@ -87,7 +87,7 @@ class RerankService:
         try:
             scoring = await self._rerank(query, documents, config, deadline)
         except RerankError as exc:
-            text = _masked(str(exc), config, query, documents) if exc.quotes_server_text else str(exc)
+            text = shown(str(exc), config.api_key) if exc.quotes_server_text else str(exc)
             return self._settled(decision, RerankResult(None, reason=exc.reason, message=text))
         except asyncio.CancelledError:
             if decision is not None and decision.given_up:
@@ -210,14 +210,6 @@ class RerankService:
 def _with_instruction(route: Route, instruction: str) -> Route:
     """Routes are cached without the instruction: bind this call's to the dialect that sends it."""
     return dataclasses.replace(route, dialect=route.dialect.with_instruction(instruction))
-
-
-def _masked(message: str, config: RerankerConfig, query: str, documents: Sequence[str]) -> str:
-    """Error text without the key, the query or any document, as given or as cut when sent: servers quote
-    what they refused, and this text goes to the log and the status panel, which must not carry memory
-    contents."""
-    texts = sent_texts(query, documents, config.max_query_chars, config.max_doc_chars)
-    return shown(message, config.api_key, *texts)
 
 
 # Statuses that say the route itself no longer holds (the API moved, the key or the model changed).

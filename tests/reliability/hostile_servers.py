@@ -13,9 +13,10 @@ of the server's answer) and ``other_service``: a loopback port that runs another
 from __future__ import annotations
 
 import asyncio
+import json
 import socketserver
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Final
@@ -173,3 +174,27 @@ def other_service(greeting: bytes = b"", reply: bytes = b"") -> Iterator[OtherSe
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+def _quoted(texts: Sequence[str], style: str) -> str:
+    if style == "flattened":
+        return "; ".join(" ".join(t.split()) for t in texts)
+    if style == "repr":
+        return "; ".join(repr(t) for t in texts)
+    if style == "json":
+        return json.dumps(list(texts))
+    return "\n".join(texts)  # as received, newlines and runs of spaces included
+
+
+@dataclass(frozen=True)
+class EchoWhatItReceived:
+    """A 400 whose message quotes the query and the documents exactly as they arrived (cut by our limits),
+    written back in ``style``: as received, whitespace flattened, repr-quoted or as a JSON list."""
+
+    style: str
+
+    async def apply(self, request: web.Request, proceed: Callable[[], Any]) -> web.StreamResponse:
+        body = await request.json()
+        texts = [body.get("query") or body.get("text_1") or "", *(body.get("documents") or body.get("text_2") or [])]
+        message = f"cannot score {len(texts)} inputs: {_quoted([str(t) for t in texts], self.style)}"
+        return web.json_response({"error": {"message": message, "type": "BadRequestError", "code": 400}}, status=400)

@@ -9,23 +9,24 @@ give None and a counted fallback, never an exception.
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from aiohttp import web
 from reliability.answer_faults import MUTATIONS, DamagedAnswer
 from reliability.hostile_servers import (
     HOSTILE_SERVERS,
     MODELS_CAPABILITIES_AN_INTEGER,
     MODELS_ENTRY_NOT_AN_OBJECT,
+    EchoWhatItReceived,
     ReflectAuthorizationIntoModels,
     on_listings,
 )
 from reliability.kit import MARK, QUERY, TEXTS, config_for, on_our_requests, shown_text, tracebacks
 
+from support.counters import stats_until
 from support.servers import Respond, RunningServer
 from usr.plugins.a0_reranker.a0_hooks import api_handlers
 from usr.plugins.a0_reranker.core.config import RerankerConfig
@@ -139,30 +140,6 @@ async def test_json_nested_100000_deep_on_the_rerank_route_is_malformed(serve: A
 # --- secrets and memory text at the edges ------------------------------------------------------------------
 
 
-def _quoted(texts: Sequence[str], style: str) -> str:
-    if style == "flattened":
-        return "; ".join(" ".join(t.split()) for t in texts)
-    if style == "repr":
-        return "; ".join(repr(t) for t in texts)
-    if style == "json":
-        return json.dumps(list(texts))
-    return "\n".join(texts)  # as received, newlines and runs of spaces included
-
-
-@dataclass(frozen=True)
-class EchoWhatItReceived:
-    """A 400 whose message quotes the query and the documents exactly as they arrived (cut by our limits),
-    written back in ``style``: as received, whitespace flattened, repr-quoted or as a JSON list."""
-
-    style: str
-
-    async def apply(self, request: web.Request, proceed: Callable[[], Any]) -> web.StreamResponse:
-        body = await request.json()
-        texts = [body.get("query") or body.get("text_1") or "", *(body.get("documents") or body.get("text_2") or [])]
-        message = f"cannot score {len(texts)} inputs: {_quoted([str(t) for t in texts], self.style)}"
-        return web.json_response({"error": {"message": message, "type": "BadRequestError", "code": 400}}, status=400)
-
-
 # Memories with newlines, runs of spaces and unicode, all longer than the cut the test sets (64), and a
 # query longer than its cut (48), as A0's queries are longer than rerank_max_query_chars.
 LONG_QUERY = f"{MARK} where did we put  the\nbackup keys — café ☕ 東京, and who rotates them every ninety days?"
@@ -173,10 +150,10 @@ LONG_DOCS = [
 ]
 
 
-def assert_no_memory_text(shown: str) -> None:
+def assert_no_memory_text(shown: str, docs: Sequence[str] = LONG_DOCS) -> None:
     flat = " ".join(shown.split())
     assert MARK not in flat, shown
-    for text in (LONG_QUERY, *LONG_DOCS):
+    for text in (LONG_QUERY, *docs):
         words = " ".join(text.split())
         assert not any(words[i : i + 16] in flat for i in range(len(words) - 16)), (words, shown)
 
@@ -193,6 +170,35 @@ async def test_memory_text_quoted_back_as_it_was_cut_is_masked(serve: Any, every
     last_error = runtime.statistics().last_error
     assert last_error.startswith("HTTP 400: cannot score 4 inputs:") and "***" in last_error
     assert_no_memory_text(shown_text(everything_logged))
+
+
+OTHER_AGENTS_DOCS = [f"{MARK} payroll export for the finance team runs on the first Monday",
+                     f"{MARK} the staging database password rotates with the quarterly audit"]
+
+
+async def test_recalls_sharing_a_request_never_see_each_others_memories(serve: Any, everything_logged: Any) -> None:
+    """Two agents recall with the same query: one request carries both their memories, and the server
+    refuses it quoting everything it got. Each agent's fallback message, ``last_error`` and the log
+    have every memory the request carried masked, the other agent's as well as its own."""
+    server = serve("vllm")
+    config = config_for("vllm", server.url, timeout=5)
+    assert await reranker.rerank_async("warm up", ["first", "second"], config=config) is not None
+    server.gate.hold(lambda r: r.method == "POST")
+    first = asyncio.create_task(runtime.rerank_result_async("another question", ["x", "y"], config=config))
+    await server.gate.wait_held(1)
+    mine = asyncio.create_task(runtime.rerank_result_async(LONG_QUERY, LONG_DOCS, config=config))
+    theirs = asyncio.create_task(runtime.rerank_result_async(LONG_QUERY, OTHER_AGENTS_DOCS, config=config))
+    await stats_until(lambda s: s.queued_pairs == len(LONG_DOCS) + len(OTHER_AGENTS_DOCS))
+    server.set_fault(on_our_requests(EchoWhatItReceived("received")))
+    server.gate.release()
+    await first
+    results = [await mine, await theirs]
+    [shared] = [r for r in server.requests if r.method == "POST" and r.json.get("query") == LONG_QUERY]
+    assert sorted(shared.json["documents"]) == sorted(LONG_DOCS + OTHER_AGENTS_DOCS)  # one request carried both
+    for result in results:
+        assert result.ranking is None and result.reason == "http_status" and "***" in result.message
+        assert_no_memory_text(result.message, LONG_DOCS + OTHER_AGENTS_DOCS)
+    assert_no_memory_text(shown_text(everything_logged), LONG_DOCS + OTHER_AGENTS_DOCS)
 
 
 async def test_a_key_reflected_into_model_ids_is_masked_in_the_report(serve: Any, everything_logged: Any) -> None:

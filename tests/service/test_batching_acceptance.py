@@ -164,3 +164,22 @@ async def test_rerank_on_the_owner_thread_is_refused_not_deadlocked() -> None:
         return runtime.rerank("q", ["a", "b"], config=config)
 
     assert await asyncio.wrap_future(current.owner.submit(call_sync_from_owner)) is None
+
+
+async def test_the_batch_window_never_outwaits_a_short_timeout() -> None:
+    """Secrets and edges, round three, finding 9: a 1,000 ms window with a 0.6 s timeout. While one
+    request is in flight, the next waits for company at most a tenth of its timeout, so it reaches the
+    server while the first is still held there, and is answered in time."""
+    server = await start_server("tei")
+    try:
+        config = RerankerConfig(endpoint=server.url, api="rerank", timeout=0.6, batch_window_ms=1000)
+        assert await runtime.rerank_async("warm up", ["a", "b"], config=config.replace(timeout=PATIENT_S)) is not None
+        server.gate.hold(lambda r: r.method == "POST")
+        first = asyncio.create_task(runtime.rerank_async("first question", ["x", "y"], config=config))
+        await server.gate.wait_held(1)
+        second = asyncio.create_task(runtime.rerank_async("second question", ["p", "q"], config=config))
+        await server.gate.wait_held(2)  # sent while the first is held: the window did not outwait it
+        server.gate.release()
+        assert await first is not None and await second is not None
+    finally:
+        await server.close()

@@ -16,9 +16,8 @@ from usr.plugins.a0_reranker.core.dialects import ScoreBatch, WireAnswer
 from usr.plugins.a0_reranker.core.dialects import catalog as cat
 from usr.plugins.a0_reranker.core.dialects.base import scores_from_items
 from usr.plugins.a0_reranker.core.endpoint_url import endpoint_problem
-from usr.plugins.a0_reranker.core.errors import ConfigError, MalformedAnswer, ServerError
+from usr.plugins.a0_reranker.core.errors import BreakerOpen, ConfigError, MalformedAnswer, ServerError
 from usr.plugins.a0_reranker.core.probe_report import ProbeReport
-from usr.plugins.a0_reranker.core.ranking import sent_texts
 from usr.plugins.a0_reranker.core.redaction import MASK, redact, shown, shown_value, without_userinfo
 
 BATCH = ScoreBatch.single("q", ["a", "b"])
@@ -176,14 +175,19 @@ def test_a_quoted_document_is_masked_however_the_server_wrote_it(written: str) -
     assert text.startswith("HTTP 422: unsupported document") and text.endswith("(see docs)")
 
 
-def test_a_cut_text_is_masked_and_so_are_the_cuts_of_the_retry() -> None:
+def test_an_error_is_masked_of_every_text_its_request_carried_as_sent() -> None:
+    """A request carries the query and memories cut to the limits; a server can quote only those, whole
+    or cut again, and the error each waiting recall gets has all of them masked, not its own alone."""
     query = "rotate the backup key " * 100  # 2,200 characters: A0's queries are longer than the cut
     document = "vault rotation notes: " + "ninety days " * 200
-    texts = sent_texts(query, [document], max_query_chars=1000, max_doc_chars=2000)
-    assert {query, query[:1000], query[:500], document, document[:2000], document[:1200]} == texts
-    for quoted in (query[:1000], query[:500], document[:2000], document[:1200], document[:1200].rstrip()[-60:]):
-        text = shown(f"refused: '{quoted}' is too long", KEY, *texts)
-        assert "rotate the backup" not in text and "ninety days" not in text, text
+    other = "another agent's memory about the payroll export schedule"
+    sent = (query[:1000], document[:2000], other)
+    for quoted in (query[:1000], query[:500], document[:2000], document[:2000].rstrip()[-60:], other):
+        error = ServerError(400, f"refused: '{quoted}' is too long").masked(*sent)
+        text = shown(str(error), KEY)
+        assert "rotate the backup" not in text and "ninety days" not in text and "payroll" not in text, text
+        assert "payroll" not in error.message and isinstance(error, ServerError) and error.status == 400
+    assert BreakerOpen("fixed text").masked(*sent).args == ("fixed text",)  # the engine's own words: kept
 
 
 def test_a_document_cut_by_our_own_shortening_is_masked() -> None:

@@ -104,3 +104,11 @@ def test_the_recall_budget_warns_past_a0s_30_seconds() -> None:
     assert recall_budget.warnings(RerankerConfig(timeout=14)) == []
     [warning] = recall_budget.warnings(RerankerConfig(timeout=20))
     assert warning.startswith("rerank_timeout 20 s:") and "41.1 s" in warning and "14 s or below" in warning
+
+
+def test_a_batch_window_that_is_a_large_share_of_the_timeout_is_warned() -> None:
+    """Secrets and edges, round three, finding 9: a window the timeout cannot afford says so."""
+    [warning] = recall_budget.warnings(RerankerConfig(batch_window_ms=1000, timeout=0.6))
+    assert warning.startswith("rerank_batch_window_ms 1000 ms is 167% of rerank_timeout (0.6 s)")
+    assert "at most 10% of the timeout (60 ms here)" in warning
+    assert recall_budget.warnings(RerankerConfig(batch_window_ms=50, timeout=0.6)) == []
