@@ -5,10 +5,10 @@ is in flight at the replica the slot belongs to, it sends at once, so a lone rec
 and an idle replica does not wait. When other requests are in flight there, it waits up to
 ``window`` seconds, counted from the enqueue time of the oldest queued job, for more jobs to join
 (it stops early once a request's worth of pairs is queued, and never takes a queued job more than a
-tenth of its time, nor so much that the request could no longer be answered in time). Under load, jobs pile up while slots
-are busy, so batches grow by themselves. With several replicas, the queue is shared out over those
-short of work (see ``_start_shares``). Each batch goes to the dispatch step, which carries it out
-(attempts, retries, hedges). The dispatcher task runs only while jobs are queued.
+tenth of its time, nor so much that the request could no longer be answered in time). Under load,
+jobs pile up while slots are busy, so batches grow by themselves. With several replicas, the queue
+is shared out over those short of work (see ``_start_shares``). Each batch goes to the dispatch step,
+which carries it out (attempts, retries, hedges). The dispatcher task runs only while jobs are queued.
 
 Every caller owns its deadline: at expiry its future fails at once, its unsent pairs leave the queue,
 and a request whose last waiter left is cancelled. A request task gives its slot back when it ends,

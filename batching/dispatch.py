@@ -180,7 +180,7 @@ class Dispatch:
         batch = request.batch
         state = replica.state
         started = time.monotonic()
-        permit.timeout_health = shedding.timeout_health(state.expected_latency(len(batch), started),
+        permit.timeout_health = shedding.timeout_health(state.expected_latency(len(batch), started, worst=True),
                                                         request.deadline - started)
         self._events.on_request(len(batch))
         state.outstanding_pairs += len(batch)

@@ -77,11 +77,19 @@ class EndpointState:
         self.service.answered(pairs, sent_at, self.answered_at)
         self.answers += 1
 
-    def expected_latency(self, pairs: int, now: float) -> float | None:
-        """How long a request of ``pairs`` sent now should take, behind the pairs already in flight
-        here; None before the first answer."""
-        per_pair = self.service.seconds_per_pair(now)
-        return None if per_pair is None else (self.outstanding_pairs + pairs) * per_pair
+    def expected_latency(self, pairs: int, now: float, *, worst: bool = False) -> float | None:
+        """How long a request of ``pairs`` sent now should take, by two readings: behind the pairs in
+        flight here at the pace the server serves (right for one GPU serving a pass at a time), and at
+        the latency its recent answers had per pair (right for a server that serves side by side, where
+        a request that hangs holds nothing up). The shorter of the two; ``worst``: the longer, each at
+        the slower of the server's recent and longer-run pace. None before the first answer."""
+        per_pair = self.service.seconds_per_pair(now, worst=worst)
+        if per_pair is None:
+            return None
+        readings = [(self.outstanding_pairs + pairs) * per_pair]
+        if self.seconds_per_pair is not None:
+            readings.append(self.seconds_per_pair * pairs)
+        return max(readings) if worst else min(readings)
 
     def failed(self) -> None:
         """An attempt failed here (not a 429, a stale connection or a cancellation)."""

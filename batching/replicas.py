@@ -106,19 +106,21 @@ class ReplicaSet:
         return min((s for r in self.replicas if (s := r.state.seconds_per_pair_now()) is not None), default=None)
 
     def expected_wait(self, queued_pairs: int, pairs: int, now: float) -> float | None:
-        """How long a recall of ``pairs`` pairs queued behind ``queued_pairs`` should take to be answered,
-        from what the ready members are observed to serve (``service_rate``) and the pairs already in
-        flight there. None when nothing is ahead of it (a lone recall is always sent, which is also how
-        an old estimate is renewed) or no member has answered yet."""
+        """How long a recall of ``pairs`` pairs queued behind ``queued_pairs`` should take to be answered:
+        the queue at the pace the ready members serve together (``service_rate``), then its own request
+        at the member that would answer it soonest. None when nothing is queued or in flight (a lone
+        recall is always sent, which is also how an old estimate is renewed) or no member answered yet."""
         members = self.ready()
-        ahead = queued_pairs + sum(r.state.outstanding_pairs for r in members)
+        if not queued_pairs and not any(r.state.outstanding_pairs for r in members):
+            return None
+        latencies = [latency for r in members if (latency := r.state.expected_latency(pairs, now)) is not None]
         known = [spp for r in members if (spp := r.state.service.seconds_per_pair(now)) is not None]
-        if not ahead or not known:
+        if not latencies or not known:
             return None
         fastest = min(known)  # a member not yet measured counts as fast as the fastest
         pairs_per_s = sum(1.0 / max(r.state.service.seconds_per_pair(now) or fastest, MIN_SECONDS_PER_PAIR)
                           for r in members)
-        return (ahead + pairs) / pairs_per_s
+        return queued_pairs / pairs_per_s + min(latencies)
 
     def pick(self, candidates: Sequence[Replica]) -> Replica:
         """Power of two choices on cost."""

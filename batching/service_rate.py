@@ -8,13 +8,16 @@ before; while it idles between our requests, they are whole latencies, so the es
 slow side. A server that serves requests side by side (several GPUs, a hosted API under our
 concurrency cap) answers several within one interval, and their pairs count together.
 
-Two readings: seconds per pair over the recent answers, whatever their size (what the queue ahead
-of a recall costs, for admission), and a line through them, a fixed cost per request plus a cost
-per pair (what a share of a burst costs one replica: a small request's fixed cost must not make its
-replica look slow per pair, or the next burst leaves it short and the others finish last). The sums
-decay with each answer, so both follow a server that speeds up or slows down within a few answers;
-without answers they fade toward fast (half as slow every ``FADE_HALF_LIFE_S``), so that one slow
-spell cannot keep every recall away for ever.
+Readings: seconds per pair, whatever the requests' size (what the queue ahead of a recall costs),
+and a line through the answers, a fixed cost per request plus a cost per pair (what a share of a
+burst costs one replica: a small request's fixed cost must not make its replica look slow per pair,
+or the next burst leaves it short and the others finish last). Seconds per pair are kept over the
+last few answers and over the last few dozen: a spell in which some requests hang (and hold their
+slots) makes the recent figure several times slower for a second or so. Deciding whether a recall
+may wait, the faster of the two counts (a recall the server turns out too slow for is still dropped
+before it is sent); judging a timeout, the slower (the server gets the benefit of the doubt). Without
+answers the figures fade toward fast (half as slow every ``FADE_HALF_LIFE_S``), so that one slow spell
+cannot keep every recall away for ever.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from dataclasses import dataclass
 from typing import Final
 
 DECAY: Final = 0.8  # the weight an answer keeps when the next one comes: about the last five count
+LONG_DECAY: Final = 0.97  # the same for the longer view: about the last thirty
 FADE_HALF_LIFE_S: Final = 5.0
 SPREAD: Final = 0.25  # request sizes must vary by this much (relative) before a line is drawn through them
 
@@ -41,10 +45,10 @@ class ServiceCost:
 class ServiceRate:
     """Owned by one ``EndpointState``; written when its requests are answered."""
 
-    __slots__ = ("_last_answer", "_n", "_nn", "_nt", "_t", "_weight")
+    __slots__ = ("_last_answer", "_long_n", "_long_t", "_n", "_nn", "_nt", "_t", "_weight")
 
     def __init__(self) -> None:
-        self._weight = self._n = self._nn = self._t = self._nt = 0.0
+        self._weight = self._n = self._nn = self._t = self._nt = self._long_n = self._long_t = 0.0
         self._last_answer = float("-inf")
 
     def answered(self, pairs: int, sent_at: float, now: float) -> None:
@@ -55,21 +59,25 @@ class ServiceRate:
         self._nn = self._nn * DECAY + pairs * pairs
         self._t = self._t * DECAY + interval
         self._nt = self._nt * DECAY + pairs * interval
+        self._long_n = self._long_n * LONG_DECAY + pairs
+        self._long_t = self._long_t * LONG_DECAY + interval
         self._last_answer = max(now, self._last_answer)
 
-    def seconds_per_pair(self, now: float) -> float | None:
-        """None until the first answer."""
+    def seconds_per_pair(self, now: float, *, worst: bool = False) -> float | None:
+        """The faster of the recent and the longer-run figure (``worst``: the slower); None until the
+        first answer."""
         if not self._n:
             return None
-        return self._t / self._n * self._fade(now)
+        recent, longer = self._t / self._n, self._long_t / self._long_n
+        return (max(recent, longer) if worst else min(recent, longer)) * self._fade(now)
 
     def cost(self, now: float) -> ServiceCost | None:
         """The fixed and per-pair cost of a request, from a line through the recent answers (least
         squares, weighted as the sums decay); all per pair when their sizes hardly vary, or when the
         line would have a negative part. None until the first answer."""
-        per_pair = self.seconds_per_pair(now)
-        if per_pair is None:
+        if not self._n:
             return None
+        per_pair = self._t / self._n * self._fade(now)
         mean_n, mean_t = self._n / self._weight, self._t / self._weight
         variance = self._nn / self._weight - mean_n * mean_n
         if variance <= (SPREAD * mean_n) ** 2:

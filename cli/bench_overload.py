@@ -15,7 +15,7 @@ import contextlib
 import json
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..bench.burst_bench import WaveRun, compare
@@ -28,8 +28,24 @@ from .formatting import table
 from .options import int_list, positive_float_list
 
 BURST_GOAL = 2.5  # 3 equal replicas finish a burst at least this much sooner than one
-QUICK = {"loads": (2.0,), "timeouts": (2.0,), "seeds": (1,), "seconds": 6.0}
-FULL = {"loads": (1.2, 2.0, 5.0), "timeouts": (2.0, 10.0), "seeds": (1, 2, 3), "seconds": 20.0}
+
+
+@dataclass(frozen=True)
+class OverloadPlan:
+    loads: tuple[float, ...]
+    timeouts: tuple[float, ...]
+    seeds: tuple[int, ...]
+    seconds: float
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> OverloadPlan:
+        base = QUICK if args.quick else FULL
+        return cls(args.loads or base.loads, args.timeouts or base.timeouts, args.seeds or base.seeds,
+                   args.seconds or base.seconds)
+
+
+QUICK = OverloadPlan((2.0,), (2.0,), (1,), 6.0)
+FULL = OverloadPlan((1.2, 2.0, 5.0), (2.0, 10.0), (1, 2, 3), 20.0)
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
@@ -60,18 +76,18 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _overload(args: argparse.Namespace, out: Any) -> int:
-    plan = {key: getattr(args, key) or (QUICK if args.quick else FULL)[key] for key in FULL}
-    if not 2 <= plan["seconds"] <= 3600:
+    plan = OverloadPlan.from_args(args)
+    if not 2 <= plan.seconds <= 3600:
         raise CliError("--seconds: from 2 to 3600 (the first 2 s of a run are its warm-up)")
     replicas = args.replicas or 1
-    cases = [(load, timeout, seed, shedding) for timeout in plan["timeouts"] for load in plan["loads"]
-             for seed in plan["seeds"] for shedding in (True, False)]
+    cases = [(load, timeout, seed, shedding) for timeout in plan.timeouts for load in plan.loads
+             for seed in plan.seeds for shedding in (True, False)]
 
     async def all_runs(progress: Callable[[str], None]) -> list[OverloadRun]:
         runs = []
         for load, timeout, seed, shedding in cases:
             progress(f"{load:g}x, timeout {timeout:g} s, seed {seed}, shedding {'on' if shedding else 'off'}")
-            runs.append(await run_one(load, timeout, seed, shedding=shedding, seconds=plan["seconds"],
+            runs.append(await run_one(load, timeout, seed, shedding=shedding, seconds=plan.seconds,
                                       replicas=replicas))
         return runs
 
@@ -82,7 +98,7 @@ def _overload(args: argparse.Namespace, out: Any) -> int:
     print("\n".join(overload_verdicts(runs)))
     document = bench_document({"runs": [r.as_dict() for r in runs]},
                               {"server": "cost-model /rerank", "cost_model": asdict(ONE_GPU), "replicas": replicas,
-                               "seconds": plan["seconds"]})
+                               "seconds": plan.seconds})
     write_file(out / "overload.json", json.dumps(document, indent=2) + "\n")
     print(f"wrote {out / 'overload.json'}")
     return 0

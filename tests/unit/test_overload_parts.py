@@ -119,6 +119,19 @@ def replica(name: str, passes: list[int] | None = None) -> Replica:
     return Replica(name, state, send)
 
 
+def test_a_request_is_expected_behind_what_is_in_flight_or_at_its_seen_latency_whichever_is_sooner() -> None:
+    """One GPU serving a pass at a time answers a new request after what is in flight; a server that
+    serves side by side (where a hung request holds nothing up) as fast as its answers came lately."""
+    state = replica("a", [20] * 5).state  # 2 ms a pair of the server's time
+    state.outstanding_pairs = 400
+    assert state.expected_latency(20, now=ANSWERED) == pytest.approx(420 * 0.002)
+    state.answered(0.005, 20, sent_at=ANSWERED - 0.005)  # answered in 5 ms: it does not serve one at a time
+    assert state.expected_latency(20, now=ANSWERED) == pytest.approx(0.005)
+    slower = state.service.seconds_per_pair(ANSWERED, worst=True)
+    assert slower is not None  # judging a timeout: the longer reading, at the slower pace
+    assert state.expected_latency(20, now=ANSWERED, worst=True) == pytest.approx(420 * slower)
+
+
 def test_share_costs_count_what_is_in_flight_and_a_request_s_fixed_cost() -> None:
     measured = replica("a", [20, 220, 40, 200])
     measured.state.outstanding_pairs, measured.state.outstanding_requests = 100, 1
@@ -128,12 +141,13 @@ def test_share_costs_count_what_is_in_flight_and_a_request_s_fixed_cost() -> Non
     assert busy == pytest.approx([0.03 * 2 + 0.0005 * 100, 0.03])
 
 
-def test_the_expected_wait_is_the_work_ahead_at_the_rate_the_ready_members_serve() -> None:
+def test_the_expected_wait_is_the_queue_at_the_members_pace_then_the_soonest_answer() -> None:
     a, b = replica("a", [20] * 5), replica("b", [20] * 5)  # 40 ms a pass of 20: 2 ms a pair
     members = ReplicaSet([a, b], budget=RetryBudget())
     assert members.expected_wait(0, 20, now=ANSWERED) is None  # nothing ahead: a lone recall is always sent
     a.state.outstanding_pairs = 40
-    assert members.expected_wait(100, 20, now=ANSWERED) == pytest.approx((100 + 40 + 20) * 0.002 / 2)
+    # the queue at both members' pace, then its own request where it is answered soonest (b, idle)
+    assert members.expected_wait(100, 20, now=ANSWERED) == pytest.approx(100 * 0.002 / 2 + 20 * 0.002)
 
 
 def test_recent_rates_are_per_second_over_the_last_minute() -> None:
