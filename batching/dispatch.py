@@ -55,6 +55,7 @@ class Request(Protocol):
     batch: ScoreBatch
     retries: int
     abandoned_at_deadline: bool
+    sent: bool  # its first attempt went out (the retry budget counts it then)
     replica: Replica | None  # whose slot the request holds
     first_replica: str  # the replica its first attempt went to
     answered_by: str  # the replica that answered
@@ -96,7 +97,6 @@ class Dispatch:
     async def carry_out(self, request: Request) -> list[float] | None:
         """The scores, or None when every waiter left first. Raises the error that ended the request.
         The request comes holding a slot of one replica (``request.replica``)."""
-        self.replicas.budget.record_request()
         last_error: RerankError | None = None
         request.first_replica = request.replica.url if request.replica is not None else ""
         while request.has_waiters:
@@ -183,6 +183,9 @@ class Dispatch:
         permit.timeout_health = shedding.timeout_health(state.expected_latency(len(batch), started, worst=True),
                                                         request.deadline - started)
         self._events.on_request(len(batch))
+        if not request.sent:  # the budget's share is of requests that went out, not of those held back
+            request.sent = True
+            self.replicas.budget.record_request()
         state.outstanding_pairs += len(batch)
         state.outstanding_requests += 1
         state.pairs_sent += len(batch)

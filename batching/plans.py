@@ -33,6 +33,7 @@ class Plan:
     first_replica: str = ""
     answered_by: str = ""  # the replica that answered
     abandoned_at_deadline: bool = False  # the last waiter left because its deadline passed
+    sent: bool = False  # its first attempt went out
     _abandoned: bool = field(default=False, repr=False)
 
     @property

@@ -247,3 +247,23 @@ async def test_close_fails_everything_still_waiting() -> None:
     await batcher.close()
     results = await asyncio.gather(*tasks, return_exceptions=True)
     assert all(isinstance(r, RerankError) for r in results)
+
+
+async def test_a_request_held_back_earns_no_retry_budget() -> None:
+    """The retry budget is a share of the requests that went out: one the open breaker held back adds
+    nothing to it (it once did, and a budget of "20% of requests" allowed retries for requests never sent)."""
+    server = Server()
+    breaker = CircuitBreaker(BreakerPolicy(consecutive=1, cooldown=60))
+    breaker.attempt().report("down")  # open: every attempt is refused
+    state = EndpointState(EndpointLimiter(4), breaker)
+    budget = RetryBudget(ratio=1.0, reserve=0)
+    dispatch = Dispatch(ReplicaSet([Replica("http://server", state, server.send)], budget=budget),
+                        Accounting(StatsRecorder()), DispatchPolicy(max_retries=0))
+    batcher = MicroBatcher(dispatch, mixes_queries=True, max_pairs=100, window=0.01, max_queued_pairs=1000)
+    for n in range(5):
+        with pytest.raises(RerankError):
+            await score(batcher, f"q{n}", ["d1", "d2"], later())
+    assert server.batches == [] and not budget.try_spend()  # five held back: not one retry earned
+    healthy = make_batcher(Server())
+    assert await score(healthy, "q0", ["d1"], later()) == [1]
+    assert healthy.dispatch.replicas.budget.try_spend()  # one sent: within the reserve, as before
