@@ -38,7 +38,7 @@ SECTIONS = {
     "quality": ["rerank_candidates", "rerank_pool_threshold", "rerank_min_score", "rerank_instruction",
                 "rerank_max_doc_chars", "rerank_max_query_chars", "rerank_timeout"],
     "batching": ["rerank_batch_window_ms", "rerank_max_concurrency", "rerank_max_pairs_per_request",
-                 "rerank_max_queued_pairs"],
+                 "rerank_max_queued_pairs", "rerank_shed_overload"],
     "reliability": ["rerank_breaker_failures", "rerank_breaker_failure_rate", "rerank_breaker_cooldown",
                     "rerank_max_retries", "rerank_retry_budget", "rerank_hedge", "rerank_hedge_delay_ms",
                     "rerank_tls_verify", "rerank_ca_bundle"],
