@@ -1,6 +1,6 @@
 """A0 `agent.py` (v1.7), reduced: `AgentContext`, `AgentConfig`, `LoopData`, `Agent`.
 
-What is reproduced (A0_FACTS §3.1, §4.4, §4.5, §6): `Agent.__init__` runs the sync `agent_init`
+What is reproduced: `Agent.__init__` runs the sync `agent_init`
 extensions; a message-loop pass runs `message_loop_start`, `message_loop_prompts_before` and
 `message_loop_prompts_after` (where `_memory` recalls) with `loop_data=`; a tool call runs
 `tool_execute_before`/`tool_execute_after` around `Tool.execute`, with `get_tool` resolving
@@ -257,7 +257,7 @@ class Agent:
         return self.loop_data
 
     async def run_message_loop(self, loop_data: LoopData | None = None) -> LoopData:
-        """One message-loop iteration up to the main LLM call (recall happens here, §4.4)."""
+        """One message-loop iteration up to the main LLM call (recall happens here)."""
         if loop_data is None:
             loop_data = await self.start_monologue()
         self.loop_data = loop_data
@@ -274,7 +274,7 @@ class Agent:
         return loop_data
 
     async def end_monologue(self, loop_data: LoopData | None = None) -> None:
-        """The `monologue_end` extensions (memorize starts its Background task here, §4.6)."""
+        """The `monologue_end` extensions (memorize starts its Background task here)."""
         await extension.call_extensions_async("monologue_end", self, loop_data=loop_data or self.loop_data)
 
     # --- tools -----------------------------------------------------------------------------------
