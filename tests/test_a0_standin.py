@@ -1084,6 +1084,69 @@ async def test_get_tool_resolves_only_enabled_plugins(a0: A0) -> None:
     assert unknown.message.startswith("Tool hello not found")
 
 
+SKILL_MD = """\
+    ---
+    name: {name}
+    description: {description}
+    allowed-tools:
+      - hello
+    ---
+
+    # {name}
+
+    Call the hello tool.
+    """
+
+
+@pytest.mark.anyio
+async def test_the_system_prompt_holds_main_tool_prompts_and_skill_listing_of_enabled_plugins(a0: A0) -> None:
+    a0.plugin("toolz", {"prompts/agent.system.tool.hello.md": "### hello\nsays hello\n",
+                        "skills/say-hello/SKILL.md": SKILL_MD.format(name="say-hello", description="Greets twice.")})
+    agent = a0.new_agent()
+    agent.hist_add_user_message("hi")
+    parts = (await agent.run_message_loop()).system
+    main, tools, skills = parts
+    assert main.startswith("# Agent Zero System Manual")
+    assert tools.startswith("## available tools") and tools.index("### hello") < tools.index("### response")
+    assert "### skills_tool" in tools
+    assert skills.startswith("# Available skills") and "**say-hello** Greets twice." in skills
+    assert "**create-skill** (stand-in)" in skills  # A0's own skills are listed too
+
+    a0.plugins.toggle_plugin("toolz", False)
+    parts = await a0.new_agent().get_system_prompt(a0.agent.LoopData())
+    assert "### hello" not in parts[1] and "say-hello" not in parts[2]
+
+
+def test_skills_are_validated_deduplicated_by_name_and_listed_globally_when_disabled(a0: A0) -> None:
+    skills = a0.mod("helpers.skills")
+    a0.plugin("aaa", {"skills/dup/SKILL.md": SKILL_MD.format(name="dup", description="from aaa"),
+                      "skills/bad/SKILL.md": SKILL_MD.format(name="Bad_Name", description="x")})
+    a0.plugin("bbb", {"skills/dup/SKILL.md": SKILL_MD.format(name="dup", description="from bbb")})
+    agent = a0.new_agent()
+    by_agent = {s.name: s.description for s in skills.list_skills(agent=agent)}
+    assert by_agent["dup"] == "from aaa" and "Bad_Name" not in by_agent
+    a0.plugins.toggle_plugin("aaa", False)
+    assert {s.name: s.description for s in skills.list_skills(agent=a0.new_agent())}["dup"] == "from bbb"
+    assert sorted(s.description for s in skills.list_skills() if s.name == "dup") == ["from aaa", "from bbb"]
+
+
+@pytest.mark.anyio
+async def test_skills_tool_lists_and_loads_and_the_loaded_skill_enters_the_extras(a0: A0) -> None:
+    long = "x" * 300
+    a0.plugin("toolz", {"skills/say-hello/SKILL.md": SKILL_MD.format(name="say-hello", description=long)})
+    agent = a0.new_agent()
+    listed = (await agent.call_tool("skills_tool", {"method": "list"})).message
+    assert f"- say-hello: {'x' * 200}…" in listed and "- create-skill v1.0.0: (stand-in)" in listed
+    missing = await agent.call_tool("skills_tool", {"method": "load", "skill_name": "nope"})
+    assert missing.message.startswith("Error: skill not found: 'nope'")
+    loaded = await agent.call_tool("skills_tool", {"method": "load", "skill_name": "**say-hello**"})
+    assert loaded.message == "Loaded skill 'say-hello' into EXTRAS." and agent.data["loaded_skills"] == ["say-hello"]
+    agent.hist_add_user_message("hi")
+    extras = (await agent.run_message_loop()).extras_persistent["loaded_skills"]
+    assert extras.startswith("# loaded skills") and "Skill: say-hello" in extras
+    assert "Allowed tools: hello" in extras and "Call the hello tool." in extras
+
+
 def test_log_items_and_updates(a0: A0) -> None:
     agent = a0.new_agent()
     log = agent.context.log
