@@ -343,9 +343,8 @@ async def test_status_tool_when_not_configured(a0: A0) -> None:
     assert "inert: no endpoint is set" in response.message and "Live test" not in response.message
 
 
-def test_tool_prompt_and_skill_are_what_a0_expects() -> None:
-    prompt = (REPO_ROOT / "prompts" / "agent.system.tool.reranker_status.md").read_text(encoding="utf-8")
-    assert prompt.startswith("### reranker_status\n") and '"tool_name": "reranker_status"' in prompt
+def test_the_skill_is_what_a0_expects_and_no_tool_prompt_is_shipped() -> None:
+    assert not list(REPO_ROOT.glob("prompts/agent.system.tool.*.md"))  # every agent would pay for it each turn
     text = (REPO_ROOT / "skills" / "reranker-status" / "SKILL.md").read_text(encoding="utf-8")
     _, front, body = text.split("---", 2)
     meta = yaml.safe_load(front)
@@ -354,4 +353,4 @@ def test_tool_prompt_and_skill_are_what_a0_expects() -> None:
     wanted = ("is the reranker working", "test the reranker", "which reranker API")
     for phrase in wanted:
         assert phrase in meta["triggers"] and phrase in meta["description"]
-    assert "reranker_status" in body
+    assert '"tool_name": "reranker_status"' in body
