@@ -16,6 +16,7 @@ import yaml
 from support.a0_layout import REPO_ROOT
 from support.overload import held_burst, learn_pace
 from support.servers import serve_in_thread, start_server
+from usr.plugins.a0_reranker.core import recall_budget
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.core.probe_report import NOT_SAVED
 
@@ -335,6 +336,28 @@ async def test_a_timeout_past_a0s_recall_limit_is_warned(a0: A0) -> None:
     assert slow.json()["ok"] and slow.json()["warnings"] == [warning]
     assert fine.json()["ok"] and fine.json()["warnings"] == []
     assert post(a0, "status", {}).json()["hints"] == []  # no pool seen yet: nothing to say
+
+
+@pytest.mark.anyio
+async def test_a0s_llm_recall_steps_leave_the_reranker_less_and_status_and_test_say_so(a0: A0) -> None:
+    """A timeout that fits A0's 30 s does not fit what query preparation and the post-filter leave."""
+    timeout = recall_budget.longest_safe_timeout_s() - 2  # fits the whole 30 s
+    a0.configure_global(endpoint="http://127.0.0.1:9", timeout=timeout)
+    assert (await asyncio.to_thread(post, a0, "status", {})).json()["settings_warnings"] == []
+    memory = a0.plugins.get_default_plugin_config("_memory")  # A0 saves _memory's settings whole
+    a0.plugins.save_plugin_config("_memory", "", "", {**memory, "memory_recall_query_prep": True,
+                                                      "memory_recall_post_filter": True})
+
+    reply = (await asyncio.to_thread(post, a0, "status", {})).json()
+    [warning] = reply["settings_warnings"]
+    assert "query preparation and post-filter LLM calls" in warning and "Keep it at" in warning
+    assert "leaves after its query preparation and post-filter LLM calls" in reply["recall_budget"]
+    tool = (await a0.new_agent(profile="").call_tool("reranker_status", {})).message
+    assert f"- Setting warning: {warning}" in tool and f"- Recall budget: {reply['recall_budget']}" in tool
+    with serve_in_thread("infinity") as server:
+        tested = post(a0, "test_connection", {"config": {"rerank_endpoint": server.url, "rerank_timeout": timeout},
+                                              "project_name": "", "agent_profile": ""})
+    assert tested.json()["ok"] and tested.json()["warnings"] == [warning]
 
 
 @pytest.mark.anyio
