@@ -3,8 +3,9 @@
 Test probes the settings shown in the form, which are not saved yet: ``{"config": {rerank_* ...}}``
 merged over the defaults, validated first (one message per bad key), then probed live, never from the
 detection cache, so a URL the user just fixed tests right at once; valid settings that work against A0
-(a timeout past its recall limit) come back as ``warnings``. Both always answer JSON and never
-raise; neither ever returns the API key.
+(a timeout past what its recall limit leaves, counted with the LLM steps A0's ``_memory`` settings
+turn on in the modal's scope, ``project_name`` and ``agent_profile``) come back as ``warnings``. Both
+always answer JSON and never raise; neither ever returns the API key.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ..core.errors import ConfigError
 from ..core.probe_report import NOT_SAVED
 from ..service import runtime
 from . import status as plugin_status
-from .settings import Scope
+from .settings import Scope, recall_steps
 
 log = logging.getLogger("a0_reranker")
 
@@ -38,7 +39,8 @@ async def test_connection(payload: Any) -> dict[str, Any]:
         if not config.configured:
             return _failure("Set the Reranker endpoint first (the server's base URL, e.g. http://HOST:8002).", key)
         report = await runtime.probe_async(config)
-        reply = {**report.as_dict(), "success": report.ok, "warnings": recall_budget.warnings(config)}
+        warnings = recall_budget.warnings(config, recall_steps(scope=_scope_or_global(payload)))
+        reply = {**report.as_dict(), "success": report.ok, "warnings": warnings}
         return plugin_status.scrub(reply, key)
     except Exception as exc:
         log.exception("a0_reranker: Test connection failed unexpectedly")
@@ -86,6 +88,14 @@ def status(payload: Any = None) -> dict[str, Any]:
     except Exception as exc:
         log.exception("a0_reranker: status failed unexpectedly")
         return {"success": False, "message": f"Unexpected error: {type(exc).__name__}."}
+
+
+def _scope_or_global(payload: Any) -> Scope:
+    """The modal's scope, which Test sends along for A0's ``_memory`` settings there; global if unusable."""
+    try:
+        return _scope(payload)
+    except ValueError:
+        return Scope()
 
 
 def _scope(payload: Any) -> Scope:

@@ -6,6 +6,12 @@ pip cannot install one, it raises one error naming each such requirement and the
 run in A0's Python: A0 then deletes the new plugin folder and shows that text ("Installation failed:
 ...") as the only explanation the user gets.
 ``uninstall`` restores the original memory search and stops our event loop and HTTP session.
+
+An update in place (A0's ``update_from_git``: ``pre_update``, ``git pull``, ``install``) purges no
+module, so without help the old code would keep running until A0 restarts. ``pre_update`` therefore
+stops the old owner loop, unwraps the memory search, forgets the process-wide objects the old classes
+built, and drops every module of ours from ``sys.modules``; ``install``, imported afresh by ``hooks.py``,
+then runs the pulled code and wraps the memory search with it.
 This module imports only the standard library at the top, so it works before the dependencies exist.
 """
 
@@ -25,7 +31,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from . import memory_patch
+from ..process import registry
+from . import memory_patch, plugin_state
 
 log = logging.getLogger("a0_reranker")
 
@@ -52,11 +59,17 @@ class DependencyInstallError(RuntimeError):
         )
 
 
+PACKAGE: Final = __name__.rsplit(".", 2)[0]  # usr.plugins.a0_reranker
+
+
 def install(run: Runner = subprocess.run) -> None:
-    """Make every requirement importable; raises ``DependencyInstallError`` for what pip cannot install."""
+    """Make every requirement importable (raises ``DependencyInstallError`` for what pip cannot install),
+    then wrap the memory search with this code (after an update: the new code)."""
     missing = missing_requirements(REQUIREMENTS_FILE)
     if missing:
         pip_install(missing, run=run)
+    if plugin_state.installed():
+        memory_patch.ensure_installed()
 
 
 def uninstall() -> None:
@@ -67,8 +80,21 @@ def uninstall() -> None:
 
 
 def pre_update() -> None:
-    """Before ``git pull``: unwrap and stop, so the updated code installs itself afresh on next use."""
+    """Before ``git pull``: unwrap and stop, then forget the old code, so that what A0 imports after the
+    pull (``install``, the extensions, the API handlers) is the new code."""
     uninstall()
+    registry.forget_all()
+    dropped = drop_our_modules()
+    log.info("a0_reranker: %d module(s) dropped for the update", dropped)
+
+
+def drop_our_modules() -> int:
+    """Remove the plugin's modules from ``sys.modules`` (the next import reads the files on disk)."""
+    ours = [name for name in list(sys.modules) if name == PACKAGE or name.startswith(PACKAGE + ".")]
+    for name in ours:
+        sys.modules.pop(name, None)
+    importlib.invalidate_caches()
+    return len(ours)
 
 
 def _shutdown_runtime() -> None:

@@ -23,11 +23,13 @@ from typing import Any, Final
 
 from ..core.config import DEFAULT_CONFIG_FILE, RerankerConfig, load_default_settings
 from ..core.errors import ConfigError
+from ..core.recall_budget import NO_LLM_STEPS, RecallSteps
 from . import PLUGIN_NAME
 from .plugin_state import a0_plugins
 
 log = logging.getLogger("a0_reranker")
 PLUGIN_DIR = DEFAULT_CONFIG_FILE.parent
+MEMORY_PLUGIN: Final = "_memory"
 
 
 _SCOPE_NAME: Final = re.compile(r"^(?!\.{1,2}$)[^/\\\x00]{0,255}$")  # one folder name (or "" for all): no path
@@ -61,6 +63,27 @@ def saved_settings(agent: Any = None, scope: Scope | None = None) -> dict[str, A
         found = plugins.get_plugin_config(PLUGIN_NAME, agent, project_name=scope.project_name,
                                           agent_profile=scope.agent_profile)
     return dict(found) if isinstance(found, Mapping) else {}
+
+
+def recall_steps(agent: Any = None, scope: Scope | None = None) -> RecallSteps:
+    """Which of A0's LLM recall steps are on for the agent's (or ``scope``'s) ``_memory`` settings: they
+    spend part of the recall's time limit before and after our searches. None outside A0 or on error."""
+    plugins = a0_plugins()
+    if plugins is None:
+        return NO_LLM_STEPS
+    try:
+        if scope is None or scope.is_global:
+            found = plugins.get_plugin_config(MEMORY_PLUGIN, agent)
+        else:
+            found = plugins.get_plugin_config(MEMORY_PLUGIN, agent, project_name=scope.project_name,
+                                              agent_profile=scope.agent_profile)
+    except Exception:
+        log.debug("a0_reranker: could not read the _memory settings", exc_info=True)
+        return NO_LLM_STEPS
+    if not isinstance(found, Mapping):
+        return NO_LLM_STEPS
+    return RecallSteps(query_prep=found.get("memory_recall_query_prep") is True,
+                       post_filter=found.get("memory_recall_post_filter") is True)
 
 
 def plugin_settings(agent: Any = None, scope: Scope | None = None) -> dict[str, Any]:

@@ -28,7 +28,8 @@ log = logging.getLogger("a0_reranker")
 def snapshot(agent: Any = None, scope: settings.Scope | None = None) -> dict[str, Any]:
     """Settings summary (of the agent's scope, or of ``scope``), whether the plugin is on there and
     wired in, and the counters (those are the whole process's). Never raises."""
-    return _snapshot(agent, *_settings(agent, scope), enabled=_enabled(agent, scope))
+    return _snapshot(agent, *_settings(agent, scope), enabled=_enabled(agent, scope),
+                     steps=settings.recall_steps(agent, scope))
 
 
 def _enabled(agent: Any, scope: settings.Scope | None) -> bool:
@@ -38,7 +39,8 @@ def _enabled(agent: Any, scope: settings.Scope | None) -> bool:
 
 
 def _snapshot(
-    agent: Any, raw: Mapping[str, Any], config: RerankerConfig | None, problems: list[str], *, enabled: bool
+    agent: Any, raw: Mapping[str, Any], config: RerankerConfig | None, problems: list[str], *, enabled: bool,
+    steps: recall_budget.RecallSteps,
 ) -> dict[str, Any]:
     key = str(raw.get("rerank_api_key") or "")
     statistics = _statistics()
@@ -55,7 +57,8 @@ def _snapshot(
         "candidates": config.candidates if config else None,
         "timeout_s": config.timeout if config else None,
         "settings_problems": problems,
-        "settings_warnings": recall_budget.warnings(config) if config else [],
+        "settings_warnings": recall_budget.warnings(config, steps) if config else [],
+        "recall_budget": recall_budget.budget_line(config, steps) if config else "",
         "statistics": statistics,
         "hints": overload_hints(statistics.get("load") or {}, config) + pool_hints(statistics.get("pool") or {},
                                                                                    config),
@@ -144,7 +147,8 @@ def _statistics() -> dict[str, Any]:
 async def report(agent: Any = None) -> str:
     """The ``reranker_status`` tool's answer: settings, a live probe and the counters, in plain text."""
     raw, config, problems = _settings(agent)  # read once: for the summary and for the live probe
-    info = _snapshot(agent, raw, config, problems, enabled=plugin_state.enabled_for(agent))
+    info = _snapshot(agent, raw, config, problems, enabled=plugin_state.enabled_for(agent),
+                     steps=settings.recall_steps(agent))
     probe = await runtime.probe_async(config) if config is not None and config.configured else None
     return redact(format_report(info, probe), str(raw.get("rerank_api_key") or ""))
 
@@ -159,6 +163,8 @@ def format_report(info: Mapping[str, Any], probe: ProbeReport | None) -> str:
         lines.append(f"- Invalid setting: {problem}")
     for warning in info.get("settings_warnings") or []:
         lines.append(f"- Setting warning: {warning}")
+    if info.get("recall_budget"):
+        lines.append(f"- Recall budget: {info['recall_budget']}")
     if probe is not None:
         lines.append(f"- Live test: {probe.message}")
         lines.extend(f"- Replica {i} {r.endpoint}: {r.message}" for i, r in enumerate(probe.replicas, 1))

@@ -27,9 +27,9 @@ from .probe import report_dict
 def add_parser(commands: Any) -> None:
     parser = commands.add_parser(
         "demo", help="see a memory recall before and after reranking (no setup needed)",
-        description="Recall sample memories for SEED.md's question, in plain embedding order and reranked "
-                    "through the plugin's own recall path. With no --endpoint, an embedded demo server "
-                    "(word-overlap scorer, Infinity's API) runs on 127.0.0.1.",
+        description="Recall sample memories for the question 'What changed in the March 1 upgrade?', in plain "
+                    "embedding order and reranked through the plugin's own recall path. With no --endpoint, an "
+                    "embedded demo server (word-overlap scorer, Infinity's API) runs on 127.0.0.1.",
     )
     parser.add_argument("--endpoint", metavar="URL", help="use this reranker server instead of the embedded demo")
     add_server_options(parser)

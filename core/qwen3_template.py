@@ -1,7 +1,8 @@
 """The Qwen3-Reranker judge prompt, split for vLLM's ``/score`` as QwenLM's and vLLM's examples do.
 
 vLLM joins the two texts of a pair with no separator for this model, so ``query_text + document_text``
-is byte-for-byte the official Transformers prompt (PROTOCOLS.md §6). User text is inserted by plain
+is byte-for-byte the official Transformers prompt (QwenLM/Qwen3-Embedding README, "Transformers
+Usage"; the model card carries the same code). User text is inserted by plain
 concatenation, never through ``str.format``, so braces, ``%s`` and newlines in it stay as they are.
 """
 

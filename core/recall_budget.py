@@ -1,18 +1,26 @@
-"""How long one A0 recall can take with the reranker, against A0's own limit for it, and settings that
-work against each other.
+"""How long one A0 recall can take with the reranker, against what A0's own limit for it leaves, and
+settings that work against each other.
 
-A0's recall extension runs the memories search and then the solutions search inside one
-``asyncio.wait_for(..., SEARCH_TIMEOUT)`` of 30 s (v1.7 and newer); past it the recall is cancelled
-and the agent's turn goes on without memories. Each reranked search costs two store searches
-(milliseconds) and one rerank, which keeps ``rerank_timeout`` itself (its retries and hedges
-included): its caller's backstop gives up ``BACKSTOP_GRACE_S`` after it at the latest. So the worst
-case of one recall is about twice ``rerank_timeout + BACKSTOP_GRACE_S``, plus the store searches;
-settings that exceed A0's limit get a warning (the largest safe timeout, in whole seconds, is 14).
+A0's recall extension (``plugins/_memory/extensions/python/message_loop_prompts_after/
+_50_recall_memories.py``) runs the whole recall inside one ``asyncio.wait_for(..., SEARCH_TIMEOUT)`` of
+30 s (v1.7 and newer); past it the recall is cancelled and the agent's turn goes on without memories.
+That one limit also covers A0's optional LLM steps: query preparation (``memory_recall_query_prep``:
+the utility model writes the search query before the searches) and the post-filter
+(``memory_recall_post_filter``: it picks the relevant memories after them). A0 gives those calls no
+limit of their own and their time depends on the utility model, so we set ``LLM_STEP_RESERVE_S`` aside
+for each one that is on, and count the reranker's worst case against what is left.
+
+Each reranked search costs two store searches (milliseconds) and one rerank, which keeps
+``rerank_timeout`` itself (its retries and hedges included): its caller's backstop gives up
+``BACKSTOP_GRACE_S`` after it at the latest. So the worst case of one recall is about twice
+``rerank_timeout + BACKSTOP_GRACE_S``, plus the store searches; settings past what is left get a
+warning (with neither LLM step on, the largest safe timeout in whole seconds is 14).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Final
 
 from .config import BATCH_WINDOW_SHARE, RerankerConfig, setting_key
@@ -21,6 +29,34 @@ from .deadline import BACKSTOP_GRACE_S
 A0_SEARCH_TIMEOUT_S: Final = 30.0
 SEARCHES_PER_RECALL: Final = 2  # memories, then solutions
 STORE_SEARCHES_S: Final = 1.0  # the recall's four store searches, query embeddings included, at most
+LLM_STEP_RESERVE_S: Final = 5.0  # one utility-model call: a short answer to a few thousand tokens of history
+
+
+@dataclass(frozen=True)
+class RecallSteps:
+    """A0's optional LLM steps of a recall that are on (its ``_memory`` settings for the scope)."""
+
+    query_prep: bool = False
+    post_filter: bool = False
+
+    @property
+    def llm_calls(self) -> int:
+        return int(self.query_prep) + int(self.post_filter)
+
+    @property
+    def names(self) -> str:
+        """The steps that are on, in A0's order, in words ("" for none)."""
+        on = [name for name, is_on in (("query preparation", self.query_prep), ("post-filter", self.post_filter))
+              if is_on]
+        return " and ".join(on)
+
+
+NO_LLM_STEPS: Final = RecallSteps()
+
+
+def left_for_reranking_s(steps: RecallSteps = NO_LLM_STEPS) -> float:
+    """What A0's recall limit leaves once its LLM steps that are on have had their share."""
+    return A0_SEARCH_TIMEOUT_S - steps.llm_calls * LLM_STEP_RESERVE_S
 
 
 def worst_recall_s(config: RerankerConfig) -> float:
@@ -28,24 +64,41 @@ def worst_recall_s(config: RerankerConfig) -> float:
     return SEARCHES_PER_RECALL * (config.timeout + BACKSTOP_GRACE_S) + STORE_SEARCHES_S
 
 
-def longest_safe_timeout_s() -> float:
-    """The largest ``rerank_timeout`` whose worst case stays within A0's recall limit."""
-    return float(math.floor((A0_SEARCH_TIMEOUT_S - STORE_SEARCHES_S) / SEARCHES_PER_RECALL - BACKSTOP_GRACE_S))
+def longest_safe_timeout_s(steps: RecallSteps = NO_LLM_STEPS) -> float:
+    """The largest ``rerank_timeout`` whose worst case stays within what A0's recall limit leaves."""
+    return float(math.floor((left_for_reranking_s(steps) - STORE_SEARCHES_S) / SEARCHES_PER_RECALL
+                            - BACKSTOP_GRACE_S))
 
 
-def warnings(config: RerankerConfig) -> list[str]:
+def budget_line(config: RerankerConfig, steps: RecallSteps = NO_LLM_STEPS) -> str:
+    """The reranker's worst case and what it is counted against, in words (the status shows it)."""
+    return f"a recall waits for the reranker at most {worst_recall_s(config):g} s of {_budget_text(steps)}"
+
+
+def _budget_text(steps: RecallSteps) -> str:
+    limit = f"Agent Zero's {A0_SEARCH_TIMEOUT_S:g} s recall limit"
+    if not steps.llm_calls:
+        return limit
+    calls = "call" if steps.llm_calls == 1 else "calls"
+    each = "" if steps.llm_calls == 1 else " each"
+    return (f"the {left_for_reranking_s(steps):g} s that {limit} leaves after its {steps.names} LLM {calls} "
+            f"(counted {LLM_STEP_RESERVE_S:g} s{each})")
+
+
+def warnings(config: RerankerConfig, steps: RecallSteps = NO_LLM_STEPS) -> list[str]:
     """Plain-language warnings about settings that are valid but work against A0 or each other (empty:
-    none)."""
-    return [warning for check in (_past_a0s_limit, _window_against_timeout) if (warning := check(config))]
+    none). ``steps``: A0's LLM steps that share the recall limit."""
+    found = [_past_a0s_limit(config, steps), _window_against_timeout(config)]
+    return [warning for warning in found if warning]
 
 
-def _past_a0s_limit(config: RerankerConfig) -> str | None:
+def _past_a0s_limit(config: RerankerConfig, steps: RecallSteps) -> str | None:
     worst = worst_recall_s(config)
-    if worst <= A0_SEARCH_TIMEOUT_S:
+    if worst <= left_for_reranking_s(steps):
         return None
     return (f"{setting_key('timeout')} {config.timeout:g} s: a recall reranks two searches, so it can wait up to "
-            f"{worst:g} s, past Agent Zero's {A0_SEARCH_TIMEOUT_S:g} s recall limit, which then drops the whole "
-            f"recall (no memories at all, not the stock ones). Keep it at {longest_safe_timeout_s():g} s or below.")
+            f"{worst:g} s, past {_budget_text(steps)}, which then drops the whole recall (no memories at all, not "
+            f"the stock ones). Keep it at {longest_safe_timeout_s(steps):g} s or below.")
 
 
 def _window_against_timeout(config: RerankerConfig) -> str | None:

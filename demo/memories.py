@@ -1,4 +1,4 @@
-"""The demo's sample memories and question (SEED.md's example).
+"""The demo's sample memories and question.
 
 Asked "What changed in the March 1 upgrade?", a plain embedding search puts an unrelated connectivity
 memory that shares "Agent Zero" and "March" on top, and the two memories about the upgrade fall

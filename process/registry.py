@@ -53,6 +53,14 @@ def _anchor() -> _Anchor:
     return anchor
 
 
+def forget_all() -> None:
+    """Drop every slot's value. Before an update in place replaces our code: the new modules must make
+    their own objects (counters, scope variable, locks), not use ones built by the old classes."""
+    anchor = _anchor()
+    with anchor.lock:
+        anchor.values.clear()
+
+
 def _forget_after_fork() -> None:
     module = sys.modules.get(ANCHOR_MODULE)
     if module is not None:

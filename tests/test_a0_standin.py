@@ -1,4 +1,4 @@
-"""The A0 v1.7 stand-in (tests/a0_standin) reproduces the facts the plugin depends on (A0_FACTS.md).
+"""The A0 v1.7 stand-in (tests/a0_standin) reproduces the A0 behaviour the plugin depends on.
 
 Every test runs against a fresh A0 root (`build_a0_root(tmp_path)` + `use_root`) WITHOUT the
 plugin under test linked in, so it checks stock A0 behaviour only.
@@ -159,7 +159,7 @@ def test_use_root_switches_and_restores_modules(tmp_path: Path) -> None:
     assert importlib.import_module("helpers.files") is session_files
 
 
-# --- discovery and config (§1.1, §1.3) ---------------------------------------------------------------
+# --- discovery and config ---------------------------------------------------------------
 
 
 def test_plugin_roots_discovery_and_user_wins(a0: A0) -> None:
@@ -291,7 +291,7 @@ def test_hooks_transform_config_and_are_not_in_sys_modules(a0: A0) -> None:
     assert p.call_plugin_hook("nowhere", "install", default=1) == 1
 
 
-# --- toggles (§1.4) ----------------------------------------------------------------------------------
+# --- toggles ----------------------------------------------------------------------------------
 
 
 def test_toggles_flip_per_scope(a0: A0) -> None:
@@ -327,7 +327,7 @@ def test_enabled_list_is_cached_until_plugin_change(a0: A0) -> None:
     assert "tgl" not in p.get_enabled_plugins(None)
 
 
-# --- extensions (§3.1, §3.2) --------------------------------------------------------------------------
+# --- extensions --------------------------------------------------------------------------
 
 
 def ext(tag: str, base: str = "Extension", imports: str = "") -> str:
@@ -527,7 +527,7 @@ def test_agent_init_runs_for_every_agent_and_startup_migration_seam(a0: A0) -> N
     assert seen.migrations == [None]
 
 
-# --- purge and uninstall (§2.3, §11.3, §11.4) -----------------------------------------------------------
+# --- purge and uninstall -----------------------------------------------------------
 
 
 def test_purge_removes_usr_plugins_modules_and_plugins_purge_replaces_memory(a0: A0) -> None:
@@ -571,7 +571,7 @@ def test_uninstall_of_a_symlinked_plugin_only_unlinks(a0: A0, tmp_path: Path) ->
     assert (target / "helpers" / "keep.py").is_file()
 
 
-# --- memory store (§4.1, §4.2) ---------------------------------------------------------------------------
+# --- memory store ---------------------------------------------------------------------------
 
 
 @pytest.mark.anyio
@@ -662,7 +662,7 @@ async def test_delete_by_query_passes_query_positionally_and_loops_by_100(a0: A0
 
 @pytest.fixture
 def newer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[A0]:
-    """A stand-in root with the newer upstream memory API (A0_FACTS section 4.7)."""
+    """A stand-in root with the newer upstream memory API."""
     monkeypatch.setenv("A0_STANDIN_MEMORY_API", "newer")
     root = build_a0_root(tmp_path / "a0")
     (root / "usr" / "plugins" / PLUGIN_NAME).unlink()
@@ -735,7 +735,7 @@ async def test_store_search_runs_in_an_executor_thread(a0: A0) -> None:
     assert threads and threads[0] != threading.current_thread().name
 
 
-# --- recall (§4.4, §11.1, §11.2) ------------------------------------------------------------------------------
+# --- recall ------------------------------------------------------------------------------
 
 
 async def seeded_agent(a0: A0, memories: int = 8, solutions: int = 5) -> Any:
@@ -883,7 +883,7 @@ async def test_background_memorize_sees_the_scope_only_if_not_reset(a0: A0, rese
     assert "alpha beta learned" in texts
 
 
-# --- memory_load, consolidation, dashboard (§4.3, §11.6, §11.8) ----------------------------------------------
+# --- memory_load, consolidation, dashboard ----------------------------------------------
 
 
 @pytest.mark.anyio
@@ -979,7 +979,7 @@ def test_dashboard_search_through_the_api_route(a0: A0) -> None:
     assert calls[0]["thread"] == "FlaskRequest"
 
 
-# --- API handlers (§5.2) ---------------------------------------------------------------------------------------
+# --- API handlers ---------------------------------------------------------------------------------------
 
 
 API_FILES = {
@@ -1082,6 +1082,69 @@ async def test_get_tool_resolves_only_enabled_plugins(a0: A0) -> None:
     a0.plugins.toggle_plugin("toolz", False)
     unknown = await a0.new_agent().call_tool("hello", {})
     assert unknown.message.startswith("Tool hello not found")
+
+
+SKILL_MD = """\
+    ---
+    name: {name}
+    description: {description}
+    allowed-tools:
+      - hello
+    ---
+
+    # {name}
+
+    Call the hello tool.
+    """
+
+
+@pytest.mark.anyio
+async def test_the_system_prompt_holds_main_tool_prompts_and_skill_listing_of_enabled_plugins(a0: A0) -> None:
+    a0.plugin("toolz", {"prompts/agent.system.tool.hello.md": "### hello\nsays hello\n",
+                        "skills/say-hello/SKILL.md": SKILL_MD.format(name="say-hello", description="Greets twice.")})
+    agent = a0.new_agent()
+    agent.hist_add_user_message("hi")
+    parts = (await agent.run_message_loop()).system
+    main, tools, skills = parts
+    assert main.startswith("# Agent Zero System Manual")
+    assert tools.startswith("## available tools") and tools.index("### hello") < tools.index("### response")
+    assert "### skills_tool" in tools
+    assert skills.startswith("# Available skills") and "**say-hello** Greets twice." in skills
+    assert "**create-skill** (stand-in)" in skills  # A0's own skills are listed too
+
+    a0.plugins.toggle_plugin("toolz", False)
+    parts = await a0.new_agent().get_system_prompt(a0.agent.LoopData())
+    assert "### hello" not in parts[1] and "say-hello" not in parts[2]
+
+
+def test_skills_are_validated_deduplicated_by_name_and_listed_globally_when_disabled(a0: A0) -> None:
+    skills = a0.mod("helpers.skills")
+    a0.plugin("aaa", {"skills/dup/SKILL.md": SKILL_MD.format(name="dup", description="from aaa"),
+                      "skills/bad/SKILL.md": SKILL_MD.format(name="Bad_Name", description="x")})
+    a0.plugin("bbb", {"skills/dup/SKILL.md": SKILL_MD.format(name="dup", description="from bbb")})
+    agent = a0.new_agent()
+    by_agent = {s.name: s.description for s in skills.list_skills(agent=agent)}
+    assert by_agent["dup"] == "from aaa" and "Bad_Name" not in by_agent
+    a0.plugins.toggle_plugin("aaa", False)
+    assert {s.name: s.description for s in skills.list_skills(agent=a0.new_agent())}["dup"] == "from bbb"
+    assert sorted(s.description for s in skills.list_skills() if s.name == "dup") == ["from aaa", "from bbb"]
+
+
+@pytest.mark.anyio
+async def test_skills_tool_lists_and_loads_and_the_loaded_skill_enters_the_extras(a0: A0) -> None:
+    long = "x" * 300
+    a0.plugin("toolz", {"skills/say-hello/SKILL.md": SKILL_MD.format(name="say-hello", description=long)})
+    agent = a0.new_agent()
+    listed = (await agent.call_tool("skills_tool", {"method": "list"})).message
+    assert f"- say-hello: {'x' * 200}…" in listed and "- create-skill v1.0.0: (stand-in)" in listed
+    missing = await agent.call_tool("skills_tool", {"method": "load", "skill_name": "nope"})
+    assert missing.message.startswith("Error: skill not found: 'nope'")
+    loaded = await agent.call_tool("skills_tool", {"method": "load", "skill_name": "**say-hello**"})
+    assert loaded.message == "Loaded skill 'say-hello' into EXTRAS." and agent.data["loaded_skills"] == ["say-hello"]
+    agent.hist_add_user_message("hi")
+    extras = (await agent.run_message_loop()).extras_persistent["loaded_skills"]
+    assert extras.startswith("# loaded skills") and "Skill: say-hello" in extras
+    assert "Allowed tools: hello" in extras and "Call the hello tool." in extras
 
 
 def test_log_items_and_updates(a0: A0) -> None:

@@ -1,4 +1,4 @@
-"""The tooling STYLE.md asks for, run as part of the suite: ruff (with the ASYNC and B rules) over the
+"""The project's tooling, run as part of the suite: ruff (with the ASYNC and B rules) over the
 whole tree, and mypy over every package of the plugin."""
 
 from __future__ import annotations

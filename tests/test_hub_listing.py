@@ -1,13 +1,25 @@
-"""The Plugin Hub listing in docs/hub/ (issue 14, acceptance 1) is within the index's limits, and the path
-the Hub downloads the thumbnail into, inside the installed plugin folder, is neither tracked nor
-unignored, so a ``git pull`` update never stops on it.
+"""The Plugin Hub listing in docs/hub/ passes the index's own validator, and the path the Hub downloads
+the thumbnail into, inside the installed plugin folder, is neither tracked nor unignored, so a
+``git pull`` update never stops on it.
 
-The limits are agent0ai/a0-plugins' (README and ``scripts/validate_plugin_submission.py``): only
-``title``, ``description``, ``github``, ``tags``, ``screenshots``; title at most 50 characters,
-description at most 500, the file at most 2,000; at most 5 tags and 5 screenshot URLs (full URLs of
-png/jpg/jpeg/webp files of at most 2 MB); the thumbnail square and at most 20 KB. The download path is
-A0's (``_plugin_installer/helpers/install.py _download_thumbnail``): ``webui/thumbnail.<ext>`` with
-``ext`` one of png, jpg, jpeg, gif, webp.
+docs/hub/ holds exactly what is submitted as ``plugins/a0_reranker/`` to agent0ai/a0-plugins, whose
+``scripts/validate_plugin_submission.py`` fails a submission on any of these (each test below applies
+one of its rules; the ones that need the network, the GitHub API and the screenshot downloads, are
+checked here against this repository's files instead):
+- a file in the folder other than ``index.yaml`` and one ``thumbnail.{png,jpg,jpeg,webp}``, or any
+  folder in it ("Unexpected file in plugin folder: ...");
+- ``index.yaml`` over 2,000 characters, not a mapping, with a field other than ``title``,
+  ``description``, ``github``, ``tags``, ``screenshots``, or without a non-empty string ``title``,
+  ``description`` or ``github``; a stripped title over 50 characters or description over 500;
+- ``github`` not of the form ``https://github.com/<owner>/<repo>``, or a repository whose root
+  ``plugin.yaml`` has a ``name`` other than the folder name;
+- ``tags`` not a list of non-empty strings, or more than 5 (the index's ``TAGS.md`` recommends its
+  list of short lowercase tags);
+- ``screenshots`` not a list of at most 5 full http(s) URLs ending in png/jpg/jpeg/webp, each at
+  most 2 MB;
+- a thumbnail over 20 KB (20,480 bytes) or not square.
+The download path is A0's (``plugins/_plugin_installer/helpers/install.py`` ``_download_thumbnail``):
+``webui/thumbnail.<ext>`` with ``ext`` one of png, jpg, jpeg, gif, webp.
 """
 
 from __future__ import annotations
@@ -17,12 +29,16 @@ import struct
 import subprocess
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 HUB = REPO / "docs" / "hub"
+SUBMITTED_NAME = "index.yaml"
+INDEX_IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp")
+GITHUB_REPO_URL = re.compile(r"^https?://github\.com/([^/]+)/([^/]+?)(?:\.git)?/?$")  # the validator's own pattern
 GITHUB = "https://github.com/King0James0/a0-reranker"
 RAW_PREFIX = "https://raw.githubusercontent.com/King0James0/a0-reranker/main/"
 THUMBNAIL_DOWNLOAD_EXTENSIONS = ("png", "jpg", "jpeg", "gif", "webp")
@@ -49,6 +65,23 @@ def png_size(path: Path) -> tuple[int, int]:
     return width, height
 
 
+def test_the_folder_holds_only_the_index_file_and_one_thumbnail() -> None:
+    """What is submitted and nothing else: a how-to kept here fails the index's check of the folder."""
+    unexpected = [p.name for p in HUB.iterdir()
+                  if p.is_dir() or not (p.name == SUBMITTED_NAME or
+                                        (p.stem == "thumbnail" and p.suffix.lower() in INDEX_IMAGE_EXTENSIONS))]
+    assert unexpected == [], f"Unexpected file in plugin folder: {unexpected}"
+    assert len([p for p in HUB.iterdir() if p.stem == "thumbnail"]) == 1
+    tracked = git("ls-files", "--", "docs/hub").stdout.split()
+    assert sorted(tracked) == ["docs/hub/index.yaml", "docs/hub/thumbnail.png"]
+
+
+def test_the_submission_how_to_lives_outside_the_submitted_folder() -> None:
+    how_to = REPO / "docs" / "hub-submission.md"
+    text = how_to.read_text(encoding="utf-8")
+    assert "docs/hub/" in text and "plugins/a0_reranker/" in text and "tests/test_hub_listing.py" in text
+
+
 def test_index_yaml_has_only_the_allowed_fields_within_their_limits() -> None:
     raw = (HUB / "index.yaml").read_text(encoding="utf-8")
     data = index()
@@ -58,6 +91,11 @@ def test_index_yaml_has_only_the_allowed_fields_within_their_limits() -> None:
     assert len(data["title"].strip()) <= 50 and len(data["description"].strip()) <= 500
     tags = data.get("tags", [])
     assert isinstance(tags, list) and len(tags) <= 5 and all(isinstance(t, str) and TAG.match(t) for t in tags)
+    assert all(t.strip() for t in tags)
+
+
+def test_github_is_a_repository_url_the_validator_accepts() -> None:
+    assert GITHUB_REPO_URL.match(index()["github"].strip())
 
 
 def test_the_listing_points_at_this_repository_whose_plugin_name_is_the_index_folder() -> None:
@@ -72,7 +110,8 @@ def test_screenshots_are_full_urls_of_small_images_in_this_repository() -> None:
     assert isinstance(screenshots, list) and 1 <= len(screenshots) <= 5
     tracked = set(git("ls-files").stdout.splitlines())
     for url in screenshots:
-        assert url.startswith(RAW_PREFIX) and url.lower().endswith((".png", ".jpg", ".jpeg", ".webp")), url
+        assert isinstance(url, str) and url.startswith(RAW_PREFIX), url
+        assert Path(urlparse(url).path).suffix.lower() in INDEX_IMAGE_EXTENSIONS, url
         path = url.removeprefix(RAW_PREFIX)
         assert path in tracked, f"{path} must be committed for the URL to exist on main"
         assert (REPO / path).stat().st_size <= 2 * 1024 * 1024, path
@@ -83,7 +122,7 @@ def test_the_thumbnail_is_a_square_png_of_at_most_20_kb() -> None:
     width, height = png_size(thumbnail)
     assert width == height >= 64
     assert thumbnail.stat().st_size <= 20 * 1024
-    assert [p.name for p in HUB.glob("thumbnail.*")] == ["thumbnail.png"]  # the index takes one thumbnail
+    assert [p.name for p in HUB.iterdir() if p.stem == "thumbnail"] == ["thumbnail.png"]  # one thumbnail
 
 
 @pytest.mark.parametrize("ext", THUMBNAIL_DOWNLOAD_EXTENSIONS)

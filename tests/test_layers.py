@@ -1,4 +1,4 @@
-"""Imports point down (DESIGN.md): ``core`` <- ``batching`` <- ``service`` <- ``a0_hooks`` <- A0's thin entry
+"""Imports point down: ``core`` <- ``batching`` <- ``service`` <- ``a0_hooks`` <- A0's thin entry
 points, with the command line, its demo server and the benches beside the A0 side, and the process-wide
 infrastructure (``process/``: the owner loop, the registry) in a room of its own that only ``service`` and
 ``a0_hooks`` use; and only ``a0_hooks/`` and the entry points know A0.

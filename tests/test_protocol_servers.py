@@ -1,4 +1,4 @@
-"""The loopback test servers answer as PROTOCOLS.md says the real servers do.
+"""The loopback test servers answer as the real servers do (their documentation and source).
 
 Every other test of the project talks to these servers, so here they are checked against the
 recorded facts with plain aiohttp requests: routes, shapes, status codes, error bodies, auth,
@@ -608,7 +608,7 @@ async def test_old_vllm_is_flat_and_knows_only_text_1_text_2() -> None:
 
 
 def qwen3_split(query: str, doc: str, instruction: str = DEFAULT_INSTRUCTION) -> tuple[str, str]:
-    """The split of vLLM's Qwen3 example (PROTOCOLS.md section 6), written out by hand here."""
+    """The split of vLLM's Qwen3 example (QwenLM/Qwen3-Embedding README, "Transformers Usage"), written out by hand here."""
     return (f"{PREFIX}<Instruct>: {instruction}\n<Query>: {query}\n",
             f"<Document>: {doc}{SUFFIX}")
 

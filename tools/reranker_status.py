@@ -1,4 +1,7 @@
-"""The ``reranker_status`` tool: is the memory reranker working? (a0_hooks/status.py does the work)."""
+"""The ``reranker_status`` tool: is the memory reranker working? (a0_hooks/status.py does the work).
+
+It has no tool prompt, which every agent would pay for on every LLM call: the ``reranker-status``
+skill, loaded only when someone asks, shows the agent the call, and A0 finds the tool by its name."""
 
 from typing import Any
 

@@ -114,6 +114,7 @@ function createPanel() {
         if (keys.length > 0) return this._refuse(keys);
         const reply = await callJsonApi(`/plugins/${PLUGIN_NAME}/test_connection`, {
           config: plainCopy(this.config),
+          ...this.scope, // A0's recall LLM steps in this scope share the time the reranker may use
         });
         this.test = testView(reply);
         if (this.test.ok) toastFrontendSuccess(this.test.message, TOAST_TITLE);

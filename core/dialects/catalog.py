@@ -1,4 +1,8 @@
-"""Every dialect we speak, by server. Routes, fields and limits are the facts of PROTOCOLS.md.
+"""Every dialect we speak, by server. Routes, fields and limits are each server's own: Cohere's API
+reference (docs.cohere.com/reference/rerank), Jina's (jina.ai/reranker), Infinity's OpenAPI schema
+(michaelfeil/infinity, ``fastapi_schemas/pymodels.py``), TEI's (huggingface/text-embeddings-inference,
+``docs/openapi.json``), vLLM's pooling API (docs.vllm.ai, "Score API" and "Re-rank API"), llama.cpp's
+``tools/server/README.md``, and the Voyage, Mixedbread, Together, SiliconFlow and SGLang API references.
 
 ``Qwen3ScoreDialect`` and vLLM's ``/rerank`` are built per instruction (the one renders it into the text
 it sends, the other sends it for the server's template); the others are constants. TEI's limit comes

@@ -1,9 +1,10 @@
 """Read each server's error body into one short message, and recognise "input too long".
 
-Shapes (PROTOCOLS.md): Cohere ``{"message"}``; OpenAI-style ``{"error": {"message", "type"}}`` (Infinity,
-vLLM ≥ 0.10.1, llama.cpp); TEI ``{"error": "...", "error_type"}``; old vLLM ``{"object": "error",
-"message"}``; FastAPI ``{"detail": "..."}`` or ``{"detail": [{"loc", "msg"}]}``; vLLM auth ``{"error":
-"Unauthorized"}``; TEI's text/plain 422 and empty 401/404 bodies; HTML pages from proxies.
+Shapes, as each server's source and error reference give them: Cohere ``{"message"}``; OpenAI-style
+``{"error": {"message", "type"}}`` (Infinity, vLLM ≥ 0.10.1, llama.cpp); TEI ``{"error": "...",
+"error_type"}``; old vLLM ``{"object": "error", "message"}``; FastAPI ``{"detail": "..."}`` or
+``{"detail": [{"loc", "msg"}]}``; vLLM auth ``{"error": "Unauthorized"}``; TEI's text/plain 422 and
+empty 401/404 bodies; HTML pages from proxies.
 
 The message keeps the server's own layout and is only bounded in length here: servers quote our input
 in it, and masking (``redaction.shown``) must see the quote as written before the text is flattened.

@@ -1,6 +1,8 @@
 """vLLM ``/score`` carrying the Qwen3-Reranker judge template rendered on our side.
 
-vLLM serves Qwen3-Reranker without applying its prompt (PROTOCOLS.md §5), so the raw texts score near
+vLLM serves Qwen3-Reranker without applying its prompt unless it is started with a score template
+(``--chat-template``, vLLM's ``examples/pooling/score/template/qwen3_reranker.jinja``): "without
+template, the results are almost as random" (vllm-project/vllm PR #19260). So the raw texts score near
 randomly; sent as ``text_1``/``text_2`` halves of the official prompt they score as the model was
 trained. ``/score`` accepts 1:N and N:N lists, so pairs of *different* queries share one request:
 this is what lets the batcher coalesce the recalls of many agents into one call.

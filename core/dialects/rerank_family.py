@@ -5,7 +5,7 @@ this shape; they differ in the route, the name of the documents field, a few opt
 container of the results (``results``, ``data`` or a bare list) and the name of the score. Requests
 carry one query each (the servers score one query against many documents).
 
-vLLM's ``/rerank`` takes an ``instruction`` that its score template receives (PROTOCOLS.md section 5):
+vLLM's ``/rerank`` takes an ``instruction`` that its score template receives (vLLM's ``RerankRequest``):
 a vLLM started with the Qwen3-Reranker template renders the judge prompt itself, with that line.
 """
 

@@ -16,6 +16,7 @@ import yaml
 from support.a0_layout import REPO_ROOT
 from support.overload import held_burst, learn_pace
 from support.servers import serve_in_thread, start_server
+from usr.plugins.a0_reranker.core import recall_budget
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.core.probe_report import NOT_SAVED
 
@@ -338,14 +339,35 @@ async def test_a_timeout_past_a0s_recall_limit_is_warned(a0: A0) -> None:
 
 
 @pytest.mark.anyio
+async def test_a0s_llm_recall_steps_leave_the_reranker_less_and_status_and_test_say_so(a0: A0) -> None:
+    """A timeout that fits A0's 30 s does not fit what query preparation and the post-filter leave."""
+    timeout = recall_budget.longest_safe_timeout_s() - 2  # fits the whole 30 s
+    a0.configure_global(endpoint="http://127.0.0.1:9", timeout=timeout)
+    assert (await asyncio.to_thread(post, a0, "status", {})).json()["settings_warnings"] == []
+    memory = a0.plugins.get_default_plugin_config("_memory")  # A0 saves _memory's settings whole
+    a0.plugins.save_plugin_config("_memory", "", "", {**memory, "memory_recall_query_prep": True,
+                                                      "memory_recall_post_filter": True})
+
+    reply = (await asyncio.to_thread(post, a0, "status", {})).json()
+    [warning] = reply["settings_warnings"]
+    assert "query preparation and post-filter LLM calls" in warning and "Keep it at" in warning
+    assert "leaves after its query preparation and post-filter LLM calls" in reply["recall_budget"]
+    tool = (await a0.new_agent(profile="").call_tool("reranker_status", {})).message
+    assert f"- Setting warning: {warning}" in tool and f"- Recall budget: {reply['recall_budget']}" in tool
+    with serve_in_thread("infinity") as server:
+        tested = post(a0, "test_connection", {"config": {"rerank_endpoint": server.url, "rerank_timeout": timeout},
+                                              "project_name": "", "agent_profile": ""})
+    assert tested.json()["ok"] and tested.json()["warnings"] == [warning]
+
+
+@pytest.mark.anyio
 async def test_status_tool_when_not_configured(a0: A0) -> None:
     response = await a0.new_agent().call_tool("reranker_status", {})
     assert "inert: no endpoint is set" in response.message and "Live test" not in response.message
 
 
-def test_tool_prompt_and_skill_are_what_a0_expects() -> None:
-    prompt = (REPO_ROOT / "prompts" / "agent.system.tool.reranker_status.md").read_text(encoding="utf-8")
-    assert prompt.startswith("### reranker_status\n") and '"tool_name": "reranker_status"' in prompt
+def test_the_skill_is_what_a0_expects_and_no_tool_prompt_is_shipped() -> None:
+    assert not list(REPO_ROOT.glob("prompts/agent.system.tool.*.md"))  # every agent would pay for it each turn
     text = (REPO_ROOT / "skills" / "reranker-status" / "SKILL.md").read_text(encoding="utf-8")
     _, front, body = text.split("---", 2)
     meta = yaml.safe_load(front)
@@ -354,4 +376,4 @@ def test_tool_prompt_and_skill_are_what_a0_expects() -> None:
     wanted = ("is the reranker working", "test the reranker", "which reranker API")
     for phrase in wanted:
         assert phrase in meta["triggers"] and phrase in meta["description"]
-    assert "reranker_status" in body
+    assert '"tool_name": "reranker_status"' in body

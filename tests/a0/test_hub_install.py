@@ -3,6 +3,9 @@ upstream made of this working tree (issue 14, acceptances 1 and 2).
 
 - The Hub's install clones the plugin, downloads the index thumbnail into ``webui/thumbnail.png`` and
   runs ``install()``; the clone stays clean for git and a later update (``git pull``) goes through.
+- An update in place (``pre_update``, ``git pull``, ``install``) runs the new code at once: the old
+  owner loop is stopped, the memory search unwrapped, the plugin's modules dropped, and the new code
+  wraps it again, with no restart of A0.
 - When ``install()`` cannot install a dependency (here a real pip, offline, asked for a version that
   does not exist), A0 deletes the new folder and the user reads our one message: the requirement,
   pip's reason and the exact command to run in A0's Python.
@@ -25,6 +28,9 @@ import pytest
 from helpers.standin import use_root
 
 from support.a0_layout import PLUGIN_NAME, REPO_ROOT, build_a0_root, commit_all, plugin_repository
+from support.servers import start_server
+
+from .conftest import memory_text, prio_scorer
 
 UNSATISFIABLE = "async-lru>=999.0"  # the dependency A0 lacks, at a version no index has
 THUMBNAIL = REPO_ROOT / "docs" / "hub" / "thumbnail.png"
@@ -92,6 +98,58 @@ def test_a_hub_install_gets_the_thumbnail_and_a_later_update_still_pulls(
     assert updated["success"], updated
     assert updated["current_commit"] == git(upstream, "rev-parse", "HEAD").strip()
     assert (plugin / "webui" / "thumbnail.png").is_file()
+
+
+NEXT_RELEASE_LINE = "Reranked by the next release"
+
+
+async def reranked_recall_lines(agent: Any) -> list[str]:
+    """One recall of ``agent``: the plugin's log lines of it."""
+    agent.context.log.reset()
+    agent.hist_add_user_message("alpha beta")
+    await agent.run_message_loop()
+    return [item.heading for item in agent.context.log.logs if "Rerank" in item.heading]
+
+
+def new_agent() -> Any:
+    agent_module = importlib.import_module("agent")
+    return agent_module.AgentContext(agent_module.AgentConfig(profile="agent0")).agent0
+
+
+def plugin_module(name: str) -> Any:
+    return importlib.import_module(f"usr.plugins.{PLUGIN_NAME}.{name}")
+
+
+@pytest.mark.anyio
+async def test_an_update_in_place_runs_the_new_code_without_a_restart(a0_root: Path, upstream: Path) -> None:
+    assert installer("install_git", git_url=str(upstream), plugin_name=PLUGIN_NAME)["success"]
+    server = await start_server("infinity", scorer=prio_scorer)
+    try:
+        plugins = importlib.import_module("helpers.plugins")
+        plugins.save_plugin_config(PLUGIN_NAME, "", "", {"rerank_endpoint": server.url, "rerank_timeout": 10})
+        agent = new_agent()
+        memory = await importlib.import_module("plugins._memory.helpers.memory").Memory.get(agent)
+        for k in range(12):
+            await memory.insert_text(memory_text(k), {"area": "main"})
+        [before] = await reranked_recall_lines(agent)
+        assert before.startswith("Reranked recall:")
+        old_runtime = plugin_module("service.runtime").running()
+        assert old_runtime is not None
+
+        recall_log = upstream / "a0_hooks" / "recall_log.py"  # release N+1: the same line, reworded
+        recall_log.write_text(recall_log.read_text(encoding="utf-8").replace(
+            'f"Reranked {source}:', f'f"{NEXT_RELEASE_LINE} {{source}}:'), encoding="utf-8")
+        commit_all(upstream, "next release")
+        assert installer("update_plugin", plugin_name=PLUGIN_NAME)["success"]
+
+        assert not old_runtime.owner.alive  # the old owner loop and its HTTP session are gone
+        [after] = await reranked_recall_lines(agent)
+        assert after.startswith(f"{NEXT_RELEASE_LINE} recall:"), after
+        [fresh] = await reranked_recall_lines(new_agent())
+        assert fresh.startswith(f"{NEXT_RELEASE_LINE} recall:"), fresh
+    finally:
+        plugin_module("service.runtime").shutdown()
+        await server.close()
 
 
 def test_without_the_ignore_rule_an_update_that_brings_a_thumbnail_stops(

@@ -1,7 +1,9 @@
 """A0 `agent.py` (v1.7), reduced: `AgentContext`, `AgentConfig`, `LoopData`, `Agent`.
 
-What is reproduced (A0_FACTS §3.1, §4.4, §4.5, §6): `Agent.__init__` runs the sync `agent_init`
-extensions; a message-loop pass runs `message_loop_start`, `message_loop_prompts_before` and
+What is reproduced: `Agent.__init__` runs the sync `agent_init`
+extensions; a message-loop pass runs `message_loop_start`, `message_loop_prompts_before`, then
+builds the system prompt (`get_system_prompt`: the `system_prompt` extensions append its parts to a
+list, which A0 joins with blank lines into the system message of every LLM call), then
 `message_loop_prompts_after` (where `_memory` recalls) with `loop_data=`; a tool call runs
 `tool_execute_before`/`tool_execute_after` around `Tool.execute`, with `get_tool` resolving
 `tools/<name>.py` through the agent's paths (enabled plugins included, failures -> `Unknown`).
@@ -257,7 +259,7 @@ class Agent:
         return self.loop_data
 
     async def run_message_loop(self, loop_data: LoopData | None = None) -> LoopData:
-        """One message-loop iteration up to the main LLM call (recall happens here, §4.4)."""
+        """One message-loop iteration up to the main LLM call (recall happens here)."""
         if loop_data is None:
             loop_data = await self.start_monologue()
         self.loop_data = loop_data
@@ -266,6 +268,7 @@ class Agent:
         loop_data.params_temporary = {}
         await extension.call_extensions_async("message_loop_start", self, loop_data=loop_data)
         await extension.call_extensions_async("message_loop_prompts_before", self, loop_data=loop_data)
+        loop_data.system = await self.get_system_prompt(loop_data)
         loop_data.history_output = self.history.output()
         await extension.call_extensions_async("message_loop_prompts_after", self, loop_data=loop_data)
         loop_data.params_temporary["extras"] = {**loop_data.extras_persistent, **loop_data.extras_temporary}
@@ -273,8 +276,15 @@ class Agent:
         await extension.call_extensions_async("message_loop_end", self, loop_data=loop_data)
         return loop_data
 
+    @extension.extensible
+    async def get_system_prompt(self, loop_data: LoopData) -> list[str]:
+        """The system prompt's parts, as the `system_prompt` extensions append them."""
+        system_prompt: list[str] = []
+        await extension.call_extensions_async("system_prompt", self, system_prompt=system_prompt, loop_data=loop_data)
+        return system_prompt
+
     async def end_monologue(self, loop_data: LoopData | None = None) -> None:
-        """The `monologue_end` extensions (memorize starts its Background task here, §4.6)."""
+        """The `monologue_end` extensions (memorize starts its Background task here)."""
         await extension.call_extensions_async("monologue_end", self, loop_data=loop_data or self.loop_data)
 
     # --- tools -----------------------------------------------------------------------------------

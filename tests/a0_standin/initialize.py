@@ -1,4 +1,4 @@
-"""A0 `initialize.py` seams (each `@extensible`, §3.1): `initialize_agent`, `initialize_migration`."""
+"""A0 `initialize.py` seams (each `@extensible`): `initialize_agent`, `initialize_migration`."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ def test_the_demo_scorer_passes_the_plugins_correctness_probe() -> None:
 
 
 def test_the_embedding_stand_in_puts_the_connectivity_memory_first() -> None:
-    """SEED.md's example: plain embedding order tops the recall with an unrelated memory."""
+    """The README's example ("What changed in the March 1 upgrade?"): plain embedding order tops the recall with an unrelated memory."""
     order = [MEMORIES[i] for i, _ in embedding_order(QUERY, MEMORIES)]
     assert "lost the connection" in order[0]
     assert order.index(next(m for m in MEMORIES if m.startswith("Release notes"))) >= 5

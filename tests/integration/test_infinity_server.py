@@ -1,6 +1,6 @@
 """Integration tier: a real Infinity server (infinity-emb) serving a tiny cross-encoder built locally.
 
-These tests pin down the server facts our client relies on (PROTOCOLS.md §3 and §11) by talking to
+These tests pin down the server facts our client relies on (Infinity's routes, bodies and errors as infinity-emb 0.0.78 serves them) by talking to
 Infinity with plain urllib. The client-level checks wait at the end of the file for the client library.
 """
 

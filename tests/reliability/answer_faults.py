@@ -120,7 +120,7 @@ class DamagedAnswer:
 HTML_PAGE: Final = "<!DOCTYPE html><html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>"
 
 
-# Overload and internal-error answers in each server's own error shape (PROTOCOLS.md; the same shapes
+# Overload and internal-error answers in each server's own error shape (as each server's source gives it; the same shapes
 # the loopback servers use for their other errors).
 def _openai(status: int, message: str, kind: str | None) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": None, "code": status}}

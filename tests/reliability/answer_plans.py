@@ -19,7 +19,7 @@ from reliability.answer_faults import encode
 
 from support.servers import SUFFIX
 
-# How each kind wraps its results: the container and the score's name (PROTOCOLS.md).
+# How each kind wraps its results: the container and the score's name (each API's reference).
 SHAPES: Final[Mapping[str, tuple[str, str]]] = {
     "infinity": ("results", "relevance_score"),
     "voyage": ("data", "relevance_score"),

@@ -8,7 +8,7 @@ from typing import Any, Final
 
 from .servers import Respond
 
-# vLLM's (OpenAI-style) error body for a 503, as PROTOCOLS.md records it
+# vLLM's (OpenAI-style) error body for a 503 (vLLM's ``ErrorResponse``)
 OVERLOADED: Final = Respond(503, {"error": {"message": "The server is overloaded", "type": "ServiceUnavailableError",
                                             "param": None, "code": 503}})
 

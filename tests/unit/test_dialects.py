@@ -1,4 +1,4 @@
-"""Dialects on recorded answers (PROTOCOLS.md §11 captures and documented shapes): requests, parsing, errors."""
+"""Dialects on recorded answers (answers captured from real servers and documented shapes): requests, parsing, errors."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def answer(body: object, status: int = 200, content_type: str = "application/jso
     return WireAnswer(status=status, body=raw, content_type=content_type)
 
 
-# Captured from Infinity 0.0.78 (PROTOCOLS.md §11).
+# Captured from Infinity 0.0.78 (infinity-emb) on loopback.
 INFINITY_ANSWER = {
     "object": "rerank",
     "results": [

@@ -12,7 +12,8 @@ from usr.plugins.a0_reranker.core.dialects.qwen3_score import Qwen3ScoreDialect
 from usr.plugins.a0_reranker.core.errors import MalformedAnswer
 from usr.plugins.a0_reranker.core.qwen3_template import document_text, full_prompt, query_text
 
-# The official Transformers prompt, written out by hand from PROTOCOLS.md §6 (not built from our constants).
+# The official Transformers prompt, written out by hand from the QwenLM/Qwen3-Embedding README
+# ("Transformers Usage"; not built from our constants).
 OFFICIAL = (
     "<|im_start|>system\nJudge whether the Document meets the requirements based on the Query and the Instruct "
     "provided. Note that the answer can only be \"yes\" or \"no\".<|im_end|>\n<|im_start|>user\n"

@@ -106,6 +106,37 @@ def test_the_recall_budget_warns_past_a0s_30_seconds() -> None:
     assert warning.startswith("rerank_timeout 20 s:") and "41.1 s" in warning and "14 s or below" in warning
 
 
+def test_a0s_llm_steps_share_the_recall_limit_and_the_warning_says_what_is_left() -> None:
+    """Query preparation and the post-filter are LLM calls inside the same 30 s: what the reranker may use
+    is what they leave, and the warning says how that was counted."""
+    reserve = recall_budget.LLM_STEP_RESERVE_S
+    both = recall_budget.RecallSteps(query_prep=True, post_filter=True)
+    prep = recall_budget.RecallSteps(query_prep=True)
+    assert recall_budget.RecallSteps().llm_calls == 0 and prep.llm_calls == 1 and both.llm_calls == 2
+    assert recall_budget.left_for_reranking_s(both) == 30 - 2 * reserve
+    assert recall_budget.longest_safe_timeout_s(both) < recall_budget.longest_safe_timeout_s(prep) < 14
+    safe = recall_budget.longest_safe_timeout_s(both)
+    assert recall_budget.warnings(RerankerConfig(timeout=safe), both) == []
+    [warning] = recall_budget.warnings(RerankerConfig(timeout=safe + 1), both)
+    worst = recall_budget.worst_recall_s(RerankerConfig(timeout=safe + 1))
+    assert worst <= 30  # within the whole limit: only counting the LLM calls shows the problem
+    assert warning.startswith(f"rerank_timeout {safe + 1:g} s: a recall reranks two searches")
+    assert f"past the {30 - 2 * reserve:g} s that Agent Zero's 30 s recall limit leaves" in warning
+    assert "query preparation and post-filter LLM calls" in warning and f"{reserve:g} s each" in warning
+    assert f"Keep it at {safe:g} s or below" in warning
+
+
+def test_the_budget_line_says_how_long_a_recall_may_wait_and_of_what() -> None:
+    config = RerankerConfig()
+    worst = recall_budget.worst_recall_s(config)
+    assert recall_budget.budget_line(config) == (
+        f"a recall waits for the reranker at most {worst:g} s of Agent Zero's 30 s recall limit")
+    line = recall_budget.budget_line(config, recall_budget.RecallSteps(post_filter=True))
+    assert line == (f"a recall waits for the reranker at most {worst:g} s of the "
+                    f"{30 - recall_budget.LLM_STEP_RESERVE_S:g} s that Agent Zero's 30 s recall limit leaves after "
+                    f"its post-filter LLM call (counted {recall_budget.LLM_STEP_RESERVE_S:g} s)")
+
+
 def test_a_batch_window_that_is_a_large_share_of_the_timeout_is_warned() -> None:
     """Secrets and edges, round three, finding 9: a window the timeout cannot afford says so."""
     [warning] = recall_budget.warnings(RerankerConfig(batch_window_ms=1000, timeout=0.6))

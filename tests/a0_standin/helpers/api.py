@@ -1,4 +1,4 @@
-"""A0 `helpers/api.py`: `ApiHandler` and plugin route dispatch (A0_FACTS §5.2), without Flask.
+"""A0 `helpers/api.py`: `ApiHandler` and plugin route dispatch, without Flask.
 
 `POST /api/plugins/<plugin>/<stem>` loads `<plugin_dir>/api/<stem>.py` (found with
 `find_plugin_dir`, so a DISABLED plugin's handlers still answer), takes its one `ApiHandler`

@@ -1,4 +1,4 @@
-"""A0 `helpers/defer.py`: named event-loop threads and `DeferredTask` (A0_FACTS §4.6).
+"""A0 `helpers/defer.py`: named event-loop threads and `DeferredTask`.
 
 `EventLoopThread` is a singleton per thread name ("AgentContext", "Background", ...), each with its
 own loop. `DeferredTask.start_task` schedules a coroutine there with

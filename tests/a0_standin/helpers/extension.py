@@ -1,4 +1,4 @@
-"""A0 `helpers/extension.py`: Python extension points and the `@extensible` decorator (A0_FACTS §3).
+"""A0 `helpers/extension.py`: Python extension points and the `@extensible` decorator.
 
 - Discovery: `subagents.get_paths(agent, "extensions/python", point)` (usr, enabled plugins in name
   order, core `extensions/python`, plus project/profile folders).
@@ -100,7 +100,7 @@ def clear_extension_cache() -> None:
     cache.clear(_CLASSES_CACHE_AREA)
 
 
-# --- @extensible (A0_FACTS §3.2) -------------------------------------------------------------
+# --- @extensible -------------------------------------------------------------
 
 
 def _points_for(func: Callable[..., Any]) -> tuple[str, str] | None:

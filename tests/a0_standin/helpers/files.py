@@ -104,6 +104,20 @@ def find_existing_paths_by_pattern(pattern: str) -> list[str]:
     return sorted(glob.glob(get_abs_path(pattern), recursive=True))
 
 
+def get_unique_filenames_in_dirs(dir_paths: list[str], pattern: str = "*") -> list[str]:
+    """Files matching `pattern` in `dir_paths`, the first of each file name winning (priority by
+    order), sorted by file name."""
+    seen: set[str] = set()
+    result = []
+    for dir_path in dir_paths:
+        for file_path in glob.glob(os.path.join(get_abs_path(dir_path), pattern)):
+            name = os.path.basename(file_path)
+            if name not in seen and os.path.isfile(file_path):
+                seen.add(name)
+                result.append(get_abs_path(file_path))
+    return sorted(result, key=os.path.basename)
+
+
 def get_subdirectories(relative_path: str) -> list[str]:
     abs_path = get_abs_path(relative_path)
     if not os.path.isdir(abs_path):

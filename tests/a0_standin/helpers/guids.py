@@ -1,4 +1,4 @@
-"""A0 `helpers/guids.generate_id`: short random ids (memory ids are 10 characters, §4.2)."""
+"""A0 `helpers/guids.generate_id`: short random ids (memory ids are 10 characters)."""
 
 from __future__ import annotations
 

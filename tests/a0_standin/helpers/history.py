@@ -1,4 +1,4 @@
-"""A0 `helpers/history.py`, reduced: messages and `output_text()` as recall's query uses them (§4.4).
+"""A0 `helpers/history.py`, reduced: messages and `output_text()` as recall's query uses them.
 
 A user message's content is the dict of A0's JSON template (`{"user_message": ...}`), so its text
 form is `user: {"user_message": "..."}` as in A0.

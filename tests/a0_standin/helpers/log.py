@@ -1,4 +1,4 @@
-"""A0 `helpers/log.py`: the per-context log the UI shows (A0_FACTS §4.4 logs a `util` item per recall).
+"""A0 `helpers/log.py`: the per-context log the UI shows (recall logs a `util` item per recall).
 
 `Log.log(type, heading=None, content=None, kvps=None, update_progress=None, id=None, **kwargs)`
 appends a `LogItem`; `LogItem.update(...)`/`stream(...)` change it, extra keyword arguments landing

@@ -1,4 +1,4 @@
-"""A0 `helpers/modules.py`: load Python files by path (A0_FACTS §2.3, §3.1).
+"""A0 `helpers/modules.py`: load Python files by path.
 
 `import_module` names the module after the file stem and does NOT register it in `sys.modules`, so
 every call runs the file's module-level code again.

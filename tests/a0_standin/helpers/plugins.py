@@ -1,4 +1,4 @@
-"""A0 `helpers/plugins.py` (v1.7): discovery, config lookup, toggles, hooks, uninstall (A0_FACTS §1-2).
+"""A0 `helpers/plugins.py` (v1.7): discovery, config lookup, toggles, hooks, uninstall.
 
 Reproduced details that plugins trip over:
 - `get_plugin_config` takes the FIRST `config.json` found and never merges it with the defaults;
@@ -208,7 +208,7 @@ def get_toggle_state(plugin_name: str) -> ToggleState:
     return state
 
 
-# --- cache and module refresh (A0_FACTS §2.3) -------------------------------------------------
+# --- cache and module refresh -------------------------------------------------
 
 
 @extensible
@@ -245,7 +245,7 @@ def purge_plugin_modules(plugin_names: list[str] | None = None) -> list[str]:
     return refresh_plugin_modules(plugin_names)
 
 
-# --- config (A0_FACTS §1.3) -------------------------------------------------------------------
+# --- config -------------------------------------------------------------------
 
 
 def _load_config_file(file_path: str) -> Any:
@@ -409,7 +409,7 @@ def find_plugin_assets(
     agent_profile: str = "*",
     only_first: bool = False,
 ) -> list[PluginAssetFile]:
-    """Every existing asset by priority (A0_FACTS §1.3 order); `*` selectors glob and infer."""
+    """Every existing asset by priority (the `get_plugin_config` lookup order); `*` selectors glob and infer."""
     results: list[PluginAssetFile] = []
     for path, proj, profile in _asset_candidates(plugin_name, subpaths, project_name, agent_profile):
         if glob.has_magic(path):
@@ -452,7 +452,7 @@ def toggle_plugin(
     after_plugin_change([plugin_name])
 
 
-# --- hooks and removal (A0_FACTS §2.1) ---------------------------------------------------------
+# --- hooks and removal ---------------------------------------------------------
 
 
 def call_plugin_hook(plugin_name: str, hook_name: str, default: Any = None, *args: Any, **kwargs: Any) -> Any:

@@ -1,4 +1,4 @@
-"""A0 `helpers/projects.py`, reduced: project folders and the context's active project (§1.3)."""
+"""A0 `helpers/projects.py`, reduced: project folders and the context's active project."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A0 `helpers/settings.py`, reduced to what plugins touch: `get_default_value` (the `A0_SET_` env
-override used by `_apply_defaults_from_env`, §1.3) and a minimal `get_settings()`."""
+override used by `_apply_defaults_from_env`) and a minimal `get_settings()`."""
 
 from __future__ import annotations
 

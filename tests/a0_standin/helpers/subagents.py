@@ -1,5 +1,5 @@
 """A0 `helpers/subagents.get_paths`: the folder priority used for extensions, tools, prompts and
-toggles (A0_FACTS §3.1): project agent dir, project `.a0proj`, `usr/agents/<profile>`, enabled
+toggles: project agent dir, project `.a0proj`, `usr/agents/<profile>`, enabled
 plugins' `agents/<profile>`, `agents/<profile>`, `usr/`, each enabled plugin (name order), then the
 default root."""
 

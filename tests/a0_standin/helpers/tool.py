@@ -1,4 +1,4 @@
-"""A0 `helpers/tool.py`: `Tool` base and `Response(message, break_loop, additional=None)` (§6)."""
+"""A0 `helpers/tool.py`: `Tool` base and `Response(message, break_loop, additional=None)`."""
 
 from __future__ import annotations
 

@@ -1,1 +1,1 @@
-"""Stand-in for the few `langchain_core` (0.3.49) pieces A0's memory uses (A0_FACTS §4.2)."""
+"""Stand-in for the few `langchain_core` (0.3.49) pieces A0's memory uses."""

@@ -1,4 +1,4 @@
-"""A0 `tools/call_subordinate.py` (v1.7): the superior hands a message to a subordinate agent (§4.5).
+"""A0 `tools/call_subordinate.py` (v1.7): the superior hands a message to a subordinate agent.
 
 As in A0: the first call (or `reset="true"`) builds the subordinate from `initialize_agent()` with the
 `profile` (or `agent_profile`) argument as its `config.profile`, as `Agent(number + 1, config,

@@ -1,4 +1,5 @@
-"""Loopback test servers that answer exactly as the real reranker servers do (PROTOCOLS.md).
+"""Loopback test servers that answer exactly as the real reranker servers do (their
+API references and source, and answers captured from Infinity 0.0.78, vLLM 0.32.0 and llama.cpp on loopback).
 
     srv = await start_server("tei", scorer=lexical_scorer, max_client_batch_size=32)
     with serve_in_thread("vllm", error_style="old") as srv: ...

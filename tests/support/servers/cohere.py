@@ -1,4 +1,4 @@
-"""Cohere Rerank v1 and v2 (PROTOCOLS.md section 1)."""
+"""Cohere Rerank v1 and v2 (docs.cohere.com/reference/rerank; cohere-python's ``v2/raw_client.py``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Cohere-compatible rerank APIs of PROTOCOLS.md section 8: Together, Xinference, SiliconFlow.
+"""Cohere-compatible rerank APIs (each one's API reference): Together, Xinference, SiliconFlow.
 
 All serve ``POST /v1/rerank``. Their error bodies are not documented: Together and SiliconFlow use
 Cohere's ``{"message": ...}``, Xinference (a FastAPI app) ``{"detail": ...}`` — plain choices.
@@ -56,7 +56,7 @@ class TogetherApp(CohereCompatibleApp):
 class XinferenceApp(CohereCompatibleApp):
     """Xinference: ``model`` (the model UID) required; ``document`` is ``{"text"}`` or null;
     ``meta`` as Xinference fills it (no api_version or billed units). Also ``GET /v1/models``
-    with ``owned_by: "xinference"`` and ``model_type: "rerank"`` (PROTOCOLS.md: likely, unverified)."""
+    with ``owned_by: "xinference"`` and ``model_type: "rerank"`` (likely, from Xinference's source; unverified)."""
 
     kind = "xinference"
     error_key = "detail"

@@ -1,6 +1,6 @@
 """Shared plumbing of the hosted-style rerank APIs: bearer auth, one error shape, ranking.
 
-PROTOCOLS.md records these APIs' request and answer fields but little of their errors, so:
+These APIs' references give their request and answer fields but little of their errors, so:
 auth failures are 401, invalid requests 400, unknown routes 404/405, each as
 ``{<error_key>: message}`` (a plain choice, documented per API).
 """

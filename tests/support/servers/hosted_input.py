@@ -2,7 +2,7 @@
 
 These APIs share one idea: a query, a list of documents (strings, and for some APIs objects), an
 optional model and an optional top count. Their field names differ, so callers pass them in.
-Error wording is ours (PROTOCOLS.md records few messages); each API wraps it in its own shape.
+Error wording is ours (the references give few messages); each API wraps it in its own shape.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""llama.cpp's ``llama-server`` (PROTOCOLS.md sections 7 and 11)."""
+"""llama.cpp's ``llama-server`` (ggml-org/llama.cpp ``tools/server/server.cpp`` and
+``server-common.cpp``; answers captured on loopback)."""
 
 from __future__ import annotations
 

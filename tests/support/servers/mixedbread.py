@@ -1,4 +1,4 @@
-"""Mixedbread reranking (PROTOCOLS.md section 8): ``input``, ``top_k``, answer ``data[].score``."""
+"""Mixedbread reranking (its API reference): ``input``, ``top_k``, answer ``data[].score``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Ollama (PROTOCOLS.md section 8): no rerank API at all; a client must recognise and reject it."""
+"""Ollama (ollama/ollama#3368, open): no rerank API at all; a client must recognise and reject it."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from .wire import json_response, unix_now
 class OllamaApp(ProtocolApp):
     """``GET /api/version``, ``/api/tags``, ``/v1/models`` and ``/``; every rerank path is a 404.
 
-    Not in PROTOCOLS.md, so plain choices: the 404 is Gin's default text/plain "404 page not
+    Not documented for this case, so plain choices: the 404 is Gin's default text/plain "404 page not
     found"; ``/`` says "Ollama is running"; ``owned_by`` is "library". Options: ``version``, ``model``.
     """
 

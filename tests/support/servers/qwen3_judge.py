@@ -1,12 +1,12 @@
 """What a Qwen3-Reranker does with the text vLLM feeds it, with and without a server-side template.
 
 Without one, vLLM joins query and document with no separator for this model. Only when that joined
-text is, byte for byte, the official judge prompt (PROTOCOLS.md section 6, Transformers usage) does
+text is, byte for byte, the official judge prompt (QwenLM/Qwen3-Embedding README, "Transformers Usage") does
 the model reach its yes/no decision; then we score the query and document found inside the prompt.
 Any other text gets a deterministic meaningless score. With ``--chat-template`` vLLM renders every
 pair into that prompt itself (``TemplatedQwen3Scorer``); a pair the client had already templated is
 then wrapped twice, and the judge, reading a prompt inside its prompt, still ranks but with less
-confidence (PROTOCOLS.md section 5: 0.891 instead of 0.976 on a real server). This is our own reading
+confidence (0.891 instead of 0.976 on a real vLLM 0.32.0 server). This is our own reading
 of the template, written independently of the client's, so it checks the client.
 """
 

@@ -1,4 +1,4 @@
-"""SGLang's rerank endpoint (PROTOCOLS.md section 8): a bare list with ``meta_info``."""
+"""SGLang's rerank endpoint (sgl-project/sglang, ``/v1/rerank``): a bare list with ``meta_info``."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ class SglangApp(ProtocolApp):
     """``POST /v1/rerank`` (``query``, ``documents``, ``instruct``, ``top_n``, ``return_documents``),
     ``GET /v1/models`` (``owned_by: "sglang"``), ``GET /health``.
 
-    Not in PROTOCOLS.md, so plain choices: results sorted best first and cut to ``top_n``;
+    Not documented, so plain choices: results sorted best first and cut to ``top_n``;
     ``document`` is the text unless ``return_documents`` is false (then null); ``meta_info`` holds an
     id and the prompt tokens; errors use the flat OpenAI-style body SGLang's OpenAI layer sends
     (``{"object": "error", "message", "type", "param", "code"}``); unknown routes are FastAPI's 404.

@@ -1,4 +1,5 @@
-"""Hugging Face Text-Embeddings-Inference (PROTOCOLS.md section 4)."""
+"""Hugging Face Text-Embeddings-Inference (huggingface/text-embeddings-inference: ``router/src/http/server.rs``,
+``docs/openapi.json``)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """TEI's request body as axum's ``Json<RerankRequest>`` extractor sees it.
 
-PROTOCOLS.md records the 422 text/plain "Failed to deserialize the JSON body ... missing field
-`texts`". The other rejections are axum's standard ones (not in PROTOCOLS.md, plain wording of
+TEI answers a body without ``texts`` with a 422 text/plain "Failed to deserialize the JSON body ...
+missing field `texts`" (axum's ``Json`` rejection). The other rejections are axum's standard ones (plain wording of
 axum's): 415 without a JSON content type, 400 for a syntax error, 422 for a wrong type. Serde
 reports positions as "line L column C"; we report the end of the body, as serde does for a
 missing field (for type errors the real column is that of the bad value).

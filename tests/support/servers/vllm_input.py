@@ -2,7 +2,7 @@
 
 vLLM validates with pydantic and answers 400 (type "Bad Request") where FastAPI would say 422;
 the message starts "N validation error(s):" and ``param`` is the first error's location joined
-with dots (``body.9`` for a JSON syntax error at offset 9), as PROTOCOLS.md section 11 shows.
+with dots (``body.9`` for a JSON syntax error at offset 9), as vLLM 0.32.0 answers on loopback.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Voyage AI rerank (PROTOCOLS.md section 8): ``top_k`` and an answer under ``data``."""
+"""Voyage AI rerank (docs.voyageai.com, "Rerankers"): ``top_k`` and an answer under ``data``."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ class VoyageApp(HostedApp):
     (default false), ``truncation`` (default true; false and too long -> 400).
 
     Options: ``api_key``, ``model``, ``max_query_tokens`` (8000, rerank-2.5), ``max_pair_tokens``
-    (32000, rerank-2.5), ``max_total_tokens`` (None: PROTOCOLS.md names a per-request cap but not
-    its value). Errors are not documented: ``{"detail": ...}``, a plain choice.
+    (32000, rerank-2.5), ``max_total_tokens`` (None: Voyage's reference names a per-request cap but
+    not its value here). Errors are not documented: ``{"detail": ...}``, a plain choice.
     """
 
     kind = "voyage"

@@ -1,4 +1,4 @@
-"""`langchain_community.vectorstores.FAISS` (0.3.19) stand-in, reproducing what A0 relies on (§4.2):
+"""`langchain_community.vectorstores.FAISS` (0.3.19) stand-in, reproducing what A0 relies on:
 
 - With a filter only the `fetch_k` (default 20) nearest vectors are fetched, then filtered, then cut
   to `k`; without one, `k` are fetched.

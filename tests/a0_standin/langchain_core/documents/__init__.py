@@ -2,7 +2,7 @@
 
 Like the real pydantic model: `Document(page_content, metadata=..., id=...)`, mutable, compared by
 value (`==`), unhashable, `metadata` copied on construction. Identity matters: the vector store
-returns its OWN Document objects, so mutating one mutates the stored memory (§4.2).
+returns its OWN Document objects, so mutating one mutates the stored memory.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`langchain_core.runnables.config.run_in_executor`: runs `func` in the loop's default executor
 inside a COPY of the caller's context, so ContextVars are visible in the worker thread (as with
-the real FAISS search, §4.6)."""
+the real FAISS search)."""
 
 from __future__ import annotations
 

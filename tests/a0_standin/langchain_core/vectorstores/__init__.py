@@ -1,7 +1,7 @@
 """`langchain_core.vectorstores.VectorStore` stand-in: the generic search entry points A0 uses.
 
 - `asearch(query, "similarity_score_threshold", k=, score_threshold=, filter=)` ->
-  `asimilarity_search_with_relevance_scores`, then drops the scores (A0 gets no scores, §4.2).
+  `asimilarity_search_with_relevance_scores`, then drops the scores (A0 gets no scores).
 - `(a)similarity_search_with_relevance_scores(query, k=4, **kwargs)` pops `score_threshold`, asks the
   store for relevance scores and keeps those `>= score_threshold`.
 """

@@ -1,4 +1,4 @@
-"""A0 `_memory` API `memory_dashboard`, reduced to the actions the UI lists with (§4.3):
+"""A0 `_memory` API `memory_dashboard`, reduced to the actions the UI lists with:
 `search` (limit 100, threshold 0.6 defaults; no query -> newest first), `get_memory_subdirs`, `delete`."""
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
-"""A0 `plugins/_memory/helpers/memory.py`, module `plugins._memory.helpers.memory` (§4.1-4.3, §4.7).
+"""A0 `plugins/_memory/helpers/memory.py`, module `plugins._memory.helpers.memory`.
 
 Two versions, chosen when the module is imported by `A0_STANDIN_MEMORY_API` (`MEMORY_API`):
-`v1.7` (the default; tag v1.7) and `newer` (upstream's newer memory API, §4.7):
+`v1.7` (the default; tag v1.7) and `newer` (upstream's newer memory API, file
+commit 0b89c41 of agent0ai/agent-zero `plugins/_memory/helpers/memory.py`):
 - `search_similarity_threshold(..., filter="", embedding=None)`: with `embedding`, the store is
   searched by that vector (`asimilarity_search_with_score_by_vector`, `k=limit`) and the
   threshold applied to `_cosine_normalizer(score)`; without it, the v1.7 path;

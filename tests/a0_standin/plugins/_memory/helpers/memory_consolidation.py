@@ -1,5 +1,4 @@
-"""A0 `_memory/helpers/memory_consolidation.py` (v1.7), reduced to the parts that touch the search
-(A0_FACTS §4.3, §11.8):
+"""A0 `_memory/helpers/memory_consolidation.py` (v1.7), reduced to the parts that touch the search:
 
 - `_find_similar_memories`: one search with `limit=max_similar_memories` (10 by default, memorize
   passes 8), `threshold=similarity_threshold`, `filter=f"area == '{area}'"`, plus one search per

@@ -1,4 +1,4 @@
-"""A0 v1.7 `_memory` tool `memory_forget`, broken as shipped (A0_FACTS §11.7): it imports
+"""A0 v1.7 `_memory` tool `memory_forget`, broken as shipped: it imports
 `tools.memory_load`, which does not exist, so `Agent.get_tool` falls back to the Unknown tool."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A0 `_memory` tool `memory_load`: defaults threshold 0.7, limit 10, filter "" (A0_FACTS §4.3)."""
+"""A0 `_memory` tool `memory_load`: defaults threshold 0.7, limit 10, filter ""."""
 
 from __future__ import annotations
 

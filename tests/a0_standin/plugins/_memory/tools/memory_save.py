@@ -1,4 +1,4 @@
-"""A0 `_memory` tool `memory_save`: insert text; extra keyword arguments become metadata (§4.2)."""
+"""A0 `_memory` tool `memory_save`: insert text; extra keyword arguments become metadata."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A0 `_memory` recall (A0_FACTS §4.4): on iteration 0 and every `memory_recall_interval`, start
+"""A0 `_memory` recall: on iteration 0 and every `memory_recall_interval`, start
 `asyncio.create_task(asyncio.wait_for(self.search_memories(...), timeout=30))` and store it in
 `agent.data["_recall_memories_task"]`. The search: query = user message + "\\n\\n" + history[-10000:];
 memories (limit 12, filter main/fragments) and solutions (limit 8, filter solutions), threshold 0.7,

@@ -1,5 +1,5 @@
 """A0 `_memory` recall wait: await the recall task in the same pass unless `memory_recall_delayed`
-(then only on later iterations). Errors of the task surface here (A0_FACTS §4.4, §10)."""
+(then only on later iterations). Errors of the task surface here."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A0 `_memory` monologue_end/_50_memorize_fragments (A0_FACTS §4.3, §4.6): memorize in the
+"""A0 `_memory` monologue_end/_50_memorize_fragments: memorize in the
 BACKGROUND (`DeferredTask(thread_name=THREAD_BACKGROUND)`: another thread and event loop, which
 inherits the caller's ContextVars). The utility model lists what to remember (a JSON list); each
 entry goes through consolidation (memorize passes `max_similar_memories=8`) or, with consolidation
