@@ -7,31 +7,54 @@ the caller's own arguments and nothing else happens. Inside it, when the plugin 
 1. the caller's own call, unchanged: A0's answer, which is also the fallback, so the fallback is
    stock by construction (the same objects in the same order). Nothing found: nothing is returned
    and nothing else is asked.
-2. a wider one for the pool: ``max(limit, rerank_candidates)`` memories at ``rerank_pool_threshold``
-   (never above the caller's threshold), every other argument as the caller gave it (a precomputed
-   ``embedding`` included).
+2. the pool search (``pool_search``).
 
-The pool goes to ``rerank_pool`` with A0's answer first, and as many memories come back as A0's own
-call returned: A0 decides how many, the reranker which. Every failure returns A0's answer. Exceptions
-raised by the store in the first search propagate unchanged; nothing of ours raises past this module.
+Everything the plugin adds fits in ``rerank_timeout``: its work before A0's call comes out of it, and
+one deadline, set when A0's answer is in, bounds the pool search and the rerank together. The pool
+goes to ``rerank_pool`` with A0's answer first, and as many memories come back as A0's own call
+returned: A0 decides how many, the reranker which. Every failure returns A0's answer, and the log line
+gives the whole time the plugin added. Exceptions raised by the store in the first search propagate
+unchanged; nothing of ours raises past this module.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ..core.config import RerankerConfig
 from ..core.errors import ConfigError
 from ..service.accounting import Accounting
 from ..service.recall_pool import rerank_pool
-from . import plugin_state, recall_log, recall_scope, settings
+from . import plugin_state, pool_search, recall_log, recall_scope, settings
 from .recall_scope import RecallScope
 from .search_call import SearchCall
 
 log = logging.getLogger("a0_reranker")
+
+
+@dataclass(frozen=True)
+class AddedTime:
+    """The time the plugin adds to one search: its work before A0's call, and all of it after A0's
+    answer. Together they fit in ``rerank_timeout``: ``deadline`` is what is left of it once A0 answered."""
+
+    before_s: float
+    answered: float  # monotonic: when A0's own call returned
+    budget_s: float
+
+    @classmethod
+    def since(cls, entered: float, asked: float, config: RerankerConfig) -> AddedTime:
+        return cls(before_s=asked - entered, answered=time.monotonic(), budget_s=config.timeout)
+
+    @property
+    def deadline(self) -> float:
+        return self.answered + max(0.0, self.budget_s - self.before_s)
+
+    def spent_s(self) -> float:
+        return self.before_s + time.monotonic() - self.answered
 
 
 async def search(original: Callable[..., Any], memory: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -39,40 +62,22 @@ async def search(original: Callable[..., Any], memory: Any, args: tuple[Any, ...
     scope = recall_scope.current()
     if scope is None:
         return await original(memory, *args, **kwargs)
+    entered = time.monotonic()
     plan = _plan(scope, original, memory, args, kwargs)
     if plan is None:
         return await original(memory, *args, **kwargs)
     call, config = plan
     with recall_scope.suspended():
+        asked = time.monotonic()
         stock = await original(memory, *args, **kwargs)
         if not stock:
             return stock
-        pool = await _wider(original, memory, call, config, stock)
-    if pool is None:
-        _fallback(scope, "pool_search", len(stock), len(stock), time.monotonic())
+        added = AddedTime.since(entered, asked, config)
+        pool = await pool_search.fetch(original, memory, call, config, stock, added.deadline)
+    if pool.members is None:
+        _fallback(scope, pool.reason, len(stock), len(stock), added, pool.message)
         return stock
-    return await _choose(scope, call, config, stock, _stock_first(stock, pool))
-
-
-async def _wider(original: Callable[..., Any], memory: Any, call: SearchCall, config: RerankerConfig,
-                 stock: Sequence[Any]) -> list[Any] | None:
-    """The pool search, or A0's answer when it would ask for nothing more; None if it fails."""
-    limit, threshold = max(call.limit, config.candidates), call.pool_threshold(config.pool_threshold)
-    if limit == call.limit and threshold == call.threshold:
-        return list(stock)
-    args, kwargs = call.replaced(limit=limit, threshold=threshold)
-    try:
-        return list(await original(memory, *args, **kwargs))
-    except Exception:  # A0's own call succeeded, so stock A0 would not have failed: keep its answer
-        log.warning("a0_reranker: the pool search failed (recall keeps its stock result)", exc_info=True)
-        return None
-
-
-def _stock_first(stock: Sequence[Any], pool: Sequence[Any]) -> list[Any]:
-    """A0's answer, then the pool's other memories in embedding order (by identity: Documents compare
-    by value, and two memories may hold the same text)."""
-    seen = {id(document) for document in stock}
-    return [*stock, *(document for document in pool if id(document) not in seen)]
+    return await _choose(scope, call, config, stock, pool.members, added)
 
 
 def _plan(
@@ -96,27 +101,27 @@ def _plan(
         return None
 
 
-async def _choose(scope: RecallScope, call: SearchCall, config: RerankerConfig, stock: Any,
-                  pool: list[Any]) -> Any:
+async def _choose(scope: RecallScope, call: SearchCall, config: RerankerConfig, stock: Any, pool: list[Any],
+                  added: AddedTime) -> Any:
     """The reranker's best ``len(stock)`` of the pool (A0's answer first), or on any failure ``stock``."""
     if len(pool) < 2:
         Accounting().pool(len(pool), len(stock))
         return stock
-    started = time.monotonic()
-    try:  # returns by rerank_timeout plus the one backstop grace (service.runtime), whatever the server does
-        outcome = await rerank_pool(call.query, pool, limit=len(stock), config=config)
-    except Exception:
+    try:  # returns by the deadline plus the one backstop grace (service.runtime), whatever the server does
+        outcome = await rerank_pool(call.query, pool, limit=len(stock), config=config, deadline=added.deadline)
+    except Exception as exc:
         log.exception("a0_reranker: unexpected error while reranking (recall keeps its stock order)")
-        _fallback(scope, "error", len(pool), len(stock), started)
+        _fallback(scope, "error", len(pool), len(stock), added, f"unexpected error: {type(exc).__name__}")
         return stock
-    recall_log.write(scope.agent, recall_log.describe(outcome, scope.source))
+    recall_log.write(scope.agent, recall_log.describe(outcome, scope.source, added.spent_s()))
     return outcome.documents if outcome.applied else stock
 
 
-def _fallback(scope: RecallScope, reason: str, candidates: int, returned: int, started: float) -> None:
-    Accounting().fell_back(reason)
-    line = recall_log.fallback_line(reason, scope.source, candidates, returned, time.monotonic() - started)
-    recall_log.write(scope.agent, line)
+def _fallback(scope: RecallScope, reason: str, candidates: int, returned: int, added: AddedTime,
+              message: str) -> None:
+    Accounting().fell_back(reason, message)
+    recall_log.write(scope.agent, recall_log.fallback_line(reason, scope.source, candidates, returned,
+                                                           added.spent_s()))
 
 
 def _note_bad_settings(scope: RecallScope, exc: ConfigError) -> None:

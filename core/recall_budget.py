@@ -10,10 +10,10 @@ the utility model writes the search query before the searches) and the post-filt
 limit of their own and their time depends on the utility model, so we set ``LLM_STEP_RESERVE_S`` aside
 for each one that is on, and count the reranker's worst case against what is left.
 
-Each reranked search costs two store searches (milliseconds) and one rerank, which keeps
-``rerank_timeout`` itself (its retries and hedges included): its caller's backstop gives up
+Each reranked search is A0's own store search plus what the plugin adds, which keeps
+``rerank_timeout`` (its pool search, retries and hedges included): its caller's backstop gives up
 ``BACKSTOP_GRACE_S`` after it at the latest. So the worst case of one recall is about twice
-``rerank_timeout + BACKSTOP_GRACE_S``, plus the store searches; settings past what is left get a
+``rerank_timeout + BACKSTOP_GRACE_S``, plus A0's own store searches; settings past what is left get a
 warning (with neither LLM step on, the largest safe timeout in whole seconds is 14).
 """
 
@@ -28,7 +28,7 @@ from .deadline import BACKSTOP_GRACE_S
 
 A0_SEARCH_TIMEOUT_S: Final = 30.0
 SEARCHES_PER_RECALL: Final = 2  # memories, then solutions
-STORE_SEARCHES_S: Final = 1.0  # the recall's four store searches, query embeddings included, at most
+STORE_SEARCHES_S: Final = 1.0  # A0's own two store searches, query embeddings included, at most
 LLM_STEP_RESERVE_S: Final = 5.0  # one utility-model call: a short answer to a few thousand tokens of history
 
 

@@ -61,10 +61,13 @@ async def rerank_pool(
     limit: int,
     config: RerankerConfig,
     text_of: Callable[[D], str] = page_content,
+    deadline: float | None = None,
 ) -> RecallOutcome[D]:
     """Rerank ``pool`` (stock order, best first) for ``query`` and keep at most ``limit`` documents.
 
-    Returns the stock top-``limit`` when the reranker is unavailable or in shadow mode.
+    Returns the stock top-``limit`` when the reranker is unavailable or in shadow mode. ``deadline``
+    (monotonic; default ``rerank_timeout`` from now) lets a caller whose own work came first keep
+    the whole of it within one timeout.
     """
     started = time.monotonic()
     stock = list(pool[:limit])
@@ -72,7 +75,7 @@ async def rerank_pool(
         return RecallOutcome(stock, applied=False, scored=False, candidates=len(pool), elapsed_s=0.0)
     if len(pool) < 2:
         return _counted(RecallOutcome(stock, applied=False, scored=False, candidates=len(pool), elapsed_s=0.0))
-    result = await runtime.rerank_result_async(query, [text_of(d) for d in pool], config=config)
+    result = await runtime.rerank_result_async(query, [text_of(d) for d in pool], config=config, deadline=deadline)
     elapsed = time.monotonic() - started
     ranking, api = result.ranking, result.api
     if ranking is None or len(ranking) != len(pool):

@@ -180,13 +180,15 @@ def _rerank_handover(current: Runtime, query: str, documents: Sequence[str], con
                            deadline, decision, decision=decision)
 
 
-async def rerank_result_async(query: str, documents: Sequence[str], *, config: RerankerConfig) -> RerankResult:
-    """The ranking with how it went (API used, or why it fell back). Awaitable from any event loop;
-    cancellation propagates, nothing else is raised."""
+async def rerank_result_async(query: str, documents: Sequence[str], *, config: RerankerConfig,
+                              deadline: float | None = None) -> RerankResult:
+    """The ranking with how it went (API used, or why it fell back), by ``deadline`` (monotonic; default
+    ``rerank_timeout`` from now). Awaitable from any event loop; cancellation propagates, nothing else
+    is raised."""
     refusal = _refusal(query, documents, config)
     if refusal is not None:
         return refusal
-    deadline = deadline_in(config.timeout)
+    deadline = deadline_in(config.timeout) if deadline is None else deadline
     try:
         current = runtime()
         if current.owner.is_current_thread():
