@@ -5,8 +5,8 @@ rerank_candidates)`` memories at ``rerank_pool_threshold`` (never above the call
 answer is already in hand when it starts, so it counts against the same ``rerank_timeout`` as the
 rerank after it: a store that hangs or an embedding API that does not answer must not hold a recall
 whose stock answer is ready. Past the deadline it is cancelled and the recall keeps A0's answer
-(``pool_search_timeout``, its message saying so for ``last_error``); when it raises, likewise
-(``pool_search``).
+(``pool_search_timeout``); when it raises, likewise (``pool_search``). Either way the message says
+why, for ``last_error``, without the query or memory text.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.config import RerankerConfig
+from ..core.redaction import shown
+from ..service.recall_pool import page_content
 from .search_call import SearchCall
 
 log = logging.getLogger("a0_reranker")
@@ -50,7 +52,9 @@ async def fetch(original: Callable[..., Any], memory: Any, call: SearchCall, con
             return Pool(None, "pool_search_timeout", f"the pool search (the plugin's wider store search) took "
                         f"longer than rerank_timeout ({config.timeout:g} s); the recall kept A0's answer")
         log.warning("a0_reranker: the pool search failed (recall keeps its stock result)", exc_info=True)
-        return Pool(None, "pool_search")
+        said = shown(f"{type(exc).__name__}: {exc}", call.query, *(page_content(d) for d in stock))
+        return Pool(None, "pool_search", f"the pool search (the plugin's wider store search) raised {said}; "
+                    "the recall kept A0's answer")
 
 
 def stock_first(stock: Sequence[Any], found: Sequence[Any]) -> list[Any]:

@@ -1,7 +1,7 @@
 """What the plugin adds to a recall fits in ``rerank_timeout``, its pool search included (issue 21,
 finding 10): a pool search that stalls gives A0's answer at the deadline under its own reason, the
 pool search and the rerank share that one deadline, and the log line gives the whole time the plugin
-added. On both memory APIs of the stand-in."""
+added. A pool search that fails says why in ``last_error``. On both memory APIs of the stand-in."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from support.deadlines import EARLY_S, Stopwatch, assert_released_at_deadline, s
 from support.servers import Delay, RunningServer
 from usr.plugins.a0_reranker.service import runtime
 
-from .conftest import A0, MEM_FILTER
+from .conftest import A0, MEM_FILTER, memory_text
 from .test_recall import MEMORIES, recall, stock_memories
 
 pytestmark = pytest.mark.anyio
@@ -99,3 +99,27 @@ async def test_the_pool_search_and_the_rerank_share_one_rerank_timeout(a0: A0, s
     line = a0.recall_lines(agent)[-1]
     assert line.startswith("Reranker fell back to the stock order (timeout)")
     assert added_ms(line) >= (timeout - EARLY_S) * 1000
+
+
+async def test_a_failed_pool_search_says_why_in_last_error(a0: A0, server: RunningServer) -> None:
+    agent = a0.new_agent()
+    await a0.seed(agent, MEMORIES)
+    memory = await a0.Memory.get(agent)
+    scope = a0.ours("a0_hooks.recall_scope")
+    await server.close()  # first an unrelated failure: the reranker is gone
+    scope.begin(agent, "recall")
+    await memory.search_similarity_threshold(query="alpha beta", limit=3, threshold=0.7)
+    older = runtime.statistics().last_error
+    assert runtime.statistics().fallbacks.get("connect") == 1 and older
+
+    async def broken(search: Any) -> Any:
+        search.close()
+        raise RuntimeError("the store broke on the second search")
+
+    widened(memory.db, broken)
+    found = await memory.search_similarity_threshold(query="alpha beta", limit=3, threshold=0.7)
+    assert [d.page_content for d in found] == [memory_text(k) for k in range(3)]
+    stats = runtime.statistics()
+    assert stats.fallbacks["pool_search"] == 1
+    assert stats.last_error != older and "pool search" in stats.last_error and "RuntimeError" in stats.last_error
+    assert "alpha" not in stats.last_error
