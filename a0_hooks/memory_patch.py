@@ -8,7 +8,8 @@ keeps working with the code imported after the purge, and if our code can no lon
 ``ensure_installed`` is idempotent and cheap; our seams call it at startup, for every new agent and
 before every recall. It wraps the ``Memory`` class A0 uses now (a purge of the ``plugins`` namespace
 creates a new one), and replaces a wrapper made by an older copy of this module, keeping the
-original it wrapped. ``uninstall`` puts the original back on every class we patched.
+original it wrapped. ``uninstall`` puts the original back on every class we patched, and gives
+their stores back their own query embedding (``query_embedding``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from ..process.registry import Slot
+from . import query_embedding
 
 log = logging.getLogger("a0_reranker")
 
@@ -153,8 +155,15 @@ def uninstall() -> int:
             if is_ours(current):
                 setattr(cls, METHOD, _innermost_original(current))
                 restored += 1
+            query_embedding.untap(_stores(cls))
             _patched().discard(cls)
     return restored
+
+
+def _stores(cls: type) -> list[Any]:
+    """The stores a ``Memory`` class holds (one per memory subdir), read defensively."""
+    index = getattr(cls, "index", None)
+    return list(index.values()) if isinstance(index, dict) else []
 
 
 def _innermost_original(func: Any) -> Any:

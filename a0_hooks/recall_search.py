@@ -7,7 +7,8 @@ the caller's own arguments and nothing else happens. Inside it, when the plugin 
 1. the caller's own call, unchanged: A0's answer, which is also the fallback, so the fallback is
    stock by construction (the same objects in the same order). Nothing found: nothing is returned
    and nothing else is asked.
-2. the pool search (``pool_search``).
+2. the pool search (``pool_search``), which reuses the query embedding of the first
+   (``query_embedding``).
 
 Everything the plugin adds fits in ``rerank_timeout``: its work before A0's call comes out of it, and
 one deadline, set when A0's answer is in, bounds the pool search and the rerank together. The pool
@@ -29,7 +30,7 @@ from ..core.config import RerankerConfig
 from ..core.errors import ConfigError
 from ..service.accounting import Accounting
 from ..service.recall_pool import rerank_pool
-from . import plugin_state, pool_search, recall_log, recall_scope, settings
+from . import plugin_state, pool_search, query_embedding, recall_log, recall_scope, settings
 from .recall_scope import RecallScope
 from .search_call import SearchCall
 
@@ -67,7 +68,7 @@ async def search(original: Callable[..., Any], memory: Any, args: tuple[Any, ...
     if plan is None:
         return await original(memory, *args, **kwargs)
     call, config = plan
-    with recall_scope.suspended():
+    with recall_scope.suspended(), query_embedding.shared(memory):
         asked = time.monotonic()
         stock = await original(memory, *args, **kwargs)
         if not stock:
