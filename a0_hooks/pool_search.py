@@ -41,9 +41,9 @@ async def fetch(original: Callable[..., Any], memory: Any, call: SearchCall, con
     limit, threshold = max(call.limit, config.candidates), call.pool_threshold(config.pool_threshold)
     if limit == call.limit and threshold == call.threshold:
         return Pool(list(stock))
-    args, kwargs = call.replaced(limit=limit, threshold=threshold)
     bound = asyncio.timeout(max(0.0, deadline - time.monotonic()))
     try:
+        args, kwargs = call.replaced(limit=limit, threshold=threshold)
         async with bound:
             found = await original(memory, *args, **kwargs)
         return Pool(stock_first(stock, found))
