@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import functools
+import gc
 from typing import Any
 
 import pytest
@@ -27,6 +28,7 @@ def contents(docs: list[Any]) -> list[str]:
 
 
 async def test_install_is_idempotent_and_keeps_the_original(a0: A0) -> None:
+    gc.collect()  # Memory classes of earlier tests' A0 roots, wrapped there, are garbage by now: gone
     original = a0.Memory.__dict__[METHOD]
     patch = a0.ours("a0_hooks.memory_patch")
     assert patch.ensure_installed() and patch.ensure_installed()
