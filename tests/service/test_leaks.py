@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from support.counters import stats_until
+from support.counters import owner_call, stats_until
 from support.deadlines import PATIENT_S, Stopwatch, assert_released_before_deadline
 from support.encoding import encoding_scorer, recall
 from support.outages import OVERLOADED, SHUT_BREAKER  # this file is not about the breaker
@@ -266,15 +266,6 @@ async def test_a_new_timeout_does_not_run_detection_again() -> None:
         assert server.count("/v1/models") == 1
     finally:
         await server.close()
-
-
-async def owner_call(func: Any) -> Any:
-    current = runtime.runtime()
-
-    async def on_owner() -> Any:
-        return func(current.service)
-
-    return await asyncio.wrap_future(current.owner.submit(on_owner))
 
 
 async def owner_tasks() -> int:
