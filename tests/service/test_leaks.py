@@ -24,6 +24,7 @@ from support.servers import Delay, RunningServer, serve_in_thread, start_server
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.core.statistics import RerankerStatistics
 from usr.plugins.a0_reranker.service import runtime
+from usr.plugins.a0_reranker.service.endpoints import MAX_ENDPOINTS, MAX_GROUPS
 
 pytestmark = pytest.mark.anyio
 
@@ -240,7 +241,8 @@ async def test_a_lone_call_larger_than_the_queue_bound_goes_through_on_an_idle_e
 
 
 async def test_three_thousand_api_keys_leave_bounded_state() -> None:
-    """Finding 6: each key used to add a batcher (and its task) for the life of the process."""
+    """Finding 6: each key used to add a batcher (and its task) for the life of the process. Endpoints (a
+    server's health for one key) have a bound of their own, higher than the batchers'."""
     server = await start_server("vllm", scorer=encoding_scorer)
     try:
         base = RerankerConfig(endpoint=server.url, api="rerank", timeout=5.0)
@@ -250,7 +252,7 @@ async def test_three_thousand_api_keys_leave_bounded_state() -> None:
                                              for n, c in enumerate(keyed, start=first)))
             assert all(r is not None for r in results), runtime.statistics().last_error
         footprint = await owner_call(lambda service: service.footprint())
-        assert footprint["endpoints"] <= 32 and footprint["batchers"] <= 32, footprint
+        assert footprint["endpoints"] <= MAX_ENDPOINTS and footprint["batchers"] <= MAX_GROUPS, footprint
         assert footprint["detections"] <= 128, footprint
         assert await owner_tasks() <= 8  # no dispatcher task per key left waiting for ever
     finally:
