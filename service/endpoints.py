@@ -11,8 +11,8 @@ process, so both are bounded, with bounds of their own. Endpoints: ``max_endpoin
 than the replicas times the keys in use), forgetting first the least recently used whose health
 holds nothing worth keeping, and only past that an idle one that does: a server that is down keeps
 its open breaker between recalls however many replicas and keys share the process, so it gets its
-breaker's probes and nothing else. Groups: ``max_groups``, forgetting the least recently used idle
-ones (nothing queued, nothing in flight) when a new one arrives.
+breaker's probes and nothing else. Groups: ``max_groups``, a hard bound once the load is over: an
+idle batcher past it is forgotten as it becomes idle, not when the next new one is made.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ class EndpointRegistry:
             batcher = self._groups[key] = MicroBatcher(
                 Dispatch(replicas, self._events, dispatch_policy(config)), mixes_queries=members.mixes_queries,
                 max_pairs=members.max_pairs, window=window, max_queued_pairs=config.max_queued_pairs,
-                shed=config.shed_overload)
+                shed=config.shed_overload, on_idle=self._trim_groups)
             return batcher
         self._groups.move_to_end(key)
         batcher.dispatch.replicas.update(members.replicas)
@@ -154,6 +154,10 @@ class EndpointRegistry:
         recently used idle one. A group still naming it gets the state that replaces it on its next call
         (``ReplicaSet.update``); idle, the old one holds no slot."""
         _forget(self._endpoints, self._max_endpoints - 1, _forgettable_endpoint, _idle_endpoint)
+
+    def _trim_groups(self) -> None:
+        """A batcher went idle: keep the groups within their bound now, not when the next one is made."""
+        _forget(self._groups, self._max_groups, _idle_batcher)
 
 
 def _replica_statistics(url: str, breaker: str, states: list[EndpointState], total: int) -> ReplicaStatistics:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from support.counters import owner_call, stats_until
+from support.counters import footprint_until, owner_call, stats_until
 from support.deadlines import PATIENT_S, Stopwatch, assert_released_before_deadline
 from support.encoding import encoding_scorer, recall
 from support.outages import OVERLOADED, SHUT_BREAKER  # this file is not about the breaker
@@ -256,6 +256,27 @@ async def test_three_thousand_api_keys_leave_bounded_state() -> None:
         assert footprint["detections"] <= 128, footprint
         assert await owner_tasks() <= 8  # no dispatcher task per key left waiting for ever
     finally:
+        await server.close()
+
+
+async def test_batchers_made_under_load_are_kept_to_their_bound_once_idle() -> None:
+    """Finding 4's companion: 40 configurations in flight at once need 40 batchers; once their requests
+    end, no more than the bound is kept, without waiting for a new configuration to trim them."""
+    server = await start_server("vllm", scorer=encoding_scorer)
+    try:
+        base = RerankerConfig(endpoint=server.url, api="rerank", timeout=PATIENT_S)
+        assert await runtime.rerank_async(*recall(0, 3), config=base) is not None  # detected once for all
+        server.gate.hold(lambda r: r.method == "POST")
+        configs = [base.replace(instruction=f"instruction {n}") for n in range(40)]
+        calls = [asyncio.create_task(runtime.rerank_async(*recall(n, 3), config=c)) for n, c in enumerate(configs)]
+        await server.gate.wait_held(1)
+        await footprint_until(lambda f: f["batchers"] >= 40)  # each queued or in flight: none can go
+        server.gate.release()
+        assert None not in await asyncio.gather(*calls)
+        await stats_until(lambda s: drained(s) and every_call_accounted(s))
+        await footprint_until(lambda f: f["batchers"] <= MAX_GROUPS)
+    finally:
+        server.gate.release()
         await server.close()
 
 
