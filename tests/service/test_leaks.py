@@ -208,11 +208,13 @@ async def test_wait_for_timeouts_around_the_callers_leave_nothing_behind() -> No
 
 async def test_repeated_slow_spells_leave_the_queue_empty_and_a_recovered_server_reranks_all() -> None:
     """Finding 1 and acceptance 2: cap 1, a 300-pair queue, a server that holds requests past the
-    timeout; many callers expire while queued, spell after spell."""
+    timeout; many callers expire while queued, spell after spell. Shedding is off: it judges a recall by
+    the server's measured speed, and after a warm-up answer slowed by a busy machine (7 ms for 10 pairs)
+    it turned the spells' recalls away before the queue reached its bound (1 run in 8)."""
     server = await start_server("vllm", scorer=encoding_scorer)
     try:
         config = RerankerConfig(endpoint=server.url, api="rerank", timeout=0.2, max_concurrency=1,
-                                max_queued_pairs=300, **SHUT_BREAKER)
+                                max_queued_pairs=300, shed_overload=False, **SHUT_BREAKER)
         patient = config.replace(timeout=PATIENT_S)  # shares the queue and the slot with the impatient calls
         assert await runtime.rerank_async(*recall(1, 10), config=patient) is not None
         for spell in range(6):
