@@ -196,7 +196,8 @@ def _counter_lines(stats: Mapping[str, Any]) -> list[str]:
     lines = [
         f"- Reranks: {stats['reranked']} of {stats['reranks']} succeeded; fallbacks: {fallbacks}",
         f"- Latency p50/p95: {_ms(stats['latency_p50_ms'])} / {_ms(stats['latency_p95_ms'])}; HTTP requests "
-        f"{stats['http_requests']} ({stats['mean_pairs_per_request'] or 0} pairs each on average)",
+        f"{stats['http_requests']} ({stats['mean_pairs_per_request'] or 0} pairs each on average); API "
+        f"detections {stats.get('detections', 0)}",
     ]
     load = stats.get("load") or {}
     if load.get("offered_per_s"):

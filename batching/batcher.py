@@ -7,8 +7,9 @@ and an idle replica does not wait. When other requests are in flight there, it w
 (it stops early once a request's worth of pairs is queued, and never takes a queued job more than a
 tenth of its time, nor so much that the request could no longer be answered in time). Under load,
 jobs pile up while slots are busy, so batches grow by themselves. With several replicas, the queue
-is shared out over those short of work (see ``_start_shares``). Each batch goes to the dispatch step,
-which carries it out (attempts, retries, hedges). The dispatcher task runs only while jobs are queued.
+is shared out over those short of work (see ``_start_shares``). Each batch goes to the dispatch
+step, which carries it out (attempts, retries, hedges). The dispatcher task runs only while jobs
+are queued; when its last task ends, the batcher says it is idle (``on_idle``).
 
 Every caller owns its deadline: at expiry its future fails at once, its unsent pairs leave the queue,
 and a request whose last waiter left is cancelled. A request task gives its slot back when it ends,
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..core.config import BATCH_WINDOW_SHARE
@@ -48,17 +49,10 @@ class Scored:
 class MicroBatcher:
     """Scores jobs for one route (endpoint + dialect + model) through ``dispatch``; lives on one event loop."""
 
-    def __init__(
-        self,
-        dispatch: Dispatch,
-        *,
-        mixes_queries: bool,
-        max_pairs: int,
-        window: float,
-        max_queued_pairs: int,
-        shed: bool = True,
-    ) -> None:
+    def __init__(self, dispatch: Dispatch, *, mixes_queries: bool, max_pairs: int, window: float,
+                 max_queued_pairs: int, shed: bool = True, on_idle: Callable[[], None] = lambda: None) -> None:
         self._dispatch_step = dispatch
+        self._on_idle = on_idle  # its owner keeps the number of batchers bounded as they go idle
         self._slots = dispatch.replicas
         self._mixes_queries = mixes_queries
         self._max_pairs = max_pairs
@@ -159,6 +153,7 @@ class MicroBatcher:
     def _ensure_dispatcher(self) -> None:
         if self._dispatcher is None or self._dispatcher.done():
             self._dispatcher = asyncio.get_running_loop().create_task(self._dispatch())
+            self._dispatcher.add_done_callback(self._maybe_idle)
 
     async def _dispatch(self) -> None:
         while self._queue and not self._closed:
@@ -271,6 +266,12 @@ class MicroBatcher:
             job.plans.discard(plan)
         if task.cancelled():  # shutdown, or cancelled before it could answer: nobody may be left waiting
             self._fail_jobs(jobs, DeadlineExceeded("no answer before the deadline"))
+        self._maybe_idle(task)
+
+    def _maybe_idle(self, task: asyncio.Task[None]) -> None:
+        """A task of this batcher ended (the dispatcher or a request's): say so when it left it idle."""
+        if self.idle and not self._closed:
+            self._on_idle()
 
     async def _send_plan(self, plan: Plan) -> None:
         """Carry the plan out and deliver its scores, or fail its waiters with the error, its text masked

@@ -110,6 +110,11 @@ class CircuitBreaker:
     def state(self) -> State:
         return self._state_at(self._clock())
 
+    @property
+    def clean(self) -> bool:
+        """Closed with no failure counted: forgetting it loses nothing (the registry's test)."""
+        return self._state == "closed" and not self._consecutive and not any(self._recent)
+
     def would_admit(self) -> bool:
         """Whether an attempt would be admitted now, without taking anything (a fast refusal for callers)."""
         state = self._state_at(self._clock())

@@ -130,6 +130,13 @@ class EndpointState:
         return self.limiter.in_flight == 0
 
     @property
+    def forgettable(self) -> bool:
+        """Nothing in flight and nothing learned that a later recall would miss: its breaker clean, no
+        Retry-After pending, no recent failures (its speed fades by itself while it is not asked)."""
+        return (self.idle and self.breaker.clean and not self.rate_limited()
+                and self.recent_failures() < FAILING_ABOVE)
+
+    @property
     def short_of_work(self) -> bool:
         """Fewer than ``PIPELINE_DEPTH`` requests in flight: once its current pass ends, its GPU would
         wait while the answer travels back and the next recalls come in, unless another request is

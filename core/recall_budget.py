@@ -14,7 +14,8 @@ Each reranked search is A0's own store search plus what the plugin adds, which k
 ``rerank_timeout`` (its pool search, retries and hedges included): its caller's backstop gives up
 ``BACKSTOP_GRACE_S`` after it at the latest. So the worst case of one recall is about twice
 ``rerank_timeout + BACKSTOP_GRACE_S``, plus A0's own store searches; settings past what is left get a
-warning (with neither LLM step on, the largest safe timeout in whole seconds is 14).
+warning (with neither LLM step on, the largest safe timeout in whole seconds is 14). A replica list
+longer than the recalls of one A0 process can keep busy gets one too.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from .deadline import BACKSTOP_GRACE_S
 A0_SEARCH_TIMEOUT_S: Final = 30.0
 SEARCHES_PER_RECALL: Final = 2  # memories, then solutions
 STORE_SEARCHES_S: Final = 1.0  # A0's own two store searches, query embeddings included, at most
+SENSIBLE_REPLICAS: Final = 16  # busy with 32 requests in flight: more than one process's agents recall at once
 LLM_STEP_RESERVE_S: Final = 5.0  # one utility-model call: a short answer to a few thousand tokens of history
 
 
@@ -88,7 +90,7 @@ def _budget_text(steps: RecallSteps) -> str:
 def warnings(config: RerankerConfig, steps: RecallSteps = NO_LLM_STEPS) -> list[str]:
     """Plain-language warnings about settings that are valid but work against A0 or each other (empty:
     none). ``steps``: A0's LLM steps that share the recall limit."""
-    found = [_past_a0s_limit(config, steps), _window_against_timeout(config)]
+    found = [_past_a0s_limit(config, steps), _window_against_timeout(config), _too_many_replicas(config)]
     return [warning for warning in found if warning]
 
 
@@ -111,3 +113,16 @@ def _window_against_timeout(config: RerankerConfig) -> str | None:
             f"{setting_key('timeout')} ({config.timeout:g} s): a request waits for others to join it at most "
             f"{BATCH_WINDOW_SHARE:.0%} of the timeout ({BATCH_WINDOW_SHARE * config.timeout * 1000:g} ms here), so "
             f"the rest of the window is never used; 10 ms is plenty for agents recalling together.")
+
+
+def _too_many_replicas(config: RerankerConfig) -> str | None:
+    """Past ``SENSIBLE_REPLICAS`` most replicas wait idle, and each still costs: a detection of its own, a
+    probe every breaker cooldown while it is down, state kept per replica and key, a status line."""
+    count = len(config.endpoints)
+    if count <= SENSIBLE_REPLICAS:
+        return None
+    return (f"{setting_key('endpoint')} lists {count} servers: more than {SENSIBLE_REPLICAS} replicas of one model is "
+            f"more than the recalls of one Agent Zero process keep busy (a replica is busy with two requests in "
+            f"flight), and each one is detected on its own, probed every {setting_key('breaker_cooldown')} while it "
+            f"is down and listed in the status. List the servers of this model that recalls need, or put a load "
+            f"balancer in front of a larger pool and list its address.")

@@ -51,6 +51,7 @@ class RerankerStatistics:
     retry_budget_exhausted: int = 0
     reranked_after_retry: int = 0
     failovers: int = 0
+    detections: int = 0  # routes detected (a few GETs and a probe each), cache hits aside
     pool: PoolStatistics = field(default_factory=PoolStatistics)
     load: LoadStatistics = field(default_factory=LoadStatistics)
 
@@ -139,6 +140,10 @@ class StatsRecorder:
     def retry_budget_exhausted(self) -> None:
         self._count("retry_budget_exhausted")
 
+    def detected(self) -> None:
+        """A route was detected (not found in the cache): a server's identifying GETs and probes ran."""
+        self._count("detections")
+
     def _count(self, event: str) -> None:
         with self._lock:
             self._events[event] += 1
@@ -225,7 +230,7 @@ class StatsRecorder:
 
 
 _EVENTS: Final = ("cancelled", "retries", "stale_connection_retries", "rate_limit_waits", "hedges",
-                  "retry_budget_exhausted", "reranked_after_retry", "failovers")
+                  "retry_budget_exhausted", "reranked_after_retry", "failovers", "detections")
 
 
 def _percentile(ordered: list[float], fraction: float) -> float | None:

@@ -73,6 +73,11 @@ class Accounting:
     def on_queue_wait(self, seconds: float) -> None:
         self._stats.queue_waited(seconds)
 
+    # --- detection (the route book) --------------------------------------------------------------
+
+    def on_detection(self) -> None:
+        self._stats.detected()
+
     # --- recalls (the recall path) ---------------------------------------------------------------
 
     def pool(self, candidates: int, returned: int, rescued: int = 0, floor_dropped: int = 0) -> None:

@@ -1,11 +1,18 @@
 """The service's per-server and per-route state, built from the settings and kept bounded.
 
-One ``Endpoint`` per base URL and API key: its dispatch state (slots, breaker, Retry-After, load and
-speed). One group per route: the endpoint or endpoints (replicas of one model) a call goes to, with
-the model, key, TLS settings and instruction, holding one batcher and its replica set. Every distinct
-key or instruction a process ever sees would otherwise stay for the life of the process, so the
-registry keeps at most ``max_endpoints`` endpoints and ``max_groups`` groups, forgetting the least
-recently used idle ones (nothing queued, nothing in flight) when a new one arrives.
+One ``Endpoint`` per base URL and API key: its dispatch state (slots, breaker, Retry-After, recent
+failures, load and speed), which is small and is the server's health as this key sees it (a 401 or a
+per-key rate limit says nothing about the server for another key). One group per route: the endpoint
+or endpoints (replicas of one model) a call goes to, with the model, key, TLS settings and
+instruction, holding one batcher (a queue, a dispatcher task while one is queued, a replica set).
+
+Every distinct key or instruction a process ever sees would otherwise stay for the life of the
+process, so both are bounded, with bounds of their own. Endpoints: ``max_endpoints`` (256, far more
+than the replicas times the keys in use), forgetting first the least recently used whose health
+holds nothing worth keeping, and only past that an idle one that does: a server that is down keeps
+its open breaker between recalls however many replicas and keys share the process, so it gets its
+breaker's probes and nothing else. Groups: ``max_groups``, a hard bound once the load is over: an
+idle batcher past it is forgotten as it becomes idle, not when the next new one is made.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Final, Protocol, TypeVar
+from typing import Final, TypeVar
 
 from ..batching.batcher import MicroBatcher
 from ..batching.breaker import BreakerPolicy, CircuitBreaker
@@ -26,7 +33,7 @@ from ..batching.retry_budget import RetryBudget
 from ..core.config import RerankerConfig
 from ..core.detail_statistics import ReplicaStatistics
 
-MAX_ENDPOINTS: Final = 32
+MAX_ENDPOINTS: Final = 256  # pairs of server and key: 16 replicas for each of 16 agent profiles' keys
 MAX_GROUPS: Final = 32
 _SEVERITY: Final = {"closed": 0, "half_open": 1, "open": 2}  # status shows an endpoint's worst breaker
 
@@ -36,10 +43,6 @@ class Endpoint:
     url: str
     state: EndpointState
     route_keys: set[tuple[object, ...]] = field(default_factory=set)  # detection entries made through it
-
-    @property
-    def idle(self) -> bool:
-        return self.state.idle
 
 
 @dataclass(frozen=True)
@@ -80,7 +83,7 @@ class EndpointRegistry:
         key = (url, config.key_fingerprint)
         found = self._endpoints.get(key)
         if found is None:
-            self._evict_idle_endpoints()
+            self._make_room_for_endpoint()
             found = self._endpoints[key] = self._new_endpoint(config, url)
         else:
             self._endpoints.move_to_end(key)
@@ -93,12 +96,12 @@ class EndpointRegistry:
         window = config.batch_window_ms / 1000.0
         batcher = self._groups.get(key)
         if batcher is None:
-            _evict_idle(self._groups, self._max_groups)
+            _forget(self._groups, self._max_groups - 1, _idle_batcher)
             replicas = ReplicaSet(members.replicas, budget=RetryBudget(ratio=config.retry_budget, clock=self._clock))
             batcher = self._groups[key] = MicroBatcher(
                 Dispatch(replicas, self._events, dispatch_policy(config)), mixes_queries=members.mixes_queries,
                 max_pairs=members.max_pairs, window=window, max_queued_pairs=config.max_queued_pairs,
-                shed=config.shed_overload)
+                shed=config.shed_overload, on_idle=self._trim_groups)
             return batcher
         self._groups.move_to_end(key)
         batcher.dispatch.replicas.update(members.replicas)
@@ -146,10 +149,15 @@ class EndpointRegistry:
         holder.append(Endpoint(url, EndpointState(EndpointLimiter(config.max_concurrency), breaker)))
         return holder[0]
 
-    def _evict_idle_endpoints(self) -> None:
-        """Forget the least recently used idle endpoints. A group still naming one gets the state that
-        replaces it on its next call (``ReplicaSet.update``); idle, the old one holds no slot."""
-        _evict_idle(self._endpoints, self._max_endpoints)
+    def _make_room_for_endpoint(self) -> None:
+        """Forget the least recently used endpoint with nothing worth keeping, or failing that, the least
+        recently used idle one. A group still naming it gets the state that replaces it on its next call
+        (``ReplicaSet.update``); idle, the old one holds no slot."""
+        _forget(self._endpoints, self._max_endpoints - 1, _forgettable_endpoint, _idle_endpoint)
+
+    def _trim_groups(self) -> None:
+        """A batcher went idle: keep the groups within their bound now, not when the next one is made."""
+        _forget(self._groups, self._max_groups, _idle_batcher)
 
 
 def _replica_statistics(url: str, breaker: str, states: list[EndpointState], total: int) -> ReplicaStatistics:
@@ -162,19 +170,28 @@ def _replica_statistics(url: str, breaker: str, states: list[EndpointState], tot
                              ms_per_pair=per_pair)
 
 
-class _Forgettable(Protocol):
-    @property
-    def idle(self) -> bool: ...
+def _forgettable_endpoint(endpoint: Endpoint) -> bool:
+    return endpoint.state.forgettable
+
+
+def _idle_endpoint(endpoint: Endpoint) -> bool:
+    return endpoint.state.idle
+
+
+def _idle_batcher(batcher: MicroBatcher) -> bool:
+    return batcher.idle
 
 
 K = TypeVar("K")
-V = TypeVar("V", bound=_Forgettable)
+V = TypeVar("V")
 
 
-def _evict_idle(entries: OrderedDict[K, V], limit: int) -> None:
-    """Make room for one more by forgetting the least recently used idle entries."""
-    for key in list(entries):
-        if len(entries) < limit:
-            return
-        if entries[key].idle:
-            del entries[key]
+def _forget(entries: OrderedDict[K, V], keep: int, *tests: Callable[[V], bool]) -> None:
+    """Forget entries, least recently used first, until at most ``keep`` are left: those that pass the
+    first test, then, while there are still too many, those that pass the next."""
+    for test in tests:
+        for key in list(entries):
+            if len(entries) <= keep:
+                return
+            if test(entries[key]):
+                del entries[key]

@@ -72,7 +72,7 @@ class RerankService:
         self._stats = stats
         self._account = Accounting(stats)
         self._transport = transport or HttpTransport(on_stale_resend=self._account.on_stale_resend)
-        self._routes = RouteBook(self._transport)
+        self._routes = RouteBook(self._transport, on_detection=self._account.on_detection)
         self._registry = EndpointRegistry(self._account, clock=clock, on_open=self._routes.forget_endpoint)
 
     async def rerank(
@@ -125,8 +125,9 @@ class RerankService:
         return self._registry.live_state()
 
     def footprint(self) -> dict[str, int]:
-        """Per-configuration state kept, and detections cached (bounded whatever the settings do)."""
-        return {**self._registry.footprint(), "detections": self._routes.cached}
+        """Per-configuration state kept, and detections cached (bounded whatever the settings do) and
+        under way."""
+        return {**self._registry.footprint(), "detections": self._routes.cached, "detecting": self._routes.running}
 
     def statistics(self) -> RerankerStatistics:
         return self._stats.snapshot(**self.live_state())  # type: ignore[arg-type]

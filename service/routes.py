@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -52,14 +52,20 @@ class _Detection:
 class RouteBook:
     """Use on the owner loop only."""
 
-    def __init__(self, transport: HttpTransport) -> None:
+    def __init__(self, transport: HttpTransport, on_detection: Callable[[], None] = lambda: None) -> None:
         self._transport = transport
+        self._on_detection = on_detection  # counted: detections that keep coming say health is forgotten
         self._detect = alru_cache(maxsize=128, ttl=DETECTION_TTL_S)(self._detect_uncached)
         self._running: dict[tuple[object, ...], float] = {}  # key -> deadline of a detection under way
 
     @property
     def cached(self) -> int:
         return self._detect.cache_info().currsize
+
+    @property
+    def running(self) -> int:
+        """Detections under way (each ends by its deadline at the latest)."""
+        return len(self._running)
 
     async def routes(self, config: RerankerConfig, deadline: float, endpoints: Sequence[Endpoint]
                      ) -> dict[str, Route]:
@@ -112,6 +118,7 @@ class RouteBook:
         try:
             await state.wait_out_retry_after(detection.deadline)
             with state.breaker.attempt():  # detection is an attempt too: a probe while half-open
+                self._on_detection()
                 return await resolve_route(self._transport, detection.config, detection.deadline)
         except RateLimited as exc:
             wait = exc.retry_after if exc.retry_after is not None else RATE_LIMIT_DEFAULT_S

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
+from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -23,6 +25,27 @@ async def stats_until(condition: Callable[[RerankerStatistics], bool], within_s:
             stats = await anyio.to_thread.run_sync(runtime.statistics)
             if condition(stats):
                 return stats
+            await anyio.sleep(0.005)
+
+
+async def owner_call(func: Callable[[Any], Any]) -> Any:
+    """``func(service)`` run on the owner loop: how a test reads state that the counters do not show."""
+    current = runtime.runtime()
+
+    async def on_owner() -> Any:
+        return func(current.service)
+
+    return await asyncio.wrap_future(current.owner.submit(on_owner))
+
+
+async def footprint_until(condition: Callable[[dict[str, int]], bool], within_s: float = 10.0) -> dict[str, int]:
+    """The service's footprint (state kept, detections cached and under way) once ``condition`` holds;
+    polled, as ``stats_until`` polls the counters."""
+    with anyio.fail_after(within_s):
+        while True:
+            footprint: dict[str, int] = await owner_call(lambda service: service.footprint())
+            if condition(footprint):
+                return footprint
             await anyio.sleep(0.005)
 
 

@@ -22,5 +22,14 @@ def closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
+_RESERVED: list[socket.socket] = []  # bound for the whole session, never listening
+
+
 def closed_port_url() -> str:
-    return f"http://127.0.0.1:{closed_port()}"
+    """The URL of a port nothing listens on, kept that way for the session (bound, never listening: a
+    connection is refused), so that no later test's server gets the port and with it the open breaker
+    the engine keeps for that URL."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    _RESERVED.append(sock)
+    return f"http://127.0.0.1:{sock.getsockname()[1]}"

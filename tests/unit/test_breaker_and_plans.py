@@ -145,3 +145,24 @@ def test_status_shows_the_worst_breaker_of_an_endpoint_used_with_several_keys() 
     finally:
         loop.run_until_complete(service.close())
         loop.close()
+
+
+def test_the_registry_forgets_healthy_endpoints_before_one_that_is_down_and_keeps_its_bound() -> None:
+    """Issue 21, finding 4: a server that is down keeps its open breaker however many others come and
+    go; the bound holds all the same, also when every endpoint kept is down."""
+    from usr.plugins.a0_reranker.core.config import RerankerConfig
+    from usr.plugins.a0_reranker.core.statistics import StatsRecorder
+    from usr.plugins.a0_reranker.service.accounting import Accounting
+    from usr.plugins.a0_reranker.service.endpoints import EndpointRegistry
+
+    registry = EndpointRegistry(Accounting(StatsRecorder()), max_endpoints=2)
+    config = RerankerConfig(endpoint="http://h:1", breaker_failures=1)
+    down = registry.endpoint(config, "http://down:1")
+    fail(down.state.breaker)
+    for n in range(5):  # each used once: the least recently used goes first, unless it is the one down
+        registry.endpoint(config, f"http://up-{n}:1")
+    assert registry.endpoint(config, "http://down:1") is down
+    assert registry.live_state()["breakers"]["http://down:1"] == "open"
+    for n in range(5):
+        fail(registry.endpoint(config, f"http://down-{n}:1").state.breaker)
+    assert registry.footprint()["endpoints"] == 2

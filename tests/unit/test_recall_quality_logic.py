@@ -143,3 +143,12 @@ def test_a_batch_window_that_is_a_large_share_of_the_timeout_is_warned() -> None
     assert warning.startswith("rerank_batch_window_ms 1000 ms is 167% of rerank_timeout (0.6 s)")
     assert "at most 10% of the timeout (60 ms here)" in warning
     assert recall_budget.warnings(RerankerConfig(batch_window_ms=50, timeout=0.6)) == []
+
+
+def test_a_replica_list_longer_than_recalls_keep_busy_is_warned() -> None:
+    """Issue 21, finding 4: a long list costs a detection, probes and a status line per replica."""
+    urls = [f"http://gpu-{n}:8000" for n in range(recall_budget.SENSIBLE_REPLICAS + 1)]
+    assert recall_budget.warnings(RerankerConfig(endpoint=", ".join(urls[:-1]))) == []
+    [warning] = recall_budget.warnings(RerankerConfig(endpoint=", ".join(urls)))
+    assert warning.startswith("rerank_endpoint lists 17 servers: more than 16 replicas of one model")
+    assert "load balancer" in warning

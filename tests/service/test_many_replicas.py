@@ -1,0 +1,178 @@
+"""Many replicas, many keys (issue 21, finding 4): a server's health outlives the state kept per
+configuration.
+
+With 50 replicas of which 49 are down, or 11 agent profiles with their own keys over 3 replicas, a
+dead server's breaker stays open from one recall to the next: once ejected it receives nothing (its
+breaker's probes aside; the cooldown here outlasts every test), no recall runs a detection against
+it, and the status lists every replica. Counters decide: the requests that reached each server and
+the detections run. A side-by-side timing ratio is a sanity bound only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
+
+import pytest
+
+from support.counters import footprint_until
+from support.deadlines import Stopwatch
+from support.encoding import encoding_scorer, recall
+from support.outages import closed_port_url
+from support.servers import Hang, Respond, RunningServer, start_server
+from usr.plugins.a0_reranker.core.config import RerankerConfig
+from usr.plugins.a0_reranker.service import runtime
+
+pytestmark = pytest.mark.anyio
+
+NO_PROBE_S = 600.0  # a breaker cooldown longer than any test: an ejected server is probed by none
+
+
+@pytest.fixture(autouse=True)
+def fresh_engine() -> Iterator[None]:
+    """The engine keeps what it learned of a server for as long as it runs: a fresh one after each test,
+    so that no later test's server, given the port of a silent one here, starts out ejected."""
+    yield
+    runtime.shutdown()
+
+
+@pytest.fixture
+async def live() -> AsyncIterator[RunningServer]:
+    server = await start_server("vllm", scorer=encoding_scorer)
+    yield server
+    await server.close()
+
+
+@pytest.fixture
+async def silent() -> AsyncIterator[list[RunningServer]]:
+    """49 servers that take every connection and never answer."""
+    servers = [await start_server("vllm") for _ in range(49)]
+    for server in servers:
+        server.set_fault(Hang())
+    yield servers
+    for server in servers:
+        await server.close()
+
+
+def config_for(*urls: str, **settings: Any) -> RerankerConfig:
+    return RerankerConfig(endpoint=", ".join(urls), api="rerank",
+                          **{"timeout": 5.0, "breaker_cooldown": NO_PROBE_S, **settings})
+
+
+def ejected(urls: Sequence[str]) -> bool:
+    breakers = runtime.statistics().breakers
+    return all(breakers.get(url) == "open" for url in urls)
+
+
+async def reranked(config: RerankerConfig, q: int) -> None:
+    result = await runtime.rerank_result_async(*recall(q, 4), config=config)
+    assert result.ranking is not None, f"{result.reason}: {result.message}"
+
+
+async def recall_rounds(configs: Sequence[RerankerConfig], rounds: int, first_query: int = 0) -> None:
+    """Rounds of one recall per config at once, each round waiting until the detections it started have
+    ended (at their deadline at the latest), each outcome heard by its breaker."""
+    for round_ in range(rounds):
+        query = first_query + 100 * round_
+        await asyncio.gather(*(reranked(config, query + n) for n, config in enumerate(configs)))
+        await footprint_until(lambda f: f["detecting"] == 0)
+
+
+async def test_fifty_replicas_with_forty_nine_refusing_cost_a_recall_what_one_live_replica_does(
+        live: RunningServer) -> None:
+    dead = [closed_port_url() for _ in range(49)]
+    many, alone = config_for(live.url, *dead), config_for(live.url)
+    await recall_rounds([many], rounds=3)  # three failed detections in a row eject a dead replica
+    assert ejected(dead), runtime.statistics().breakers
+    listed = {r.url: r.breaker for r in runtime.statistics().replicas}
+    assert {url: listed.get(url) for url in dead} == dict.fromkeys(dead, "open")
+    assert listed.get(live.url) == "closed"
+
+    detections = runtime.statistics().detections
+    alone_s, many_s = [], []
+    for q in range(40):  # side by side, so that the machine's load weighs on both alike
+        for config, times in ((alone, alone_s), (many, many_s)):
+            watch = Stopwatch()
+            await reranked(config, q)
+            times.append(watch.elapsed)
+    stats = runtime.statistics()
+    assert stats.detections == detections  # the live route is known, every dead replica ejected
+    assert ejected(dead)
+    assert statistics.median(many_s) < 2 * statistics.median(alone_s), (many_s, alone_s)  # a sanity bound
+
+
+async def test_forty_nine_silent_replicas_get_no_request_once_ejected(
+        live: RunningServer, silent: list[RunningServer]) -> None:
+    many = config_for(live.url, *(s.url for s in silent), timeout=1.0)
+    await recall_rounds([many], rounds=3)
+    assert ejected([s.url for s in silent]), runtime.statistics().breakers
+    sent = [s.count() for s in silent]
+    detections = runtime.statistics().detections
+    for q in range(40):
+        await reranked(many, 1000 + q)
+    assert [s.count() for s in silent] == sent
+    assert runtime.statistics().detections == detections
+    assert len({r.url for r in runtime.statistics().replicas} & {live.url, *(s.url for s in silent)}) == 50
+
+
+class Clock:
+    """The breakers' clock: a cooldown passes when the test says so."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_an_ejected_replica_gets_its_probe_each_cooldown_and_nothing_else(
+        live: RunningServer, silent: list[RunningServer]) -> None:
+    """After the cooldown one recall probes every silent replica once (a detection, its breaker's probe)
+    and is reranked without waiting for them; the probes fail, and the replicas are ejected again."""
+    clock = Clock()
+    runtime.restart(clock=clock)
+    many = config_for(live.url, *(s.url for s in silent), timeout=1.0, breaker_cooldown=15)
+    urls = [s.url for s in silent]
+    await recall_rounds([many], rounds=3)
+    assert ejected(urls), runtime.statistics().breakers
+    sent, detections = [s.count() for s in silent], runtime.statistics().detections
+    clock.now += 15
+    await recall_rounds([many], rounds=1, first_query=1000)  # reranked: the probes do not hold it up
+    assert all(s.count() > n for s, n in zip(silent, sent, strict=True))  # each one probed
+    assert runtime.statistics().detections - detections == len(silent)  # once
+    assert ejected(urls)
+    sent = [s.count() for s in silent]
+    await recall_rounds([many], rounds=5, first_query=2000)
+    assert [s.count() for s in silent] == sent
+
+
+async def test_eleven_profiles_with_their_own_keys_keep_a_silent_replica_ejected() -> None:
+    """33 pairs of replica and key: each key's breaker hears the silent replica's failures, and keeps them."""
+    servers = [await start_server("vllm", scorer=encoding_scorer) for _ in range(3)]
+    dead = servers[2]
+    dead.set_fault(Hang())
+    try:
+        profiles = [config_for(*(s.url for s in servers), timeout=1.0, api_key=f"profile-{n}") for n in range(11)]
+        await recall_rounds(profiles, rounds=3)  # three detections per key, each failing at its deadline
+        sent, detections = dead.count(), runtime.statistics().detections
+        await recall_rounds(profiles, rounds=10, first_query=1000)
+        assert dead.count() == sent
+        assert runtime.statistics().detections == detections
+        assert ejected([dead.url])
+    finally:
+        for server in servers:
+            await server.close()
+
+
+async def test_a_key_the_server_refuses_does_not_eject_it_for_another_key(live: RunningServer) -> None:
+    """A 401 says the key is wrong, not that the server is down: health is kept per server and key."""
+    live.set_fault(lambda r: Respond(401, {"error": "bad key"}) if r.headers.get("Authorization") == "Bearer bad"
+                   else None)
+    bad, good = config_for(live.url, api_key="bad"), config_for(live.url, api_key="good")
+    for q in range(5):
+        assert await runtime.rerank_async(*recall(q, 4), config=bad) is None
+    assert runtime.statistics().breakers[live.url] == "open"  # the bad key's breaker (the worst is shown)
+    for q in range(5):
+        await reranked(good, q)
