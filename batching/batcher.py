@@ -193,8 +193,9 @@ class MicroBatcher:
         used = False
         for i, target in enumerate(targets):
             share = balanced_shares(self._queue.pairs, per_pair[i:], busy[i:])[0] if peers else None
-            if share is not None and share < 0.5:
+            if share is not None and share < 0.5 and target is not replica:
                 continue  # what it has in flight already takes it past the others' finish
+            # (the replica the balancer chose takes a recall at least: its pace is only learnt by asking)
             plan = self._queue.take(max_pairs=self._max_pairs, mixes_queries=self._mixes_queries, share=share)
             if plan is None:
                 break

@@ -8,9 +8,9 @@ connection errors and 502/503/504 after a jittered exponential backoff, a 429 af
 Retry-After, which also holds every other request to that replica back until then. With hedging on,
 an attempt still unanswered after the set's p95 latency (or a set delay) gets a duplicate on another
 replica when there is one; the first answer wins and the other is cancelled. A request whose waiters
-have all gone is dropped before any attempt. A stale pooled connection is the transport's to send
-again (at once, on a fresh one, within the attempt); the retry budget pays for that resend only when
-it fails too: answered, it cost the server nothing, and it is never held against the server.
+have all gone is dropped before any attempt. A stale pooled connection goes on to another replica
+when one can take it, else the transport sends it again at once on a fresh one (paid from the budget
+only if that fails too); either way it is never held against the server.
 """
 
 from __future__ import annotations
@@ -127,6 +127,8 @@ class Dispatch:
             if not await self._fail_over(request, replica):
                 raise exc
             return
+        if kind == "now":  # a stale connection, already sent again to this replica (or not, by the budget)
+            raise exc
         delay = self._retry_delay(kind, request, replica)
         if delay is None:
             raise exc
@@ -192,7 +194,7 @@ class Dispatch:
         resent: list[bool] = []
         try:
             with permit:
-                scores = await replica.send(batch, request.deadline, lambda: self._may_resend(resent))
+                scores = await replica.send(batch, request.deadline, lambda: self._may_resend(resent, replica))
                 if len(scores) != len(batch):
                     raise MalformedAnswer(f"expected {len(batch)} scores, got {len(scores)}")
         except RerankError as exc:
@@ -214,10 +216,10 @@ class Dispatch:
         request.answered_by = replica.url
         return scores
 
-    def _may_resend(self, resent: list[bool]) -> bool:
-        """Whether the transport may send an attempt again after a stale pooled connection: out of the
-        retry budget (given back when the resend is answered)."""
-        if self.policy.stale_retries <= 0 or not self._spend_budget():
+    def _may_resend(self, resent: list[bool], replica: Replica) -> bool:
+        """After a stale pooled connection, whether the transport may send again (out of the retry budget,
+        given back if answered): not when another replica can take it, as going there is one retry."""
+        if self.policy.stale_retries <= 0 or self.replicas.ready(exclude=[replica]) or not self._spend_budget():
             return False
         resent.append(True)
         return True
@@ -282,8 +284,7 @@ class Dispatch:
 
     async def _hedge(self, request: Request, primary: Replica) -> list[float]:
         """The duplicate: another replica if one can take it (else the same, unless a Retry-After holds it
-        back: hedges honour it as every attempt does), the next free slot there (ahead of new batches),
-        its own permit, one attempt."""
+        back), the next free slot there (ahead of new batches), its own permit, one attempt."""
         others = self.replicas.ready(exclude=[primary])
         exclude = [primary] if others else []
         replica = await self.replicas.acquire(exclude=exclude, priority=True)

@@ -7,11 +7,11 @@
 - ``neutral``: nothing about its health: a 429 (slow down), an input the model refuses, a stale pooled
   connection, our own settings, a cancelled attempt.
 
-Retry kinds: ``backoff`` (connection errors and 502/503/504: jittered exponential backoff),
-``retry_after`` (429) and ``never`` (other 4xx, malformed answers, an attempt that ran out of time,
-too-long input, which has its own path, and a stale pooled connection: the transport already sent
-that once more at once on a fresh one, or the retry budget said no). Scoring is idempotent, so
-sending a request again is always safe.
+Retry kinds: ``now`` (a stale pooled connection: on to another replica at once; with none, the
+transport has already sent it once more on a fresh connection, or the retry budget said no),
+``backoff`` (connection errors and 502/503/504: jittered exponential backoff), ``retry_after`` (429)
+and ``never`` (other 4xx, malformed answers, an attempt that ran out of time, too-long input, which
+has its own path). Scoring is idempotent, so sending a request again is always safe.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from ..core.errors import (
 )
 
 Health = Literal["success", "down", "failure", "neutral"]
-RetryKind = Literal["backoff", "retry_after", "never"]
+RetryKind = Literal["now", "backoff", "retry_after", "never"]
 
 RETRYABLE_STATUSES: Final = frozenset({502, 503, 504})
 
@@ -45,7 +45,7 @@ def health_of(exc: BaseException) -> Health:
 
 def retry_kind(exc: BaseException) -> RetryKind:
     if isinstance(exc, StaleConnection):
-        return "never"  # the transport sent it again already, or the retry budget said no
+        return "now"  # to another replica at once; the transport already sent it again to this one, or not
     if isinstance(exc, RateLimited):
         return "retry_after"
     if isinstance(exc, InputTooLong):

@@ -105,12 +105,15 @@ async def test_a_failed_request_goes_on_to_another_replica_at_once(three: list[R
     broken = three[0]
     before = posts(broken)
     broken.set_fault(fail_from_now(fault))
-    assert_all_reranked(await recalls(config, range(100, 160)))
+    rounds = 0
+    while rounds == 0 or (posts(broken) == before and rounds < 5):  # until the balancer has tried it
+        assert_all_reranked(await recalls(config, range(100 + 60 * rounds, 160 + 60 * rounds)))
+        rounds += 1
     stats = runtime.statistics()
     assert stats.fallback_total == 0 and stats.failovers > 0 and stats.retry_budget_exhausted == 0
-    # Its failures make it look costly at once, so it gets few of the 60 (a third would be 20), and
+    # Its failures make it look costly at once, so it gets few of each 60 (a third would be 20), and
     # its breaker ejects it when it gets enough.
-    assert stats.breakers[broken.url] == "open" or posts(broken) - before <= 12, posts(broken) - before
+    assert stats.breakers[broken.url] == "open" or posts(broken) - before <= 12 * rounds, posts(broken) - before
 
 
 async def test_a_replica_refusing_connections_is_ejected_and_the_others_answer(three: list[RunningServer]) -> None:

@@ -162,7 +162,7 @@ def test_a_permit_reports_once_and_a_context_exit_always_reports() -> None:
 
 
 @pytest.mark.parametrize(("error", "health", "kind"), [
-    (StaleConnection("x"), "neutral", "never"),  # the transport resent it already, or the budget said no
+    (StaleConnection("x"), "neutral", "now"),  # on to another replica; the transport resent it to this one
     (TransportError("refused"), "down", "backoff"),
     (TransportError("dns", retryable=False), "down", "never"),
     (TlsFailure("cert"), "down", "never"),
