@@ -8,7 +8,6 @@ recall path, ``rerank_pool``, returns for it.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 from typing import Any
 
@@ -18,6 +17,7 @@ from ..demo.embedding_order import embedding_order
 from ..demo.server import LABEL, DemoServer
 from ..service import runtime
 from ..service.recall_pool import rerank_pool
+from . import signals
 from .demo_view import DemoRun, render
 from .errors import FAILED, CliError
 from .options import add_server_options, positive_int, server_config
@@ -41,7 +41,7 @@ def add_parser(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     given = server_config(args, args.endpoint) if args.endpoint else None  # bad input fails before anything starts
-    demo = asyncio.run(_run(args, given))
+    demo = signals.run(_run(args, given))
     print(json.dumps(as_dict(demo), indent=2) if args.json else render(demo, LABEL))
     return 0
 

@@ -32,6 +32,7 @@ log = logging.getLogger("a0_reranker")
 T = TypeVar("T")
 
 TIMED_OUT: Final = RerankResult(None, reason="timeout", message=TIMEOUT_MESSAGE)
+CANCEL_WAIT_S: Final = 2.0  # on shutdown, what work still running gets to unwind before the session closes
 STATISTICS_WAIT_S: Final = 1.0  # the live state is worth this much wait; after it, the counters alone
 
 
@@ -83,10 +84,12 @@ def shutdown() -> None:
 
 def _stop(current: Runtime) -> None:
     if current.owner.alive and not current.owner.is_current_thread():
-        try:
-            current.owner.call(current.service.close)
-        except Exception:  # shutting down: nothing useful to do with the error
-            log.debug("a0_reranker: error while closing the service", exc_info=True)
+        for step in (lambda: current.owner.call(current.owner.cancel_running, CANCEL_WAIT_S),
+                     lambda: current.owner.call(current.service.close)):
+            try:
+                step()
+            except Exception:  # shutting down: nothing useful to do with the error
+                log.debug("a0_reranker: error while closing the service", exc_info=True)
         current.owner.stop()
 
 
