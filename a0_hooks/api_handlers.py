@@ -20,7 +20,7 @@ from ..core.errors import ConfigError
 from ..core.probe_report import NOT_SAVED
 from ..service import runtime
 from . import status as plugin_status
-from .settings import Scope, recall_steps
+from .settings import Scope, recall_steps, scope_labels
 
 log = logging.getLogger("a0_reranker")
 
@@ -83,7 +83,8 @@ def status(payload: Any = None) -> dict[str, Any]:
     except ValueError as exc:
         return {"success": False, "message": f"Unknown scope: {exc}."}
     try:
-        scope_names = {"project_name": scope.project_name, "agent_profile": scope.agent_profile}
+        scope_names = {"project_name": scope.project_name, "agent_profile": scope.agent_profile,
+                       **scope_labels(scope)}
         return {"success": True, "scope": scope_names, **plugin_status.snapshot(None, scope)}
     except Exception as exc:
         log.exception("a0_reranker: status failed unexpectedly")

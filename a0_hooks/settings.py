@@ -13,10 +13,11 @@ reranker, or ``rerank_enabled: false`` for none) while the others keep theirs. W
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -50,6 +51,33 @@ class Scope:
     @property
     def is_global(self) -> bool:
         return not (self.project_name or self.agent_profile)
+
+
+def scope_labels(scope: Scope) -> dict[str, str]:
+    """The scope's names as A0's modal shows them: a project's title and an agent profile's label (the
+    lists behind its selectors), or the names themselves; ``""`` for Global and All profiles."""
+    return {"project_label": _label(scope.project_name, _project_labels),
+            "agent_profile_label": _label(scope.agent_profile, _profile_labels)}
+
+
+def _label(name: str, labels: Callable[[], dict[str, str]]) -> str:
+    if not name:
+        return ""
+    try:
+        return labels().get(name) or name
+    except Exception:  # outside A0, or A0 could not list them: the name says it
+        log.debug("a0_reranker: could not read the scope's labels", exc_info=True)
+        return name
+
+
+def _project_labels() -> dict[str, str]:
+    projects = importlib.import_module("helpers.projects").get_active_projects_list()
+    return {str(p.get("name")): str(p.get("title") or "") for p in projects}
+
+
+def _profile_labels() -> dict[str, str]:
+    profiles = importlib.import_module("helpers.subagents").get_all_agents_list()
+    return {str(p.get("key")): str(p.get("label") or "") for p in profiles}
 
 
 def saved_settings(agent: Any = None, scope: Scope | None = None) -> dict[str, Any]:

@@ -225,8 +225,9 @@ def overload_config(urls: Sequence[str], timeout: float, shedding: bool) -> Rera
 
 
 async def run_one(load: float, timeout_s: float, seed: int, *, shedding: bool = True, seconds: float = 20.0,
-                  replicas: int = 1, cost: CostModel = ONE_GPU) -> OverloadRun:
-    """One run against its own fresh servers (one process each) and owner loop."""
+                  replicas: int = 1, cost: CostModel = ONE_GPU,
+                  ready: Callable[[], None] = lambda: None) -> OverloadRun:
+    """One run against its own fresh servers (one process each) and owner loop; ``ready()`` once they serve."""
     label = (f"{load:g}x capacity, timeout {timeout_s:g} s, seed {seed}, shedding {'on' if shedding else 'off'}"
              + (f", {replicas} replicas" if replicas > 1 else ""))
     run = OverloadRun(label=label, load=load, timeout=timeout_s, seed=seed, shedding=shedding, seconds=seconds,
@@ -235,6 +236,7 @@ async def run_one(load: float, timeout_s: float, seed: int, *, shedding: bool = 
     try:
         with contextlib.ExitStack() as stack:
             urls = [stack.enter_context(CostModelServer(cost)).url for _ in range(replicas)]
+            ready()
             return await measure(run, urls, cost)
     finally:
         runtime.shutdown()

@@ -3,18 +3,16 @@ output folder and write the results, each failure as one ``CliError`` line."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import queue
-import signal
 import statistics
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import aiohttp
 
 from ..bench.cost_model_server import CostModel, CostModelServer
+from . import signals
 from .errors import FAILED, CliError
 from .progress import ProgressBar
 
@@ -22,23 +20,14 @@ T = TypeVar("T")
 
 
 def start_cost_model(stack: contextlib.ExitStack, cost: CostModel | None = None) -> str:
-    """A cost-model server running until ``stack`` closes; its URL."""
+    """A cost-model server running until ``stack`` closes; its URL. The child ignores Ctrl-C and SIGTERM
+    (``bench/child_server.py``): this process stops it as it unwinds, so it never prints a traceback."""
     try:
-        with _child_ignores_ctrl_c():
-            return stack.enter_context(CostModelServer(cost or CostModel())).url
-    except (OSError, queue.Empty) as exc:
-        raise CliError(f"the cost-model server did not start: {exc or 'no port within 60 s'}", FAILED) from None
-
-
-@contextlib.contextmanager
-def _child_ignores_ctrl_c() -> Iterator[None]:
-    """Start the server with SIGINT ignored, which the child inherits: on Ctrl-C this process stops it
-    cleanly instead of the child printing a traceback (a Ctrl-C during the start, under a second, is lost)."""
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
+        return stack.enter_context(CostModelServer(cost or CostModel())).url
+    except EOFError:
+        raise CliError("the cost-model server did not start: its process ended before it answered", FAILED) from None
+    except OSError as exc:
+        raise CliError(f"the cost-model server did not start: {exc}", FAILED) from None
 
 
 def output_folder(path: str) -> Path:
@@ -62,7 +51,7 @@ def measured(weights: Sequence[float], run: Callable[[Callable[[str], None]], Co
     the servers or the measurement becomes the CLI's one-line error."""
     try:
         with ProgressBar(weights) as bar:
-            return asyncio.run(run(bar.step))
+            return signals.run(run(bar.step))
     except (aiohttp.ClientError, OSError, RuntimeError, statistics.StatisticsError) as exc:
         raise CliError(f"{what} failed: {exc}", FAILED) from None
 

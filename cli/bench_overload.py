@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import statistics
 from collections.abc import Callable, Sequence
@@ -86,9 +87,9 @@ def _overload(args: argparse.Namespace, out: Any) -> int:
     async def all_runs(progress: Callable[[str], None]) -> list[OverloadRun]:
         runs = []
         for load, timeout, seed, shedding in cases:
-            progress(f"{load:g}x, timeout {timeout:g} s, seed {seed}, shedding {'on' if shedding else 'off'}")
+            label = f"{load:g}x, timeout {timeout:g} s, seed {seed}, shedding {'on' if shedding else 'off'}"
             runs.append(await run_one(load, timeout, seed, shedding=shedding, seconds=plan.seconds,
-                                      replicas=replicas))
+                                      replicas=replicas, ready=functools.partial(progress, label)))
         return runs
 
     runs = measured([1.0] * len(cases), all_runs, "the overload benchmark")

@@ -2,13 +2,15 @@
 
 Without ``--endpoint`` it starts the embedded demo server (word overlap, Infinity's API) on 127.0.0.1.
 The "before" is an embedding-like order (bag-of-words cosine); the "after" is what the plugin's own
-recall path, ``rerank_pool``, returns for it.
+recall path, ``rerank_pool``, returns for it. ``--serve`` keeps that server running instead, so that
+``probe`` and ``rerank`` have something to point at, until Ctrl-C.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 from typing import Any
 
@@ -18,6 +20,7 @@ from ..demo.embedding_order import embedding_order
 from ..demo.server import LABEL, DemoServer
 from ..service import runtime
 from ..service.recall_pool import rerank_pool
+from . import signals
 from .demo_view import DemoRun, render
 from .errors import FAILED, CliError
 from .options import add_server_options, positive_int, server_config
@@ -36,12 +39,20 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--limit", type=positive_int, default=memories.KEEP, metavar="N",
                         help=f"memories the recall keeps (default: {memories.KEEP}, as Agent Zero)")
     parser.add_argument("--json", action="store_true", help="print the before and after as JSON")
+    parser.add_argument("--serve", action="store_true",
+                        help="keep the embedded demo server running (until Ctrl-C) and print the commands that use it")
+    parser.add_argument("--port", type=positive_int, default=0, metavar="N",
+                        help="with --serve: the port on 127.0.0.1 (default: a free one)")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.serve:
+        if args.endpoint:
+            raise CliError("--serve runs the embedded demo server; it does not take --endpoint")
+        return signals.run(serve(args.port))
     given = server_config(args, args.endpoint) if args.endpoint else None  # bad input fails before anything starts
-    demo = asyncio.run(_run(args, given))
+    demo = signals.run(_run(args, given))
     print(json.dumps(as_dict(demo), indent=2) if args.json else render(demo, LABEL))
     return 0
 
@@ -51,6 +62,30 @@ async def _run(args: argparse.Namespace, given: RerankerConfig | None) -> DemoRu
         return await recall(given, args.limit, embedded=False)
     async with DemoServer() as server:
         return await recall(server_config(args, server.url), args.limit, embedded=True)
+
+
+async def serve(port: int) -> int:
+    """Serve the demo on 127.0.0.1 until the command is stopped (a signal cancels the wait)."""
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            server = await stack.enter_async_context(DemoServer(port))
+        except OSError as exc:
+            raise CliError(f"the demo server cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from None
+        print("\n".join(serving_lines(server.url)), flush=True)
+        await asyncio.Event().wait()
+    return 0
+
+
+def serving_lines(url: str) -> list[str]:
+    """What a newcomer reads: where the server is, what it is, and the commands to try on it."""
+    documents = " ".join(f'"{memory}"' for memory in memories.MEMORIES[:3])
+    return [
+        f"Demo reranker at {url} (Infinity's API; {LABEL})",
+        f"  a0-reranker probe {url}",
+        f'  a0-reranker rerank --endpoint {url} "{memories.QUERY}" {documents}',
+        f"  a0-reranker demo --endpoint {url}",
+        "Serving until Ctrl-C.",
+    ]
 
 
 async def recall(config: RerankerConfig, limit: int, *, embedded: bool) -> DemoRun:

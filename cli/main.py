@@ -3,29 +3,31 @@
 User errors print one line on stderr and exit 2 (bad arguments, URL, file) or 1 (the server is
 unreachable or answers wrongly), never a traceback. Ctrl-C exits 130 and SIGTERM (``timeout``,
 ``docker stop``, systemd) 143, each after the command has stopped what it started (the benchmark's
-server process included). Text the terminal cannot encode is printed escaped, never an error.
+server process included); a second signal exits at once (``signals``). Text the terminal cannot
+encode is printed escaped, never an error.
+
+This module imports only the standard library at the top: the signal handlers are in place before the
+commands (aiohttp, the engine) load, so a Ctrl-C during that second of start-up is a stop like any other.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
+import importlib
 import io
 import os
 import signal
 import sys
-import threading
-from collections.abc import Iterator, Sequence
-from types import FrameType
+from collections.abc import Sequence
 from typing import NoReturn
 
 from .. import __version__
 from ..core.redaction import without_userinfo
-from ..service import runtime
-from . import bench, demo, probe, rerank
+from . import signals
 from .errors import USAGE, CliError
 
 PROG = "a0-reranker"
+COMMANDS = ("demo", "probe", "rerank", "bench")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -45,18 +47,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(title="commands", dest="command_name", metavar="COMMAND", required=True,
                                      parser_class=_Parser)
-    for command in (demo, probe, rerank, bench):
-        command.add_parser(commands)
+    for name in COMMANDS:
+        importlib.import_module(f"{__package__}.{name}").add_parser(commands)
     return parser
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM arrived. A KeyboardInterrupt, so it unwinds exactly as Ctrl-C does (asyncio included)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     _escape_what_cannot_be_printed()
-    with _sigterm_unwinds():
+    with signals.stop_on_signals(PROG):
         return _run(argv)
 
 
@@ -65,21 +63,27 @@ def _run(argv: Sequence[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
         command = f"{PROG} {args.command_name}"
+        signals.name_command(command)
         return int(args.run(args))
     except CliError as exc:
         print(f"{command}: {exc}", file=sys.stderr)
         return exc.exit_code
-    except Terminated:
-        print(f"{command}: terminated", file=sys.stderr)
-        return 128 + signal.SIGTERM
-    except KeyboardInterrupt:
-        print(f"{command}: interrupted", file=sys.stderr)
-        return 130
+    except signals.Stopped as stopped:
+        return signals.announce(stopped)
+    except KeyboardInterrupt:  # raised by other code than the handlers (not expected): still one line
+        return signals.announce(signals.Stopped(signal.SIGINT))
     except BrokenPipeError:  # e.g. piped into head: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     finally:
-        runtime.shutdown()  # close the engine's HTTP session before the interpreter exits
+        _close_engine()
+
+
+def _close_engine() -> None:
+    """Close the engine's HTTP session and loop before the interpreter exits, if a command started it."""
+    runtime = sys.modules.get(f"{__package__.rpartition('.')[0]}.service.runtime")
+    if runtime is not None:
+        runtime.shutdown()
 
 
 def _escape_what_cannot_be_printed() -> None:
@@ -88,25 +92,6 @@ def _escape_what_cannot_be_printed() -> None:
     for stream in (sys.stdout, sys.stderr):
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="backslashreplace")
-
-
-@contextlib.contextmanager
-def _sigterm_unwinds() -> Iterator[None]:
-    """While a command runs, SIGTERM raises ``Terminated`` (once: a second one does not cut the cleanup
-    short). Without this the process would die at once and leave its child processes running."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def on_sigterm(_signum: int, _frame: FrameType | None) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        raise Terminated
-
-    previous = signal.signal(signal.SIGTERM, on_sigterm)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """A plain-text progress bar on stderr for work done in weighted steps (no extra dependency).
 
 On a terminal it redraws one line (a ticker thread keeps the elapsed time current); otherwise, as in
-logs and CI, it prints one line per step.
+logs and CI, it prints one line per step. Once a signal stops the command it draws nothing more, and
+on a terminal ends its line, so the command's one stop line stands on its own.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import threading
 import time
 from collections.abc import Sequence
 from typing import TextIO
+
+from . import signals
 
 BAR_WIDTH = 24
 
@@ -59,7 +62,7 @@ class ProgressBar:
             if finished and self._label != "done":
                 self._done, self._label = self._total, "done"
                 self._draw()
-            if self._live:
+            if self._live and not signals.stopping():  # else the stop line has ended the bar's line
                 self._stream.write("\n")
                 self._stream.flush()
 
@@ -69,6 +72,8 @@ class ProgressBar:
                 self._draw()
 
     def _draw(self) -> None:
+        if signals.stopping():
+            return
         fraction = min(1.0, self._done / self._total)
         filled = round(fraction * BAR_WIDTH)
         step = f"{min(self._index + 1, len(self._weights))}/{len(self._weights)}"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import time
 from collections.abc import Sequence
@@ -12,6 +11,7 @@ from typing import Any
 from ..core.config import RerankerConfig
 from ..service import runtime
 from ..service.reranker_service import RerankResult
+from . import signals
 from .documents import FORMATS, checked_text, read_documents
 from .errors import FAILED, CliError
 from .formatting import table, terminal_width
@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     query = checked_text(args.query, "QUERY")
     documents = read_documents(args.documents, args.file, args.format)
     started = time.monotonic()
-    result = asyncio.run(runtime.rerank_result_async(query, documents, config=config))
+    result = signals.run(runtime.rerank_result_async(query, documents, config=config))
     elapsed_ms = (time.monotonic() - started) * 1000
     if result.ranking is None:
         hint = " (see --max-queued-pairs)" if result.reason == "queue_full" else ""

@@ -39,6 +39,12 @@ def normalize(scores: Sequence[float], scale: ScoreScale) -> list[float]:
     return [min(1.0, max(0.0, s)) for s in scores]
 
 
+def on_probability_scale(ranking: Sequence[tuple[int, float]], scale: ScoreScale) -> list[tuple[int, float]]:
+    """A best-first ranking with its scores put on the probability scale; the order stays (the map is monotonic)."""
+    probabilities = normalize([score for _, score in ranking], scale)
+    return [(index, probability) for (index, _), probability in zip(ranking, probabilities, strict=True)]
+
+
 def shared_scale(scales: Sequence[ScoreScale]) -> ScoreScale | None:
     """The one scale of several replicas' routes, or None when they differ: then each replica's scores
     go on the probability scale before they meet in one ranking (replicas of one model may still be

@@ -113,3 +113,11 @@ class DemoServer:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+
+
+if __name__ == "__main__":  # not how to run it: say what is
+    import sys
+
+    print("This module is the demo's reranker server; keep one running with: a0-reranker demo --serve",
+          file=sys.stderr)
+    sys.exit(2)

@@ -28,6 +28,7 @@ class OwnerLoop:
         self._stack = contextlib.ExitStack()
         self._portal: BlockingPortal | None = None
         self._thread: threading.Thread | None = None
+        self._running: set[asyncio.Task[Any]] = set()  # work handed over, still running (owner thread only)
         self.loop: asyncio.AbstractEventLoop | None = None
 
     def start(self) -> OwnerLoop:
@@ -45,7 +46,26 @@ class OwnerLoop:
     def submit(self, func: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> concurrent.futures.Future[T]:
         """Start ``func(*args)`` on the owner loop; cancelling the returned future cancels the task."""
         assert self.loop is not None
-        return asyncio.run_coroutine_threadsafe(func(*args), self.loop)
+        return asyncio.run_coroutine_threadsafe(self._tracked(func(*args)), self.loop)
+
+    async def _tracked(self, work: Coroutine[Any, Any, T]) -> T:
+        task = asyncio.current_task()
+        assert task is not None
+        self._running.add(task)
+        try:
+            return await work
+        finally:
+            self._running.discard(task)
+
+    async def cancel_running(self, wait_s: float) -> None:
+        """Cancel the work handed over that still runs (its caller was interrupted while it waited, say)
+        and give it up to ``wait_s`` to unwind: run on the owner loop before its resources close, so that no
+        request left behind opens a new HTTP session after the old one closed."""
+        tasks = [task for task in self._running if not task.done()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=wait_s)
 
     def call(self, func: Callable[..., Awaitable[T]], *args: Any) -> T:
         """Run ``func(*args)`` on the owner loop and block for its result (never from the owner thread)."""

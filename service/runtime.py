@@ -32,6 +32,7 @@ log = logging.getLogger("a0_reranker")
 T = TypeVar("T")
 
 TIMED_OUT: Final = RerankResult(None, reason="timeout", message=TIMEOUT_MESSAGE)
+CANCEL_WAIT_S: Final = 2.0  # on shutdown, what work still running gets to unwind before the session closes
 STATISTICS_WAIT_S: Final = 1.0  # the live state is worth this much wait; after it, the counters alone
 
 
@@ -83,10 +84,12 @@ def shutdown() -> None:
 
 def _stop(current: Runtime) -> None:
     if current.owner.alive and not current.owner.is_current_thread():
-        try:
-            current.owner.call(current.service.close)
-        except Exception:  # shutting down: nothing useful to do with the error
-            log.debug("a0_reranker: error while closing the service", exc_info=True)
+        for step in (lambda: current.owner.call(current.owner.cancel_running, CANCEL_WAIT_S),
+                     lambda: current.owner.call(current.service.close)):
+            try:
+                step()
+            except Exception:  # shutting down: nothing useful to do with the error
+                log.debug("a0_reranker: error while closing the service", exc_info=True)
         current.owner.stop()
 
 
@@ -209,20 +212,27 @@ async def rerank_async(query: str, documents: Sequence[str], *, config: Reranker
     return (await rerank_result_async(query, documents, config=config)).ranking
 
 
-def rerank(query: str, documents: Sequence[str], *, config: RerankerConfig) -> Ranking | None:
-    """The blocking form, for threads (also one whose own event loop is running). Never raises."""
-    if _refusal(query, documents, config) is not None:
-        return None
+def rerank_result(query: str, documents: Sequence[str], *, config: RerankerConfig) -> RerankResult:
+    """The blocking form of ``rerank_result_async``, for threads (also one whose own event loop is
+    running). Never raises."""
+    refusal = _refusal(query, documents, config)
+    if refusal is not None:
+        return refusal
     deadline = deadline_in(config.timeout)
     try:
         current = runtime()
         if current.owner.is_current_thread():
             log.error("a0_reranker: rerank() was called on the reranker's own loop; use rerank_async()")
-            return None
-        return _rerank_handover(current, query, documents, config, deadline).result().ranking
+            return RerankResult(None, reason="error", message="rerank() was called on the reranker's own loop")
+        return _rerank_handover(current, query, documents, config, deadline).result()
     except Exception:
         log.exception("a0_reranker: unexpected error in rerank()")
-        return None
+        return RerankResult(None, reason="error", message="unexpected error while waiting")
+
+
+def rerank(query: str, documents: Sequence[str], *, config: RerankerConfig) -> Ranking | None:
+    """Best-first ``(index, score)`` pairs, or None; blocking. Never raises."""
+    return rerank_result(query, documents, config=config).ranking
 
 
 def _probe_refusal(config: Any) -> ProbeReport | None:

@@ -15,6 +15,20 @@ install_on_sys_path(A0_ROOT)
 
 import pytest  # noqa: E402
 
+# Per-test limits of the slow tiers, sized for a loaded 2-core machine: a browser test may start
+# Chromium (and fetch Alpine.js once); a real-server test may start two Infinity processes, which took
+# over 120 s on a busy machine. The rest keep pyproject's 120 s.
+SLOW_TIER_TIMEOUTS_S = {"browser": 300, "integration": 900}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("timeout") is not None:
+            continue
+        limits = [limit for marker, limit in SLOW_TIER_TIMEOUTS_S.items() if item.get_closest_marker(marker)]
+        if limits:
+            item.add_marker(pytest.mark.timeout(max(limits)))
+
 
 @pytest.fixture(scope="session")
 def anyio_backend() -> str:

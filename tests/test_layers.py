@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import ast
 import functools
+import subprocess
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 import pytest
+
+from support.tree import repository_files
 
 REPO: Final = Path(__file__).resolve().parents[1]
 OWN_NAMES: Final = ("a0_reranker", "usr.plugins.a0_reranker")  # standalone, and as A0 imports the plugin
@@ -44,6 +47,7 @@ MAY_IMPORT: Final[Mapping[str, frozenset[str]]] = {
     "__main__.py": frozenset({"cli"}),
     "__init__.py": frozenset(),
     "scripts": frozenset(),
+    "setup.py": frozenset(),  # the build's options, read by setuptools only
 }
 KNOWS_A0: Final = frozenset({"a0_hooks", "hooks.py", "api", "extensions", "tools", "helpers"})
 # A0's own top-level packages and modules, other plugins (``usr.*``) and what only A0's environment has.
@@ -166,11 +170,9 @@ def imports_of(relative: Path, source: str, top_parts: frozenset[str]) -> list[I
 
 @functools.cache
 def source_files() -> tuple[Path, ...]:
-    """Every Python file of the plugin's tree: not the tests, not a virtual environment or git's folder."""
-    tops = [entry for entry in REPO.iterdir() if not entry.name.startswith(".") and entry.name not in SKIPPED_DIRS]
-    files = [entry for entry in tops if entry.suffix == ".py"]
-    files += [path for entry in tops if entry.is_dir() for path in entry.rglob("*.py")]
-    return tuple(sorted(p.relative_to(REPO) for p in files if not set(p.relative_to(REPO).parts) & SKIPPED_DIRS))
+    """Every Python file of the plugin's tree that git would check in, but the tests: build output (``build/lib``
+    after ``pip install .``), virtual environments and caches are what git ignores, and no part of the plugin."""
+    return tuple(path for path in repository_files(REPO) if path.suffix == ".py" and not set(path.parts) & SKIPPED_DIRS)
 
 
 def top_parts() -> frozenset[str]:
@@ -290,3 +292,30 @@ def test_the_plugins_own_helpers_are_not_a0s() -> None:
     imports = found("cli/main.py", "from ..helpers import reranker\nimport helpers.plugins\n")
     assert [(i.module, i.is_a0) for i in imports] == [
         ("a0_reranker.helpers", False), ("a0_reranker.helpers.reranker", False), ("helpers.plugins", True)]
+
+
+# --- which files are the tree: what git has, not what a build leaves ------------------------------------
+
+
+def _git(folder: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=folder, check=True, capture_output=True, timeout=60)
+
+
+@pytest.mark.parametrize("checkout", ["git", "unpacked archive"])
+def test_the_walk_skips_what_git_ignores(tmp_path: Path, checkout: str) -> None:
+    """``pip install .`` leaves ``build/lib/<package>/...``: a copy of the plugin that imports anything.
+    The walk reads tracked files and new ones git would track, never what ``.gitignore`` names."""
+    (tmp_path / ".gitignore").write_text("build/\n*.egg-info/\n__pycache__/\n", encoding="utf-8")
+    for name in ("core/config.py", "build/lib/a0_reranker/core/config.py", "a0_reranker.egg-info/x.py",
+                 "core/__pycache__/config.py", "core/new_module.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("from ..service import runtime\n", encoding="utf-8")
+    if checkout == "git":
+        _git(tmp_path, "init", "-q")
+        _git(tmp_path, "add", ".gitignore", "core/config.py")  # core/new_module.py: new, not ignored
+    assert repository_files(tmp_path) == (Path(".gitignore"), Path("core/config.py"), Path("core/new_module.py"))
+
+
+def test_the_trees_python_files_are_gits() -> None:
+    assert Path("core/config.py") in source_files() and Path("tests/conftest.py") not in source_files()
+    assert not [path for path in source_files() if path.parts[0] in {"build", "dist", ".venv"}]

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from support.a0_layout import REPO_ROOT
+from support.tree import files_under
 from usr.plugins.a0_reranker.core.statistics import StatsRecorder
 
 PRODUCT_DIRS = ("a0_hooks", "api", "batching", "cli", "core", "demo", "extensions", "helpers", "process",
@@ -17,11 +18,10 @@ PRODUCT_DIRS = ("a0_hooks", "api", "batching", "cli", "core", "demo", "extension
 
 
 def product_modules() -> Iterator[tuple[str, ast.Module]]:
-    for folder in PRODUCT_DIRS:
-        for path in sorted((REPO_ROOT / folder).rglob("*.py")):
-            yield path.relative_to(REPO_ROOT).as_posix(), ast.parse(path.read_text(encoding="utf-8"))
-    for path in sorted(REPO_ROOT.glob("*.py")):
-        yield path.name, ast.parse(path.read_text(encoding="utf-8"))
+    """The product's modules as git has them (not what a build or a tool left beside them)."""
+    for folder in (*PRODUCT_DIRS, ""):
+        for path in files_under(folder, ".py"):
+            yield path.as_posix(), ast.parse((REPO_ROOT / path).read_text(encoding="utf-8"))
 
 
 def called_methods(tree: ast.Module) -> set[str]:

@@ -31,19 +31,25 @@ def test_the_public_import_path_is_the_one_other_plugins_use() -> None:
     assert reranker.rerank.__module__ == "usr.plugins.a0_reranker.helpers.reranker"
 
 
-def test_the_package_builds_as_a_standalone_wheel(tmp_path: Path) -> None:
-    # Build from a copy: setuptools writes build/ and *.egg-info into the source folder.
+def test_the_package_builds_as_a_standalone_wheel_and_leaves_no_build_output(tmp_path: Path) -> None:
+    """The README's ``pip install .`` builds in the source folder: afterwards that folder holds exactly
+    what it held before (no ``build/``, no ``*.egg-info``), so the test suite that follows reads only
+    the plugin."""
     source = tmp_path / "source"
     shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(
-        ".git", ".venv*", "build", "*.egg-info", "__pycache__", ".vendor", "node_modules", ".*_cache"))
+        ".git", ".venv*", "build", "*.egg-info", "__pycache__", ".vendor", "node_modules", ".*_cache", "artifacts"))
+    before = sorted(path.relative_to(source) for path in source.rglob("*"))
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path),
          str(source)],
-        check=True, capture_output=True, timeout=300,
+        check=True, capture_output=True, timeout=600,
     )
+    left = sorted(set(path.relative_to(source) for path in source.rglob("*")) - set(before))
+    assert left == [], f"the build left {[str(path) for path in left]} in the source folder"
     [wheel] = tmp_path.glob("a0_reranker-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for required in ("a0_reranker/__init__.py", "a0_reranker/helpers/reranker.py", "a0_reranker/default_config.yaml",
                      "a0_reranker/plugin.yaml", "a0_reranker/service/runtime.py", "a0_reranker/core/config.py"):
         assert required in names, required
     assert not any(name.startswith("a0_reranker/tests/") for name in names)
+    assert "a0_reranker/setup.py" not in names  # the build script is no module of the package

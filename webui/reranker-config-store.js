@@ -1,26 +1,21 @@
-// The settings panel's behaviour (config.html binds to it): defaults for missing keys, checks before
-// sending, Test connection on the unsaved form values, and the live status while the panel is open.
+// The settings panel's behaviour (config.html binds to it): checks before sending, Test connection on
+// the unsaved form values, and the live status while the panel is open.
 //
 // Each opening of the panel gets its own instance (x-data="$store.a0RerankerConfig.createPanel()"),
 // so nothing is shared between openings, and Alpine calls destroy() when the modal closes, which
 // stops the status refresh.
+//
+// Of A0's settings modal it uses only what A0 documents for a plugin's config.html: `config` (the
+// settings, bound by the fields) and `context.projectName` / `context.agentProfileKey` (the scope).
+// The settings arrive complete: the plugin's extension of A0's get_config fills the keys an older
+// config.json lacks on the server (a0_hooks/settings_modal.py). Failures are said through A0's
+// notifications, not in red lines of the panel's own.
 
 import { createStore } from "/js/AlpineStore.js";
 import { callJsonApi } from "/js/api.js";
 import { toastFrontendError, toastFrontendSuccess } from "/components/notifications/notification-store.js";
-import {
-  ENDPOINT_KEY,
-  PLUGIN_NAME,
-  fillMissing,
-  joinEndpointList,
-  loadDefaults,
-  loadSchema,
-  missingKeys,
-  panelSections,
-  plainCopy,
-  settingProblems,
-} from "./reranker-settings.js";
-import { statusView, testView } from "./reranker-views.js";
+import { PLUGIN_NAME, loadSchema, panelSections, plainCopy, settingProblems } from "/plugins/a0_reranker/webui/reranker-settings.js";
+import { statusView, testView } from "/plugins/a0_reranker/webui/reranker-views.js";
 
 export const STATUS_REFRESH_MS = 3000;
 const TOAST_TITLE = "Reranker";
@@ -30,14 +25,15 @@ function createPanel() {
     // every field is declared here: Alpine writes an undeclared one into the modal's own scope
     schema: null,
     sections: [],
-    defaults: null,
-    loadError: "",
+    ready: false,
+    failed: false,
     testing: false,
     test: null,
     testAttempted: false,
     status: null,
-    statusError: "",
+    statusFailing: false,
     statusUpdated: "",
+    _toldProblems: "",
     statusEveryS: STATUS_REFRESH_MS / 1000,
     _ready: null,
     _timer: null,
@@ -56,44 +52,31 @@ function createPanel() {
       this._timer = null;
     },
 
+    /** The fields and their limits; without them nothing can be drawn or checked, which a toast says. */
     async _load() {
       try {
-        // the fields are drawn as soon as the schema is here, with their limits; the checks wait for the defaults
-        const schema = loadSchema().then((loaded) => {
-          this.schema = loaded;
-          this.sections = panelSections(loaded);
-        });
-        const [, defaults] = await Promise.all([schema, loadDefaults(callJsonApi)]);
-        this.defaults = defaults;
+        this.schema = await loadSchema();
+        this.sections = panelSections(this.schema);
+        this.ready = true;
       } catch (error) {
-        this.loadError = `The panel could not load the plugin's defaults and limits: ${messageOf(error)}`;
-        toastFrontendError(this.loadError, TOAST_TITLE);
+        this.failed = true;
+        toastFrontendError(`The panel could not load its fields and limits: ${messageOf(error)}`, TOAST_TITLE);
       }
-    },
-
-    /**
-     * Fill the keys an older config.json lacks, and join an endpoint saved as a list (x-effect: runs
-     * again when the modal reloads settings).
-     */
-    adoptLoaded(config) {
-      const missing = this.defaults ? missingKeys(config ?? {}, this.defaults).length > 0 : false;
-      if (!config || !(missing || Array.isArray(config[ENDPOINT_KEY]))) return;
-      const context = this.context;
-      const unchanged = context?._toComparableJson?.(config) === context?.settingsSnapshotJson;
-      if (missing) fillMissing(config, this.defaults);
-      joinEndpointList(config);
-      // what the plugin uses anyway (the defaults, the same replicas): not an unsaved change of the user's
-      if (unchanged && context) context.settingsSnapshotJson = context._toComparableJson(config);
     },
 
     /** Messages under the fields; the endpoint is required only once Test was clicked. */
     get problems() {
-      if (!this.schema || !this.defaults || !this.config) return {};
+      if (!this.schema || !this.config) return {};
       return settingProblems(this.config, this.schema, { requireEndpoint: this.testAttempted });
     },
 
     problem(key) {
       return this.problems[key] || "";
+    },
+
+    /** How many settings of a section need fixing (its summary says so while it is folded). */
+    sectionProblems(section) {
+      return section.fields.filter((field) => this.problem(field.key)).length;
     },
 
     /** `{min, max}` of a number setting, for the inputs' own limits. */
@@ -108,9 +91,8 @@ function createPanel() {
       this.test = null;
       try {
         await this._ready;
-        if (!this.defaults) throw new Error(this.loadError || "the panel is not ready");
-        const problems = this.problems;
-        const keys = Object.keys(problems);
+        if (!this.ready) throw new Error("the panel could not load its fields");
+        const keys = Object.keys(this.problems);
         if (keys.length > 0) return this._refuse(keys);
         const reply = await callJsonApi(`/plugins/${PLUGIN_NAME}/test_connection`, {
           config: plainCopy(this.config),
@@ -143,14 +125,6 @@ function createPanel() {
       return { project_name: this.context?.projectName || "", agent_profile: this.context?.agentProfileKey || "" };
     },
 
-    /** The scope's name in A0's own words ("Global, All profiles"), from the modal's labels when it has them. */
-    scopeLabel(scope) {
-      const context = this.context;
-      const project = context?.projectLabel?.(scope.projectName) ?? (scope.projectName || "Global");
-      const profile = context?.agentProfileLabel?.(scope.agentProfile) ?? (scope.agentProfile || "All profiles");
-      return `${project}, ${profile}`;
-    },
-
     /** x-effect: when the modal switches scope, show that scope's status at once. */
     followScope(scope) {
       const key = JSON.stringify([scope.project_name, scope.agent_profile]);
@@ -158,16 +132,28 @@ function createPanel() {
       this._scopeKey = key;
     },
 
+    /** The live status; when it cannot be had, one toast (not one per refresh) until it is back. */
     async refreshStatus() {
       try {
         const reply = await callJsonApi(`/plugins/${PLUGIN_NAME}/status`, this.scope);
         if (!reply?.success) throw new Error(reply?.message || "no status");
         this.status = statusView(reply);
-        this.statusError = "";
+        this._tellProblems(this.status.problems);
+        this.statusFailing = false;
+        this.statusUpdated = new Date().toLocaleTimeString();
       } catch (error) {
-        this.statusError = `Status is unavailable: ${messageOf(error)}`;
+        if (!this.statusFailing) toastFrontendError(`Live status is unavailable: ${messageOf(error)}`, TOAST_TITLE);
+        this.statusFailing = true;
       }
-      this.statusUpdated = new Date().toLocaleTimeString();
+    },
+
+    /** Invalid saved settings, said once as a notification (the Mode tile keeps listing them). */
+    _tellProblems(problems) {
+      const told = problems.join("; ");
+      if (told && told !== this._toldProblems) {
+        toastFrontendError(`The saved settings are invalid: ${told}`, TOAST_TITLE);
+      }
+      this._toldProblems = told;
     },
 
     _scheduleStatus() {

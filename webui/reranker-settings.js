@@ -1,25 +1,14 @@
-// The settings panel's plain logic, no Alpine: where the defaults, limits and fields come from, filling
-// the keys an older config.json lacks, and the checks run before anything is sent.
+// The settings panel's plain logic, no Alpine: where the limits and fields come from, and the checks
+// run before anything is sent.
 //
-// Defaults come from Agent Zero's own plugin API (get_default_config reads default_config.yaml);
-// the limits and the fields come from settings-schema.json, whose limits a test keeps equal to
-// core/config.py.
+// The limits and the fields come from settings-schema.json, whose types, limits and choices a test
+// keeps equal to core/config.py (the settings' one source). The values come from Agent Zero's modal,
+// complete: the plugin fills the keys an older config.json lacks when A0 loads it.
 
-import { endpointProblem } from "./reranker-endpoint.js";
+import { endpointProblem } from "/plugins/a0_reranker/webui/reranker-endpoint.js";
 
 export const PLUGIN_NAME = "a0_reranker";
-export const ENDPOINT_KEY = "rerank_endpoint";
-const LIST_SEPARATOR = ", "; // core/endpoint_url.py LIST_SEPARATOR
 export const SCHEMA_URL = `/plugins/${PLUGIN_NAME}/webui/settings-schema.json`;
-
-/** The plugin's defaults, as Agent Zero's "Default" button gets them. */
-export async function loadDefaults(callJsonApi) {
-  const reply = await callJsonApi("plugins", { action: "get_default_config", plugin_name: PLUGIN_NAME });
-  if (!reply?.ok || !isPlainObject(reply.data)) {
-    throw new Error(reply?.error || "Agent Zero sent no defaults for the reranker");
-  }
-  return reply.data;
-}
 
 /** `{sections: [{key, title, description}], settings: {key: {type, min, max, choices, section, ...}}}`. */
 export async function loadSchema(fetchFn = fetch) {
@@ -32,16 +21,19 @@ export async function loadSchema(fetchFn = fetch) {
 }
 
 /**
- * What config.html draws: each section in order with its settings in the schema's order, and per
- * setting the control's kind (toggle, select, text, password, number, textarea), its words, and
- * what that control needs (placeholder; step from the type; a select's options with their labels).
+ * What config.html draws: each section in the schema's order (``folded``: drawn closed, for the
+ * settings a newcomer need not touch) with its settings in the schema's order, and per setting the
+ * control's kind (toggle, select, text, password, number, textarea), its words, and what that
+ * control needs (placeholder; step from the type; a select's options with their labels; a textarea
+ * spans the panel's width).
  */
 export function panelSections(schema) {
   const entries = Object.entries(schema.settings);
-  return schema.sections.map(({ key, title, description = "" }) => ({
+  return schema.sections.map(({ key, title, description = "", folded = false }) => ({
     key,
     title,
     description,
+    folded: Boolean(folded),
     fields: entries.filter(([, entry]) => entry.section === key).map(([name, entry]) => fieldView(name, entry)),
   }));
 }
@@ -53,32 +45,10 @@ function fieldView(key, entry) {
     description: entry.description,
     control: entry.control,
     placeholder: entry.placeholder ?? null,
+    wide: entry.control === "textarea",
     step: entry.type === "integer" ? "1" : "any",
     options: (entry.choices ?? []).map((value) => ({ value, label: entry.labels?.[value] ?? value })),
   };
-}
-
-/** Keys of `defaults` that `config` lacks (missing or null). */
-export function missingKeys(config, defaults) {
-  return Object.keys(defaults).filter((key) => config[key] === undefined || config[key] === null);
-}
-
-/** Set every missing key to its default; returns the keys it set. */
-export function fillMissing(config, defaults) {
-  const keys = missingKeys(config, defaults);
-  for (const key of keys) config[key] = defaults[key];
-  return keys;
-}
-
-/**
- * A config.json may list the replicas as a JSON list; the field holds text, so show them joined as core
- * joins them (Save then writes the text, which the plugin reads the same). Returns whether it joined.
- */
-export function joinEndpointList(config) {
-  const value = config?.[ENDPOINT_KEY];
-  if (!Array.isArray(value)) return false;
-  config[ENDPOINT_KEY] = value.map((item) => String(item ?? "").trim()).filter(Boolean).join(LIST_SEPARATOR);
-  return true;
 }
 
 /** A plain copy of the form's values (no Alpine proxies), as JSON would send them. */
@@ -102,7 +72,7 @@ export function settingProblems(config, schema, { requireEndpoint = false } = {}
   return problems;
 }
 
-/** Why `value` breaks `rule`, or "" (a missing value is left to the defaults). */
+/** Why `value` breaks `rule`, or "" (a missing value is left to the plugin's defaults). */
 export function valueProblem(value, rule) {
   if (value === undefined || value === null) return "";
   switch (rule.type) {

@@ -5,7 +5,7 @@
 //                     statistics: RerankerStatistics.as_dict() (its pool counters under "pool", one
 //                     entry per server under "replicas")}
 
-import { formatNumber } from "./reranker-settings.js";
+import { formatNumber } from "/plugins/a0_reranker/webui/reranker-settings.js";
 
 const MODES = {
   live: ["Live", "recalled memories are reranked", "good"],
@@ -98,24 +98,17 @@ export function statusView(reply) {
   const fallbacks = Object.entries(stats.fallbacks ?? {})
     .sort(([a], [b]) => a.localeCompare(b))
     .map(([reason, count]) => ({ reason: reason.replaceAll("_", " "), count }));
-  const breakers = Object.entries(stats.breakers ?? {})
-    .sort(([a], [b]) => a.localeCompare(b))
-    .map(([endpoint, state]) => {
-      const [name, meaning, tone] = BREAKER_STATES[state] ?? [state, "", "muted"];
-      return { endpoint, state: name, meaning, tone };
-    });
+  const servers = (stats.replicas ?? []).map(serverRow);
   return {
     mode: reply?.plugin_enabled === false ? `${modeName} (plugin disabled here)` : modeName,
     modeText,
     modeTone: reply?.plugin_enabled === false ? "muted" : modeTone,
-    reranked: `${count(stats.reranked)} of ${count(stats.reranks)}`,
-    fallbackTotal: count(stats.fallback_total),
-    fallbacks,
+    ...rerankedView(stats),
     meanPairs: stats.mean_pairs_per_request == null ? "–" : formatNumber(stats.mean_pairs_per_request, 1),
     httpRequests: count(stats.http_requests),
     latency: `${milliseconds(stats.latency_p50_ms) || "–"} / ${milliseconds(stats.latency_p95_ms) || "–"}`,
-    breakers,
-    servers: (stats.replicas ?? []).map(serverRow),
+    breakers: breakerItems(stats.breakers ?? {}, servers),
+    servers,
     retries: count((stats.retries ?? 0) + (stats.stale_connection_retries ?? 0)),
     retryNote: retryNote(stats),
     shadow: stats.shadow_recalls
@@ -125,12 +118,50 @@ export function statusView(reply) {
     lastError: stats.last_error || "",
     problems: [...(reply?.settings_problems ?? [])],
     // the project and agent profile whose settings the mode and problems are (the counters: all of A0)
-    scope: { projectName: reply?.scope?.project_name || "", agentProfile: reply?.scope?.agent_profile || "" },
-    ...poolView(stats.pool ?? {}),
+    scope: scopeView(reply?.scope ?? {}),
+    ...fallbackView(stats, fallbacks),
+    ...poolView(stats.pool ?? {}, stats.reranked ?? 0),
     ...loadView(stats.load ?? {}),
     warnings: [...(reply?.settings_warnings ?? [])],
     hints: [...(reply?.hints ?? [])],
   };
+}
+
+/** Reranked of asked: every rerank, memory recalls and calls through the API alike. */
+function rerankedView(stats) {
+  const asked = stats.reranks ?? 0;
+  return {
+    reranked: `${count(stats.reranked)} of ${count(asked)}`,
+    rerankedNote: asked ? "succeeded of asked, recalls and API calls" : "nothing asked yet",
+  };
+}
+
+/** The fallbacks tile says "every recall was reranked" only once a recall was. */
+function fallbackView(stats, fallbacks) {
+  const total = stats.fallback_total ?? 0;
+  const note = !stats.reranks && !total ? "none: nothing asked yet" : "none: every rerank succeeded";
+  return { fallbackTotal: count(total), fallbacks, fallbackNote: note };
+}
+
+/** Each endpoint's breaker, in the servers table's order (the replicas as listed), then any other. */
+function breakerItems(breakers, servers) {
+  const order = servers.map((row) => row.url);
+  const rank = (endpoint) => (order.includes(endpoint) ? order.indexOf(endpoint) : order.length);
+  return Object.entries(breakers)
+    .sort(([a], [b]) => rank(a) - rank(b) || a.localeCompare(b))
+    .map(([endpoint, state]) => {
+      const [name, meaning, tone] = BREAKER_STATES[state] ?? [state, "", "muted"];
+      return { endpoint, state: name, meaning, tone };
+    });
+}
+
+/** The scope in Agent Zero's words: its project's and profile's titles, as the plugin's status sends them. */
+function scopeView(scope) {
+  const projectName = scope.project_name || "";
+  const agentProfile = scope.agent_profile || "";
+  const project = scope.project_label || projectName || "Global";
+  const profile = scope.agent_profile_label || agentProfile || "All profiles";
+  return { projectName, agentProfile, label: `${project}, ${profile}` };
 }
 
 /** One server the reranker sends to (a replica): state, breaker, share of pairs, latency, in flight. */
@@ -161,9 +192,15 @@ function loadView(load) {
   };
 }
 
-/** The pool tile: what the reranker had to choose from. */
-function poolView(pool) {
-  if (!pool.recalls) return { poolSize: "–", poolNote: "no recall reranked yet" };
+/** The pool tile: what the reranker had to choose from. Only memory recalls have a pool; a rerank
+ *  asked through the API (another plugin, the command line) has none. */
+function poolView(pool, reranked) {
+  if (!pool.recalls) {
+    const note = reranked
+      ? `no memory recall yet: the ${count(reranked)} reranked came through the API, which has no pool`
+      : "no recall reranked yet";
+    return { poolSize: "–", poolNote: note };
+  }
   return {
     poolSize: formatNumber(pool.mean_size, 1),
     poolNote:

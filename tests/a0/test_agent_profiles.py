@@ -105,9 +105,12 @@ def test_the_panels_status_shows_the_settings_and_toggle_of_the_scope_it_shows(a
         return reply
 
     everywhere, researcher = status(), status(agent_profile=SUB_PROFILE)
-    assert everywhere["scope"] == {"project_name": "", "agent_profile": ""}
+    listed = {p["key"]: p["label"] for p in a0.mod("helpers.subagents").get_all_agents_list()}
+    assert everywhere["scope"] == {"project_name": "", "agent_profile": "", "project_label": "",
+                                   "agent_profile_label": ""}
     assert everywhere["endpoint"] == "http://global.lan:8002" and everywhere["plugin_enabled"] is True
-    assert researcher["scope"] == {"project_name": "", "agent_profile": SUB_PROFILE}
+    assert researcher["scope"] == {"project_name": "", "agent_profile": SUB_PROFILE, "project_label": "",
+                                   "agent_profile_label": listed.get(SUB_PROFILE, SUB_PROFILE)}
     assert researcher["endpoint"] == "http://researcher.lan:8002" and researcher["plugin_enabled"] is False
     assert status(agent_profile="coder")["endpoint"] == "http://global.lan:8002"  # no file of its own: global's
     refused = status(agent_profile="../../etc")

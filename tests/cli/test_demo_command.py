@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
+import signal
+import subprocess
+import sys
 
 from usr.plugins.a0_reranker.demo.memories import MEMORIES, QUERY
+
+from .conftest import cli_env
 
 RELEASE_NOTES = next(m for m in MEMORIES if m.startswith("Release notes"))
 CONNECTIVITY = next(m for m in MEMORIES if "lost the connection" in m)
@@ -64,3 +70,45 @@ def test_demo_at_a_dead_server_is_one_line(cli, unused_port, one_error_line) -> 
     result = cli("demo", "--endpoint", f"http://127.0.0.1:{unused_port}", "--timeout", "3")
     assert result.returncode == 1
     assert "not usable" in one_error_line(result)
+
+
+# --- issue 23: a demo server that keeps running, for probe and rerank to point at -----------------------------
+
+
+def test_demo_serve_keeps_a_server_that_probe_and_rerank_use(cli, start_cli) -> None:
+    """After the demo a newcomer has a server to try the other commands on: ``demo --serve`` prints its
+    URL and the commands to run, serves until Ctrl-C, and then stops with the documented code."""
+    serving = start_cli("demo", "--serve")
+    try:
+        assert serving.stdout is not None
+        first = serving.stdout.readline()
+        url = re.search(r"http://127\.0\.0\.1:\d+", first)
+        assert url is not None and "word overlap" in first, first
+        shown = [serving.stdout.readline().strip() for _ in range(4)]
+        assert f"a0-reranker probe {url.group()}" in shown, shown
+        probe = cli("probe", url.group(), "--json")
+        assert probe.returncode == 0, probe.stderr
+        assert json.loads(probe.stdout)["api"] == "rerank"
+        ranked = cli("rerank", "--endpoint", url.group(), "--json", QUERY, *MEMORIES)
+        assert ranked.returncode == 0, ranked.stderr
+        assert json.loads(ranked.stdout)["results"][0]["document"] == RELEASE_NOTES
+        assert serving.poll() is None  # still serving after both
+    finally:
+        serving.send_signal(signal.SIGINT)
+        _stdout, stderr = serving.communicate(timeout=60)
+    assert serving.returncode == 130
+    assert stderr.strip() == "a0-reranker demo: interrupted"
+
+
+def test_demo_serve_refuses_an_endpoint(cli, one_error_line) -> None:
+    result = cli("demo", "--serve", "--endpoint", "http://127.0.0.1:9")
+    assert result.returncode == 2
+    assert "--serve runs the embedded demo server; it does not take --endpoint" in one_error_line(result)
+
+
+def test_the_demo_servers_module_says_how_to_run_it(package_path) -> None:
+    """``python -m a0_reranker.demo.server`` used to exit at once, silently."""
+    result = subprocess.run([sys.executable, "-m", "a0_reranker.demo.server"], env=cli_env(package_path),
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "a0-reranker demo --serve" in result.stderr

@@ -32,6 +32,10 @@ CHROMIUM_ARGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
 _TRUTHY = {"1", "true", "yes", "on"}
+# What A0 documents of its settings modal's store for a plugin's config.html (docs/agents/AGENTS.plugins.md
+# "Plugin Settings", and plugin-settings.html): `config` is `context.settings`; `context.*` is the modal's
+# state (the scope selected, whether it loads) and its footer's actions. Anything else is A0's own.
+DOCUMENTED_CONTEXT = frozenset({"settings", "projectName", "agentProfileKey", "isLoading", "save", "resetToDefault"})
 
 
 def _env_flag(name: str) -> bool:
@@ -149,8 +153,7 @@ class Panel:
 
     def open(self) -> None:
         self.page.evaluate("() => window.openPluginSettings('a0_reranker')")
-        self.page.locator('[data-setting="rerank_max_queued_pairs"] input').wait_for(state="visible")
-        self.page.wait_for_function("() => Alpine.$data(document.querySelector('.a0r-panel')).defaults !== null")
+        wait_until_drawn(self.page)
 
     def close(self) -> None:
         self.page.locator(".modal-footer .btn-cancel").click()
@@ -159,7 +162,12 @@ class Panel:
     def control(self, key: str) -> Any:
         return self.page.locator(f'[data-setting="{key}"] .field-control').locator("input, select, textarea").first
 
+    def unfold(self, key: str) -> None:
+        """Open the folded section that holds ``key``, as a user clicks its title."""
+        self.page.locator(f'[data-setting="{key}"]').evaluate("field => { field.closest('details').open = true; }")
+
     def fill(self, key: str, value: str) -> None:
+        self.unfold(key)
         self.control(key).fill(value)
 
     def problem(self, key: str) -> Any:
@@ -206,10 +214,23 @@ def panel(browser: Any, host: PanelHost, a0_root: A0Root) -> Iterator[Panel]:
     page.on("console", on_console)
     try:
         yield current
+        touched = context_touches(page)
     finally:
         context.close()
         a0_root.config_file.unlink(missing_ok=True)
     assert current.errors == [], current.errors
+    assert touched - DOCUMENTED_CONTEXT == set(), f"the panel touched A0's private store fields {sorted(touched)}"
+
+
+def context_touches(page: Any) -> set[str]:
+    """The properties of the modal's store the panel touched (the host's audit), in this page."""
+    return set(page.evaluate("() => [...(globalThis.__a0ContextTouched ?? [])]"))
+
+
+def wait_until_drawn(page: Any) -> None:
+    """The panel's fields are drawn (the endpoint is the first) and its schema is in."""
+    page.locator('[data-setting="rerank_endpoint"] textarea').wait_for(state="visible")
+    page.wait_for_function("() => Alpine.$data(document.querySelector('.a0r-panel')).ready === true")
 
 
 def goto_host(panel: Panel) -> None:

@@ -5,7 +5,7 @@ It serves, at A0's own URLs, small stand-ins for the A0 front-end modules a plug
 notification store, ``plugin-settings.html`` and its store), Alpine.js from the npm registry, and the
 plugin's ``webui/`` folder as A0 does (``/plugins/<name>/webui/...``, found with ``find_plugin_dir``).
 Its API is A0's: ``/api/csrf_token``, ``/api/plugins`` (``get_config``, ``get_default_config``,
-``save_config`` as A0's ``api/plugins.py`` answers them), the lists the modal's scope selectors show
+``save_config``, answered by the A0 stand-in's ``api/plugins.py`` with its extension points), the lists the modal's scope selectors show
 (``/api/plugins_list``, ``/api/projects`` ``list_options``, ``/api/agents`` ``list``) and
 ``/api/plugins/<plugin>/<stem>``, which
 runs the plugin's REAL handler classes through the A0 stand-in's dispatch (CSRF checked, a thread and
@@ -120,11 +120,13 @@ class PanelHost:
         return web.json_response({"ok": True, "token": self.csrf_token, "runtime_id": RUNTIME_ID})
 
     async def _plugins_api(self, request: web.Request) -> web.StreamResponse:
+        """A0's own handler for the modal's actions (the stand-in's ``api/plugins.py``), through A0's dispatch,
+        so a plugin's extensions of ``Plugins._get_config`` and the others run as they do in A0."""
         body = await _json_body(request)
-        if not self._csrf_ok(request):
-            return self._record(request.path, body, web.Response(status=403, text="CSRF token missing or invalid"))
-        reply = await asyncio.to_thread(plugins_action, body if isinstance(body, dict) else {})
-        response = reply if isinstance(reply, web.Response) else web.json_response(reply)
+        dispatch = _a0("helpers.api").dispatch_api
+        result = await asyncio.to_thread(dispatch, "plugins", body if isinstance(body, dict) else {},
+                                         csrf_ok=self._csrf_ok(request))
+        response = web.Response(status=result.status, text=result.body, content_type=result.mimetype)
         return self._record(request.path, body, response)
 
     async def _list_api(self, answer: Any, request: web.Request) -> web.StreamResponse:
@@ -150,37 +152,6 @@ class PanelHost:
         with self._lock:
             self._calls.append(ApiCall(path, body, response.status, response.text or ""))
         return response
-
-
-def plugins_action(body: dict[str, Any]) -> dict[str, Any] | web.Response:
-    """The three actions of A0's ``POST /api/plugins`` that the settings modal uses, answered alike."""
-    plugins = _a0("helpers.plugins")
-    action, name = body.get("action", ""), body.get("plugin_name", "")
-    if not name:
-        return web.Response(status=400, text="Missing plugin_name")
-    project, profile = body.get("project_name", ""), body.get("agent_profile", "")
-    if action == "get_config":
-        found = plugins.find_plugin_assets(
-            plugins.CONFIG_FILE_NAME, plugin_name=name, project_name=project, agent_profile=profile, only_first=True
-        )
-        if found:
-            entry = found[0]
-            data = json.loads(Path(entry["path"]).read_text(encoding="utf-8"))
-            return {"ok": True, "loaded_path": entry["path"], "loaded_project_name": entry["project_name"],
-                    "loaded_agent_profile": entry["agent_profile"], "data": data}
-        default_path = Path(plugins.find_plugin_dir(name)) / plugins.CONFIG_DEFAULT_FILE_NAME
-        return {"ok": True, "loaded_path": str(default_path) if default_path.exists() else "",
-                "loaded_project_name": "", "loaded_agent_profile": "",
-                "data": plugins.get_plugin_config(name, agent=None) or {}}
-    if action == "get_default_config":
-        return {"ok": True, "data": plugins.get_default_plugin_config(name) or {}}
-    if action == "save_config":
-        settings = body.get("settings", {})
-        if not isinstance(settings, dict):
-            return web.Response(status=400, text="settings must be an object")
-        plugins.save_plugin_config(name, project, profile, settings)
-        return {"ok": True}
-    return web.Response(status=400, text=f"Unknown action: {action}")
 
 
 def plugins_list(body: dict[str, Any]) -> dict[str, Any]:

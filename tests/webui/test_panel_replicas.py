@@ -86,7 +86,7 @@ def test_a_config_json_that_lists_the_replicas_loads_joined_and_saves_as_text(pa
     open_panel(panel)
     expect(panel.control("rerank_endpoint")).to_have_value("http://gpu-1.lan:8002, http://gpu-2.lan:8002/v1/rerank")
     expect(panel.problem("rerank_endpoint")).to_be_hidden()
-    unsaved = "() => Alpine.$data(document.querySelector('.a0r-panel')).context.hasUnsavedChanges"
+    unsaved = "() => Alpine.$data(document.querySelector('.a0r-panel')).modal.hasUnsavedChanges"
     assert panel.page.evaluate(unsaved) is False  # the same replicas, written as the field holds them
     panel.fill("rerank_max_concurrency", "8")
     panel.page.locator(".modal-footer .btn-ok").click()  # A0's Save
@@ -192,3 +192,18 @@ def shown_shares(panel: Panel, a0_root: A0Root, *urls: str) -> list[int]:
 
 def server_row(panel: Panel, url: str) -> Any:
     return panel.page.locator(f'.a0r-server[data-endpoint="{url}"]')
+
+
+def test_the_breaker_tile_lists_the_servers_in_the_tables_order(panel: Panel, a0_root: A0Root) -> None:
+    """The tile sorted its endpoints by name while the table follows the list: listed against their
+    alphabetical order, both now follow the list."""
+    with serve_in_thread("infinity") as one, serve_in_thread("infinity") as two:
+        listed = sorted([one.url, two.url], reverse=True)  # not the order a sort by name gives
+        endpoint = ", ".join(listed)
+        rerank_a_few(a0_root, endpoint)
+        a0_root.save_global_config({"rerank_endpoint": endpoint})
+        open_panel(panel)
+        expect(panel.page.locator('[data-stat="servers"] .a0r-server')).to_have_count(2)
+    table = panel.page.locator(".a0r-server").evaluate_all("rows => rows.map(r => r.dataset.endpoint)")
+    tile = panel.stat("breakers").locator(".a0r-breaker").evaluate_all("items => items.map(i => i.dataset.endpoint)")
+    assert table == listed and tile == listed

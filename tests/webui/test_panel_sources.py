@@ -1,7 +1,7 @@
 """The settings panel's files against the plugin's own sources, without a browser: every setting of
 ``default_config.yaml`` has one entry in ``webui/settings-schema.json``, which ``config.html`` draws
-with the template of the entry's control, and the limits the browser checks are exactly
-``core/config.py``'s."""
+with the template of the entry's control (the types, limits and choices the browser checks are
+``core/config.py``'s: ``tests/test_settings_sources.py``)."""
 
 from __future__ import annotations
 
@@ -14,19 +14,20 @@ from typing import Any
 import yaml
 
 from support.a0_layout import REPO_ROOT
-from usr.plugins.a0_reranker.core.config import API_MODES, HEDGE_MODES, NUMERIC_RANGES, RerankerConfig, setting_key
+from usr.plugins.a0_reranker.core.config import API_MODES, HEDGE_MODES, RerankerConfig, setting_key
 
 WEBUI = REPO_ROOT / "webui"
 CONFIG_HTML = (WEBUI / "config.html").read_text(encoding="utf-8")
 SCHEMA = json.loads((WEBUI / "settings-schema.json").read_text(encoding="utf-8"))
 SETTINGS: dict[str, dict[str, Any]] = SCHEMA["settings"]
 DEFAULTS = yaml.safe_load((REPO_ROOT / "default_config.yaml").read_text(encoding="utf-8"))
-SECTIONS = ["behaviour", "connection", "quality", "batching", "reliability"]
+SECTIONS = ["connection", "behaviour", "quality", "batching", "reliability"]  # the endpoint first
+FOLDED = {"quality", "batching", "reliability"}  # what a newcomer need not touch, drawn closed
 RULE_KEYS = {"type", "min", "max", "choices"}  # what core/config.py says
 SHOWN_KEYS = {"section", "control", "title", "description", "placeholder", "labels"}  # how the panel says it
 REQUIRED_KEYS = {"type", "section", "control", "title", "description"}
 CONTROLS_OF_TYPE = {"bool": {"toggle"}, "choice": {"select"}, "integer": {"number"}, "number": {"number"},
-                    "url": {"text"}, "text": {"text", "password", "textarea"}}
+                    "url": {"textarea"}, "text": {"text", "password", "textarea"}}
 FIELD_TEMPLATE = re.compile(r"field\.control === '([a-z]+)'")
 BINDING = re.compile(r"x-model(?:\.[a-z]+)*")
 
@@ -100,12 +101,14 @@ def test_each_entrys_texts_meet_the_length_rules() -> None:
 
 def test_each_entry_is_in_a_section_in_the_panels_order_with_a_control_of_its_type() -> None:
     assert [section["key"] for section in SCHEMA["sections"]] == SECTIONS
+    assert {section["key"] for section in SCHEMA["sections"] if section.get("folded")} == FOLDED
+    assert next(iter(SETTINGS)) == "rerank_endpoint"  # the one field a newcomer must fill in comes first
     order = [SECTIONS.index(entry["section"]) for entry in SETTINGS.values()]
     assert order == sorted(order), "a section's settings follow one another, sections in the panel's order"
     for key, entry in SETTINGS.items():
         assert REQUIRED_KEYS <= set(entry) <= RULE_KEYS | SHOWN_KEYS, (key, sorted(entry))
         assert entry["control"] in CONTROLS_OF_TYPE[entry["type"]], key
-        assert "placeholder" not in entry or entry["control"] in ("text", "password"), key
+        assert "placeholder" not in entry or entry["control"] in ("text", "password", "textarea"), key
         assert ("labels" in entry) == (entry["type"] == "choice"), key
 
 
@@ -119,24 +122,6 @@ def test_api_key_is_a_password_field_and_the_api_choices_are_the_modes() -> None
     assert options == list(API_MODES) + list(HEDGE_MODES)  # the two selects, in panel order
     for entry in selects:
         assert list(entry["labels"]) == entry["choices"] and all(entry["labels"].values())
-
-
-def test_schema_limits_are_core_configs() -> None:
-    rules = {key: {name: value for name, value in entry.items() if name in RULE_KEYS} for key, entry in SETTINGS.items()}
-    assert list(rules) == settings_keys_of_the_model()
-    numbers = {key: (rule["min"], rule["max"]) for key, rule in rules.items() if "min" in rule}
-    assert numbers == {setting_key(name): limits for name, limits in NUMERIC_RANGES.items()}
-    for f in dataclasses.fields(RerankerConfig):
-        rule = rules[setting_key(f.name)]
-        expected = {"bool": "bool", "int": "integer", "float": "number"}.get(str(f.type), "text")
-        if f.name == "api":
-            assert rule == {"type": "choice", "choices": list(API_MODES)}
-        elif f.name == "hedge":
-            assert rule == {"type": "choice", "choices": list(HEDGE_MODES)}
-        elif f.name == "endpoint":
-            assert rule == {"type": "url"}
-        else:
-            assert rule["type"] == expected, f.name
 
 
 def test_the_webui_copies_no_default_value() -> None:

@@ -32,9 +32,9 @@ DOCUMENTS = [
     "France borders Spain, Italy and Germany.",
 ]
 QUERIES = ["What is the capital of France?", "Which countries border France?", "Where is energy made in the cell?"]
-SECTIONS = {
+SECTIONS = {  # in the panel's order: the endpoint first
+    "connection": ["rerank_endpoint", "rerank_api", "rerank_model", "rerank_api_key"],
     "behaviour": ["rerank_enabled", "rerank_apply"],
-    "connection": ["rerank_api", "rerank_endpoint", "rerank_model", "rerank_api_key"],
     "quality": ["rerank_candidates", "rerank_pool_threshold", "rerank_min_score", "rerank_instruction",
                 "rerank_max_doc_chars", "rerank_max_query_chars", "rerank_timeout"],
     "batching": ["rerank_batch_window_ms", "rerank_max_concurrency", "rerank_max_pairs_per_request",
@@ -94,15 +94,16 @@ def test_every_setting_of_default_config_is_in_the_panel(panel: Panel) -> None:
     for section, keys in SECTIONS.items():
         placed = panel.page.locator(f'[data-section="{section}"] .field[data-setting^="rerank_"]')
         assert placed.evaluate_all("fields => fields.map(f => f.dataset.setting)") == keys
-    titles = panel.page.locator(".a0r-section > .section-title").all_inner_texts()
-    assert titles == ["Behaviour", "Connection", "Quality & performance", "Batching", "Reliability & security",
+    titles = panel.page.locator(".a0r-section > .section-title").evaluate_all(
+        "titles => titles.map((title) => title.firstElementChild?.textContent ?? title.textContent)")
+    assert titles == ["Connection", "Behaviour", "Quality & performance", "Batching", "Reliability & security",
                       "Live status"]
     for key in DEFAULTS:
         expect(panel.control(key)).to_be_attached()
-        assert panel.page.locator(f'[data-setting="{key}"] .field-description').inner_text().strip(), key
+        assert panel.page.locator(f'[data-setting="{key}"] .field-description').text_content().strip(), key
     assert panel.control("rerank_api_key").get_attribute("type") == "password"
     assert panel.control("rerank_api").locator("option").evaluate_all("os => os.map(o => o.value)") == list(API_MODES)
-    instruction = panel.page.locator('[data-setting="rerank_instruction"]').inner_text()
+    instruction = panel.page.locator('[data-setting="rerank_instruction"]').text_content() or ""
     assert "used in qwen3_score mode" in instruction and "vLLM's /rerank" in instruction
 
 
@@ -115,7 +116,7 @@ def test_missing_keys_are_filled_with_the_plugins_defaults(panel: Panel, a0_root
     assert panel.control("rerank_instruction").input_value() == DEFAULTS["rerank_instruction"]
     assert panel.control("rerank_tls_verify").is_checked()
     assert panel.form_config() == {**DEFAULTS, **older}
-    unsaved = "() => Alpine.$data(document.querySelector('.a0r-panel')).context.hasUnsavedChanges"
+    unsaved = "() => Alpine.$data(document.querySelector('.a0r-panel')).modal.hasUnsavedChanges"
     assert panel.page.evaluate(unsaved) is False  # filling defaults is not a change of the user's
 
     panel.fill("rerank_max_concurrency", "8")

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import A0Root, Panel, goto_host
+from .conftest import A0Root, Panel, goto_host, wait_until_drawn
 
 pytestmark = pytest.mark.browser
 
@@ -41,8 +41,7 @@ def profiles(a0_root: A0Root) -> Iterator[Any]:
 def open_at(panel: Panel, profile: str = "") -> None:
     goto_host(panel)
     panel.page.evaluate(f"() => window.openPluginSettings('a0_reranker', '', {json.dumps(profile)})")
-    panel.page.locator('[data-setting="rerank_max_queued_pairs"] input').wait_for(state="visible")
-    panel.page.wait_for_function("() => Alpine.$data(document.querySelector('.a0r-panel')).defaults !== null")
+    wait_until_drawn(panel.page)
 
 
 def scope_line(panel: Panel) -> Any:

@@ -5,9 +5,10 @@
 subclass, checks the method and the security classmethods, and sends: a dict -> JSON 200, a
 `Response` -> as is, an uncaught exception -> 500 text/plain with the formatted error.
 
-Test entry points: `dispatch_plugin_api(...)` runs the handler on a fresh event loop in another
-thread, as flask[async] does (never the agent loop); `dispatch_plugin_api_async(...)` awaits it on
-the caller's loop. Both return an `ApiResult`.
+Test entry points: `dispatch_api(path, ...)` (a built-in handler such as `api/plugins.py`, or a
+plugin's at `plugins/<plugin>/<stem>`) and `dispatch_plugin_api(plugin, stem, ...)` run the handler on
+a fresh event loop in another thread, as flask[async] does (never the agent loop); their `_async`
+forms await it on the caller's loop. All return an `ApiResult`.
 """
 
 from __future__ import annotations
@@ -132,25 +133,27 @@ class ApiResult:
         return json.loads(self.body)
 
 
-def _handler_class(plugin_name: str, stem: str) -> type[ApiHandler] | None:
-    from helpers import plugins
+def _handler_class(path: str) -> type[ApiHandler] | None:
+    """As A0's route: the built-in `api/<path>.py` first (loaded by path under its stem, so
+    `api/plugins.py` is the module `plugins`), then `<plugin>/api/<handler>.py` for `plugins/<plugin>/<handler>`."""
+    from helpers import files, plugins
     from helpers.modules import load_classes_from_file
 
-    key = f"plugins/{plugin_name}/{stem}"
-    cached = cache.get(CACHE_AREA, key)
+    cached = cache.get(CACHE_AREA, path)
     if cached is not None:
         return cached
-    plugin_dir = plugins.find_plugin_dir(plugin_name)
-    if not plugin_dir:
-        return None
-    plugin_file = Path(plugin_dir) / "api" / f"{stem}.py"
-    if not plugin_file.is_file():
-        return None
-    classes = load_classes_from_file(str(plugin_file), ApiHandler)
-    if not classes:
-        return None
-    cache.add(CACHE_AREA, key, classes[0])
-    return classes[0]
+    candidates = [Path(files.get_abs_path("api", f"{path}.py"))]
+    parts = path.split("/", 2)
+    if len(parts) == 3 and parts[0] == "plugins" and (plugin_dir := plugins.find_plugin_dir(parts[1])):
+        candidates.append(Path(plugin_dir) / "api" / f"{parts[2]}.py")
+    for file in candidates:
+        if not file.is_file():
+            continue
+        classes = load_classes_from_file(str(file), ApiHandler)
+        if classes:
+            cache.add(CACHE_AREA, path, classes[0])
+            return classes[0]
+    return None
 
 
 def _security_refusal(cls: type[ApiHandler], request: Request, input_data: Any, csrf_ok: bool) -> Response | None:
@@ -172,9 +175,8 @@ def _security_refusal(cls: type[ApiHandler], request: Request, input_data: Any, 
     return None
 
 
-async def dispatch_plugin_api_async(
-    plugin_name: str,
-    stem: str,
+async def dispatch_api_async(
+    path: str,
     input: Any = None,
     *,
     method: str = "POST",
@@ -182,16 +184,16 @@ async def dispatch_plugin_api_async(
     remote_addr: str = "127.0.0.1",
     csrf_ok: bool = True,
 ) -> ApiResult:
-    """Call `<plugin>/api/<stem>.py` on the current loop as A0's `/api/plugins/<plugin>/<stem>` route."""
+    """Call A0's `/api/<path>` on the current loop: a built-in handler, or a plugin's (`plugins/<plugin>/<stem>`)."""
     body = b"" if input is None else json.dumps(input).encode("utf-8")
     request = Request(
         method=method, data=body, is_json=input is not None, headers=dict(headers or {}), remote_addr=remote_addr
     )
-    cls = _handler_class(plugin_name, stem)
+    cls = _handler_class(path)
     if cls is None:
-        response = Response(f"API endpoint not found: plugins/{plugin_name}/{stem}", 404)
+        response = Response(f"API endpoint not found: {path}", 404)
     elif method not in cls.get_methods():
-        response = Response(f"Method {method} not allowed for: plugins/{plugin_name}/{stem}", 405)
+        response = Response(f"Method {method} not allowed for: {path}", 405)
     else:
         response = _security_refusal(cls, request, input, csrf_ok) or await cls(None, threading.RLock()).handle_request(
             request=request
@@ -200,14 +202,19 @@ async def dispatch_plugin_api_async(
     return ApiResult(status=response.status_code, mimetype=response.mimetype, body=str(text))
 
 
-def dispatch_plugin_api(plugin_name: str, stem: str, input: Any = None, **kwargs: Any) -> ApiResult:
+async def dispatch_plugin_api_async(plugin_name: str, stem: str, input: Any = None, **kwargs: Any) -> ApiResult:
+    """Call `<plugin>/api/<stem>.py` on the current loop as A0's `/api/plugins/<plugin>/<stem>` route."""
+    return await dispatch_api_async(f"plugins/{plugin_name}/{stem}", input, **kwargs)
+
+
+def dispatch_api(path: str, input: Any = None, **kwargs: Any) -> ApiResult:
     """Blocking variant: runs the call on a new event loop in a new thread, as flask[async] does."""
     result: list[ApiResult] = []
     errors: list[BaseException] = []
 
     def run() -> None:
         try:
-            result.append(asyncio.run(dispatch_plugin_api_async(plugin_name, stem, input, **kwargs)))
+            result.append(asyncio.run(dispatch_api_async(path, input, **kwargs)))
         except BaseException as e:
             errors.append(e)
 
@@ -217,3 +224,8 @@ def dispatch_plugin_api(plugin_name: str, stem: str, input: Any = None, **kwargs
     if errors:
         raise errors[0]
     return result[0]
+
+
+def dispatch_plugin_api(plugin_name: str, stem: str, input: Any = None, **kwargs: Any) -> ApiResult:
+    """Blocking `dispatch_plugin_api_async`, on a new event loop in a new thread, as flask[async] does."""
+    return dispatch_api(f"plugins/{plugin_name}/{stem}", input, **kwargs)

@@ -23,6 +23,38 @@ function instantiate(source) {
   return copy;
 }
 
+// What a plugin's config.html sees as `context`: the modal's store instance (already reactive), every
+// property it reads, writes, asks for or deletes recorded in globalThis.__a0ContextTouched. Methods run
+// on the instance itself, so what A0's own code does inside them is not the plugin's touch.
+const touched = new Set();
+globalThis.__a0ContextTouched = touched;
+const ALPINE_INTERNALS = /^(__v_|_x_)/; // what @vue/reactivity and Alpine ask of every object
+
+function record(key) {
+  if (typeof key === "string" && !ALPINE_INTERNALS.test(key)) touched.add(key);
+}
+
+globalThis.auditedContext = (instance) =>
+  new Proxy(instance, {
+    get(target, key) {
+      record(key);
+      const value = Reflect.get(target, key);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+    set(target, key, value) {
+      record(key);
+      return Reflect.set(target, key, value);
+    },
+    has(target, key) {
+      record(key);
+      return Reflect.has(target, key);
+    },
+    deleteProperty(target, key) {
+      record(key);
+      return Reflect.deleteProperty(target, key);
+    },
+  });
+
 document.addEventListener("alpine:init", () => {
   const Alpine = globalThis.Alpine;
   Alpine.directive("destroy", (_el, { expression }, { evaluateLater, cleanup }) => {

@@ -1,0 +1,143 @@
+"""How a command stops on a signal: at once, with the documented exit code, and nothing on stderr but
+its one line.
+
+The first Ctrl-C (SIGINT, exit 130) or SIGTERM (``timeout``, ``docker stop``, systemd: exit 143)
+stops the command, which unwinds: its ``with`` blocks stop what it started (the benchmark's servers,
+the engine's HTTP session). While the command runs its event loop (``run``), the signal cancels the
+loop's main task, as ``asyncio.run`` does for a Ctrl-C, so the work unwinds at its next ``await`` and
+no task is torn apart mid-step (which leaves "Task exception was never retrieved" behind); otherwise
+it raises ``Stopped``, a KeyboardInterrupt, in the main thread. The line saying so is printed at once.
+Any further signal means "now": the process exits at once with the first signal's code, leaving no
+traceback of an interrupted clean-up behind (and no wait on a clean-up that hangs); what it started
+stops by itself, since its servers end when their pipe to this process closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import threading
+from collections.abc import Coroutine, Iterator
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any, Final, TypeVar
+
+T = TypeVar("T")
+
+SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
+_WORDS: Final[dict[int, str]] = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}
+
+
+class Stopped(KeyboardInterrupt):
+    """A signal stopped the command; ``exit_code`` is 128 + its number (130 Ctrl-C, 143 SIGTERM)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(_WORDS.get(signum, "stopped"))
+        self.exit_code = 128 + signum
+
+
+@dataclass
+class _State:
+    command: str = ""
+    received: Stopped | None = None
+    announced: bool = False
+    in_loop: bool = False  # ``run`` is running an event loop in the main thread
+    task: asyncio.Task[Any] | None = None  # its main task, while it runs
+    loop: asyncio.AbstractEventLoop | None = None
+
+
+_STATE = _State()
+
+
+def stopping() -> bool:
+    """Whether a signal has asked the command to stop (the progress bar then draws nothing more)."""
+    return _STATE.received is not None
+
+
+def name_command(command: str) -> None:
+    """The name the stop line starts with (``a0-reranker probe``), once the arguments say which."""
+    _STATE.command = command
+
+
+def announce(stopped: Stopped) -> int:
+    """Print the one line (once) and return the exit code. On a terminal the line starts on a line of its
+    own, after the ``^C`` the terminal echoed or a progress bar's line."""
+    if not _STATE.announced:
+        newline = "\n" if getattr(sys.stderr, "isatty", lambda: False)() else ""
+        sys.stderr.write(f"{newline}{_STATE.command}: {stopped}\n")
+        sys.stderr.flush()
+        _STATE.announced = True  # only once written: a write that failed is tried again by the caller
+    return stopped.exit_code
+
+
+@contextlib.contextmanager
+def stop_on_signals(command: str) -> Iterator[None]:
+    """While the block runs, SIGINT and SIGTERM stop it as above. After a signal the handlers stay, so
+    one more during the interpreter's exit ends it at once too."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _STATE.command, _STATE.received, _STATE.announced = command, None, False
+    previous = {signum: signal.signal(signum, _first) for signum in SIGNALS}
+    try:
+        yield
+    finally:
+        if _STATE.received is None:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+
+def run(work: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run(work)``, stopped by a signal through cancellation: raises ``Stopped`` once the work
+    has unwound (and the loop closed) if a signal came meanwhile."""
+    _STATE.in_loop = True
+    try:
+        result = asyncio.run(_main(work))
+    except asyncio.CancelledError:
+        if _STATE.received is None:
+            raise
+        raise _STATE.received from None
+    finally:
+        _STATE.in_loop = False
+    if _STATE.received is not None:  # it came while the loop closed, after the work was done
+        raise _STATE.received
+    return result
+
+
+async def _main(work: Coroutine[Any, Any, T]) -> T:
+    _STATE.task, _STATE.loop = asyncio.current_task(), asyncio.get_running_loop()
+    try:
+        if _STATE.received is not None:  # it came while the loop started
+            raise asyncio.CancelledError
+        return await work
+    finally:
+        _STATE.task = _STATE.loop = None
+        work.close()  # not awaited when cancelled before it started: no "never awaited" warning
+
+
+def _first(signum: int, _frame: FrameType | None) -> None:
+    """Say so at once (the clean-up that follows may take a moment), then stop the command: through its
+    event loop's main task when one runs, else by raising ``Stopped`` here."""
+    for other in SIGNALS:
+        signal.signal(other, _again)
+    _STATE.received = Stopped(signum)
+    with contextlib.suppress(Exception):  # stderr may be mid-write in the main thread: then said after unwinding
+        announce(_STATE.received)
+    if not _STATE.in_loop:
+        raise _STATE.received
+    task, loop = _STATE.task, _STATE.loop
+    if task is not None and loop is not None and not task.done():
+        task.cancel()
+        loop.call_soon_threadsafe(lambda: None)  # wake the loop's select(), which PEP 475 would resume
+
+
+def _again(_signum: int, _frame: FrameType | None) -> None:
+    stopped = _STATE.received or Stopped(_signum)
+    with contextlib.suppress(Exception):  # stdout may be mid-write in the main thread
+        sys.stdout.flush()
+    with contextlib.suppress(Exception):
+        announce(stopped)
+    os._exit(stopped.exit_code)

@@ -1,0 +1,53 @@
+"""What A0's plugin-settings modal loads of the plugin's settings (issue 23, item 3): complete, filled
+on the server by the plugin's extension of A0's ``Plugins._get_config``, never by the panel writing
+A0's private modal fields. Called through A0's own ``POST /api/plugins`` handler, as the modal calls it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import yaml
+
+from support.a0_layout import REPO_ROOT
+
+from .conftest import A0
+
+DEFAULTS = yaml.safe_load((REPO_ROOT / "default_config.yaml").read_text(encoding="utf-8"))
+
+
+def get_config(a0: A0, plugin: str = "a0_reranker", **scope: str) -> dict[str, Any]:
+    reply = a0.mod("helpers.api").dispatch_api("plugins", {"action": "get_config", "plugin_name": plugin, **scope})
+    assert reply.status == 200, reply.body
+    return reply.json()
+
+
+def test_an_older_config_json_loads_with_every_key(a0: A0) -> None:
+    a0.configure_global(endpoint="http://reranker.lan:8002", candidates=12, timeout=None)
+    older = {"rerank_endpoint": "http://reranker.lan:8002", "rerank_candidates": 12, "rerank_timeout": None}
+    loaded = get_config(a0)
+    assert loaded["data"] == {**DEFAULTS, "rerank_endpoint": "http://reranker.lan:8002", "rerank_candidates": 12}
+    assert list(loaded["data"]) == list(DEFAULTS)  # the defaults' order
+    assert loaded["loaded_path"].endswith("config.json")  # the rest of A0's reply as it was
+    saved = json.loads((a0.plugin_dir / "config.json").read_text(encoding="utf-8"))
+    assert saved == older  # nothing written: the file changes when the user saves
+
+
+def test_a_listed_endpoint_loads_as_the_text_the_field_holds(a0: A0) -> None:
+    a0.configure_global(endpoint=["http://gpu-1.lan:8002", " http://gpu-2.lan:8002 "])
+    assert get_config(a0)["data"]["rerank_endpoint"] == "http://gpu-1.lan:8002, http://gpu-2.lan:8002"
+
+
+def test_a_profiles_settings_are_completed_too(a0: A0) -> None:
+    a0.configure(profile="agent0", enabled=False)
+    loaded = get_config(a0, project_name="", agent_profile="agent0")
+    assert loaded["loaded_agent_profile"] == "agent0"
+    assert loaded["data"] == {**DEFAULTS, "rerank_enabled": False}
+
+
+def test_other_plugins_settings_pass_untouched(a0: A0) -> None:
+    other = a0.root / "usr" / "plugins" / "other_plugin"
+    other.mkdir(parents=True)
+    (other / "plugin.yaml").write_text('name: other_plugin\nversion: "1.0"\n', encoding="utf-8")
+    (other / "config.json").write_text(json.dumps({"rerank_timeout": None, "x": [1, 2]}), encoding="utf-8")
+    assert get_config(a0, plugin="other_plugin")["data"] == {"rerank_timeout": None, "x": [1, 2]}
