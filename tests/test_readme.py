@@ -1,4 +1,5 @@
-"""README.md is written from the code: its settings table, its commands and its API example must hold."""
+"""README.md and the docs are written from the code: the settings table (docs/settings.md), the
+README's two commands and the API example (docs/api.md) must hold, and every page they link exists."""
 
 from __future__ import annotations
 
@@ -13,10 +14,12 @@ from usr.plugins.a0_reranker.core.config import load_default_settings
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text(encoding="utf-8")
+SETTINGS_PAGE = (REPO / "docs" / "settings.md").read_text(encoding="utf-8")
+API_PAGE = (REPO / "docs" / "api.md").read_text(encoding="utf-8")
 
 
 def settings_table() -> dict[str, str]:
-    rows = re.findall(r"^\| `(rerank_[a-z_]+)` \| (.+?) \|", README, flags=re.MULTILINE)
+    rows = re.findall(r"^\| `(rerank_[a-z_]+)` \| (.+?) \|", SETTINGS_PAGE, flags=re.MULTILINE)
     return dict(rows)
 
 
@@ -43,7 +46,7 @@ def test_the_quickstart_has_exactly_two_commands_that_exist() -> None:
 
 
 def test_the_programmatic_api_example_runs_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
-    example = re.search(r"## Programmatic API.*?```python\n(.*?)```", README, flags=re.DOTALL)
+    example = re.search(r"# Programmatic API.*?```python\n(.*?)```", API_PAGE, flags=re.DOTALL)
     assert example is not None
     assert not (REPO / "config.json").exists(), "a saved config.json in the working tree would change this test"
     with serve_in_thread("tei") as server:
@@ -53,10 +56,18 @@ def test_the_programmatic_api_example_runs_as_written(monkeypatch: pytest.Monkey
             "query": "rotate the backup key",
             "documents": ["lunch menu", "rotate the backup key monthly", "backup schedule"],
         }
-        exec(compile(example.group(1), "README.md", "exec"), namespace)
+        exec(compile(example.group(1), "docs/api.md", "exec"), namespace)
     assert namespace["order"][0] == "rotate the backup key monthly"
 
 
 def test_linked_docs_exist() -> None:
     for target in re.findall(r"\]\(((?:docs/|LICENSE)[^)#]*)\)", README):
         assert (REPO / target).exists(), target
+    for page in (REPO / "docs").glob("*.md"):
+        for target in re.findall(r"\]\(([^)#:]+\.(?:md|png|json)|\.\./LICENSE)(?:#[^)]*)?\)", page.read_text(encoding="utf-8")):
+            assert (page.parent / target).exists(), (page.name, target)
+
+
+def test_readme_is_a_front_door() -> None:
+    """The reference lives in docs/: README stays short enough to read through."""
+    assert len(README.splitlines()) <= 250

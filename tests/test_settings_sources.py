@@ -7,7 +7,7 @@ against it here, so a change to one that the source does not make fails:
 
 - ``default_config.yaml`` (what A0 loads and a user edits): every key, in the source's order, with the
   source's default as a value of the field's own type; the comment above a choice names every choice.
-- README.md's settings table: every key, in the source's order, with the source's default; a choice
+- docs/settings.md's settings table: every key, in the source's order, with the source's default; a choice
   setting's row names every choice.
 - ``webui/settings-schema.json`` (what the panel draws and checks before sending): every key, each with
   exactly the source's type, range and choices (its order is the panel's, its words are its own).
@@ -31,7 +31,7 @@ DEFAULTS = RerankerConfig().to_settings()
 CHOICES = {"rerank_api": API_MODES, "rerank_hedge": HEDGE_MODES}
 RANGES = {setting_key(name): limits for name, limits in NUMERIC_RANGES.items()}
 YAML_TEXT = (REPO_ROOT / "default_config.yaml").read_text(encoding="utf-8")
-README = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+SETTINGS_PAGE = (REPO_ROOT / "docs" / "settings.md").read_text(encoding="utf-8")
 SCHEMA = json.loads((REPO_ROOT / "webui" / "settings-schema.json").read_text(encoding="utf-8"))["settings"]
 
 
@@ -88,12 +88,12 @@ def comment_above(text: str, key: str) -> str:
     return "\n".join(reversed(block))
 
 
-# --- README.md -----------------------------------------------------------------------------------------------
+# --- docs/settings.md -----------------------------------------------------------------------------------------------
 
 
-def readme_rows() -> dict[str, tuple[str, str]]:
+def settings_rows() -> dict[str, tuple[str, str]]:
     """``{key: (default cell, what-it-does cell)}`` of the settings table."""
-    rows = re.findall(r"^\| `(rerank_[a-z_]+)` \| (.+?) \| (.+) \|$", README, flags=re.MULTILINE)
+    rows = re.findall(r"^\| `(rerank_[a-z_]+)` \| (.+?) \| (.+) \|$", SETTINGS_PAGE, flags=re.MULTILINE)
     return {key: (default, text) for key, default, text in rows}
 
 
@@ -108,16 +108,16 @@ def shown(value: Any) -> str:
     return f"`{value}`"
 
 
-def test_the_readme_table_has_the_sources_keys_and_defaults() -> None:
-    rows = readme_rows()
+def test_the_settings_table_has_the_sources_keys_and_defaults() -> None:
+    rows = settings_rows()
     assert list(rows) == list(FIELDS)
     wrong = {key: cell for key, (cell, _) in rows.items() if cell != shown(DEFAULTS[key])}
-    assert wrong == {}, f"README.md's defaults disagree with core/config.py: {wrong}"
+    assert wrong == {}, f"docs/settings.md's defaults disagree with core/config.py: {wrong}"
 
 
 @pytest.mark.parametrize("key", sorted(CHOICES))
-def test_the_readme_table_names_every_choice(key: str) -> None:
-    default, text = readme_rows()[key]
+def test_the_settings_table_names_every_choice(key: str) -> None:
+    default, text = settings_rows()[key]
     assert [choice for choice in CHOICES[key] if f"`{choice}`" not in default + text] == [], text
 
 

@@ -1,5 +1,5 @@
 """``bench/recall_pool_cost.py`` runs from a checkout and reports every variant side by side (its
-figures are in README; here only that it measures what it says, on both memory APIs)."""
+figures are in docs/recall.md; here only that it measures what it says, on both memory APIs)."""
 
 from __future__ import annotations
 

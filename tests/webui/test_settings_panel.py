@@ -306,7 +306,7 @@ def test_the_api_key_is_a_password_and_no_reply_carries_it(panel: Panel, a0_root
 
 
 def test_screenshot_of_the_panel_after_a_successful_test(panel: Panel, a0_root: A0Root) -> None:
-    """The README's picture: two replicas of one model, tested, with their live status."""
+    """The settings page's picture: two replicas of one model, tested, with their live status."""
     with serve_in_thread("vllm_qwen3") as first, serve_in_thread("vllm_qwen3") as second:
         endpoint = f"{first.url}, {second.url}"
         for _ in range(3):
