@@ -189,7 +189,7 @@ class Dispatch:
             request.sent = True
             self.replicas.budget.record_request()
         state.outstanding_pairs += len(batch)
-        state.outstanding_requests += 1
+        state.begin_request(started)
         state.pairs_sent += len(batch)
         resent: list[bool] = []
         try:
@@ -207,7 +207,7 @@ class Dispatch:
             raise RerankError(f"unexpected error: {exc!r}") from exc
         finally:
             state.outstanding_pairs -= len(batch)
-            state.outstanding_requests -= 1
+            state.end_request()
         if resent:
             self.replicas.budget.refund()  # the resend after a stale connection cost the server nothing
         elapsed = time.monotonic() - started

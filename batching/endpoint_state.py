@@ -31,6 +31,7 @@ class EndpointState:
     not_before: float = 0.0  # monotonic seconds; set from a 429's Retry-After
     outstanding_pairs: int = 0
     outstanding_requests: int = 0  # sent, not yet answered (``outstanding_pairs`` is their pairs)
+    busy_since: float = 0.0  # when the requests now in flight began to go out (the first of them)
     # None: never measured. A ratio of decayed sums (latency over pairs), not an average of each answer's
     # ratio: a small request's fixed cost would otherwise make its replica look slow per pair, and a
     # burst shared out after it would leave that replica short and the others finishing last.
@@ -76,6 +77,20 @@ class EndpointState:
         self.answered_at = sent_at + seconds
         self.service.answered(pairs, sent_at, self.answered_at)
         self.answers += 1
+
+    def begin_request(self, now: float) -> None:
+        if not self.outstanding_requests:
+            self.busy_since = now
+        self.outstanding_requests += 1
+
+    def end_request(self) -> None:
+        self.outstanding_requests -= 1
+
+    def busy_for(self, fixed_s: float, per_pair_s: float, now: float) -> float:
+        """How much longer what is in flight here should keep the server busy: its work, at a request's
+        fixed cost and a pair's, less what has gone by since it began (served one after another)."""
+        work = fixed_s * self.outstanding_requests + per_pair_s * self.outstanding_pairs
+        return max(0.0, work - (now - self.busy_since)) if self.outstanding_requests else 0.0
 
     def expected_latency(self, pairs: int, now: float, *, worst: bool = False) -> float | None:
         """How long a request of ``pairs`` sent now should take, by two readings: behind the pairs in

@@ -83,7 +83,8 @@ class ReplicaSet:
     def share_costs(self, members: Sequence[Replica], now: float) -> tuple[list[float], list[float]]:
         """For sharing a queue out over ``members``: each one's seconds per pair (from the line through
         its recent answers, raised by its recent failures as its cost is) and how long it is busy before
-        a new request's pairs (what it has in flight, and the request's fixed cost). One not yet
+        a new request's pairs (what it has in flight, less what has gone by since it began, and the new
+        request's fixed cost). One not yet
         measured counts as the fastest measured member; with none measured, all alike."""
         costs = [r.state.service.cost(now) for r in members]
         fastest = min((c for c in costs if c is not None), key=lambda c: c.per_pair_s,
@@ -93,7 +94,7 @@ class ReplicaSet:
             cost = cost or fastest
             state = member.state
             per_pair.append(max(cost.per_pair_s * state.failure_factor(), MIN_SECONDS_PER_PAIR))
-            busy.append(cost.fixed_s * (state.outstanding_requests + 1) + cost.per_pair_s * state.outstanding_pairs)
+            busy.append(state.busy_for(cost.fixed_s, cost.per_pair_s, now) + cost.fixed_s)
         return per_pair, busy
 
     def speeds(self, members: Sequence[Replica]) -> list[float]:
