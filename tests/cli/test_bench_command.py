@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from support.processes import children_of, parent_of
+
 SMALL = ("--quick", "--concurrency", "1,4", "--documents", "4", "--recalls", "8")
 
 
@@ -85,20 +87,6 @@ def test_a_vllm_score_endpoint_is_benchmarked(cli, tmp_path) -> None:
 # --- issue 15: SIGTERM (timeout, docker stop, systemd) ends the benchmark and everything it started ----------
 
 
-def _children(pid: int) -> list[int]:
-    """The processes whose parent is ``pid`` (from /proc)."""
-    return [int(entry.name) for entry in Path("/proc").iterdir()
-            if entry.name.isdigit() and _parent(int(entry.name)) == pid]
-
-
-def _parent(pid: int) -> int | None:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):  # it ended meanwhile
-        return None
-    return int(fields[1])
-
-
 def _ended(pidfds: list[int], within_s: float) -> bool:
     """Whether every process behind ``pidfds`` has ended (a pidfd turns readable then), waiting at most
     ``within_s`` for the last of them: one that has closed its pipes may still be tearing down."""
@@ -121,12 +109,12 @@ def test_sigterm_during_bench_ends_its_server_and_the_resource_tracker(start_cli
         assert bench.stderr is not None
         first = bench.stderr.readline()  # the progress bar's first step: the server is up, recalls run
         assert "naive at concurrency 1" in first, first
-        started = _children(bench.pid)
+        started = children_of(bench.pid)
         pidfds = [os.pidfd_open(pid) for pid in started]
         assert len(started) >= 2, started  # the cost-model server and multiprocessing's resource tracker
         bench.send_signal(signal.SIGTERM)
         stdout, stderr = bench.communicate(timeout=60)  # returns once no process holds its pipes open
-        assert _ended(pidfds, within_s=30), [pid for pid in started if _parent(pid) is not None]
+        assert _ended(pidfds, within_s=30), [pid for pid in started if parent_of(pid) is not None]
     finally:  # on a failure, leave nothing behind either (a pidfd names exactly that process, never a reused id)
         for fd in pidfds:
             with contextlib.suppress(ProcessLookupError):

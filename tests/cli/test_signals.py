@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from support.processes import members_of_group
 from support.servers import RunningServer, serve_in_thread
 
 from .conftest import cli_env
@@ -60,7 +61,7 @@ class Command:
 
     def watch_group(self) -> None:
         """Keep a pidfd on every process the command started (its process group), to see them end."""
-        self.pidfds += _pidfds([pid for pid in _group(self.process.pid) if pid != self.process.pid])
+        self.pidfds += _pidfds([pid for pid in members_of_group(self.process.pid) if pid != self.process.pid])
 
     def finish(self) -> tuple[int, str, str]:
         """Wait for the exit (bounded): its code, stdout, and all of stderr."""
@@ -103,20 +104,6 @@ def held_server() -> Iterator[RunningServer]:
     with serve_in_thread("infinity") as server:
         server.gate.hold()
         yield server
-
-
-def _group(pgid: int) -> list[int]:
-    """The processes of process group ``pgid`` that have not ended (from /proc)."""
-    return [int(entry.name) for entry in Path("/proc").iterdir()
-            if entry.name.isdigit() and _group_of(int(entry.name)) == pgid]
-
-
-def _group_of(pid: int) -> int | None:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):  # it ended meanwhile
-        return None
-    return None if fields[0] in ("Z", "X") else int(fields[2])
 
 
 def _pidfds(pids: list[int]) -> list[int]:
