@@ -45,6 +45,29 @@ class Endpoint:
     route_keys: set[tuple[object, ...]] = field(default_factory=set)  # detection entries made through it
 
 
+@dataclass(frozen=True, eq=False)
+class Binding:
+    """What a group's batcher was last built from: equal bindings build the same members. Routes and
+    endpoint states are compared by identity (a route detected again, or an endpoint forgotten and
+    made anew, is new), the settings by value."""
+
+    config: RerankerConfig
+    to_probability: bool
+    routes: tuple[tuple[str, object, EndpointState], ...]  # (url, route, endpoint state)
+
+    def same_as(self, other: Binding) -> bool:
+        return (self.config == other.config and self.to_probability == other.to_probability
+                and len(self.routes) == len(other.routes)
+                and all(a[0] == b[0] and a[1] is b[1] and a[2] is b[2]
+                        for a, b in zip(self.routes, other.routes, strict=True)))
+
+
+@dataclass(eq=False)
+class _Group:
+    batcher: MicroBatcher
+    binding: Binding
+
+
 @dataclass(frozen=True)
 class Members:
     """What a group's batcher is built from: the replicas with a route, and what their dialects allow."""
@@ -76,7 +99,7 @@ class EndpointRegistry:
         self._max_endpoints = max_endpoints
         self._max_groups = max_groups
         self._endpoints: OrderedDict[tuple[str, str], Endpoint] = OrderedDict()
-        self._groups: OrderedDict[Hashable, MicroBatcher] = OrderedDict()
+        self._groups: OrderedDict[Hashable, _Group] = OrderedDict()
 
     def endpoint(self, config: RerankerConfig, url: str) -> Endpoint:
         """The state of the server at ``url``, configured from these settings (created on first use)."""
@@ -91,25 +114,38 @@ class EndpointRegistry:
             found.state.breaker.configure(breaker_policy(config))
         return found
 
-    def group(self, key: Hashable, config: RerankerConfig, members: Members) -> MicroBatcher:
-        """The route's batcher, its replica set brought up to date with ``members``."""
-        window = config.batch_window_ms / 1000.0
-        batcher = self._groups.get(key)
-        if batcher is None:
-            _forget(self._groups, self._max_groups - 1, _idle_batcher)
-            replicas = ReplicaSet(members.replicas, budget=RetryBudget(ratio=config.retry_budget, clock=self._clock))
-            batcher = self._groups[key] = MicroBatcher(
-                Dispatch(replicas, self._events, dispatch_policy(config)), mixes_queries=members.mixes_queries,
-                max_pairs=members.max_pairs, window=window, max_queued_pairs=config.max_queued_pairs,
-                shed=config.shed_overload, on_idle=self._trim_groups)
+    def group(self, key: Hashable, config: RerankerConfig, binding: Binding,
+              members: Callable[[], Members]) -> MicroBatcher:
+        """The route's batcher. Built from ``members()`` the first time; afterwards brought up to date
+        only when ``binding`` (the settings and the routes and endpoints it is bound to) changed, so a
+        warm recall with the same settings rebuilds and reconfigures nothing."""
+        group = self._groups.get(key)
+        if group is None:
+            _forget(self._groups, self._max_groups - 1, _idle_group)
+            batcher = self._new_batcher(config, members())
+            self._groups[key] = _Group(batcher, binding)
             return batcher
         self._groups.move_to_end(key)
+        if not binding.same_as(group.binding):
+            self._rebind(group.batcher, config, members())
+            group.binding = binding
+        return group.batcher
+
+    def _new_batcher(self, config: RerankerConfig, members: Members) -> MicroBatcher:
+        replicas = ReplicaSet(members.replicas, budget=RetryBudget(ratio=config.retry_budget, clock=self._clock))
+        return MicroBatcher(
+            Dispatch(replicas, self._events, dispatch_policy(config)), mixes_queries=members.mixes_queries,
+            max_pairs=members.max_pairs, window=config.batch_window_ms / 1000.0,
+            max_queued_pairs=config.max_queued_pairs, shed=config.shed_overload, on_idle=self._trim_groups)
+
+    @staticmethod
+    def _rebind(batcher: MicroBatcher, config: RerankerConfig, members: Members) -> None:
         batcher.dispatch.replicas.update(members.replicas)
         batcher.dispatch.replicas.budget.configure(ratio=config.retry_budget)
         batcher.dispatch.policy = dispatch_policy(config)
-        batcher.configure(mixes_queries=members.mixes_queries, max_pairs=members.max_pairs, window=window,
-                          max_queued_pairs=config.max_queued_pairs, shed=config.shed_overload)
-        return batcher
+        batcher.configure(mixes_queries=members.mixes_queries, max_pairs=members.max_pairs,
+                          window=config.batch_window_ms / 1000.0, max_queued_pairs=config.max_queued_pairs,
+                          shed=config.shed_overload)
 
     def live_state(self) -> dict[str, object]:
         breakers: dict[str, str] = {}
@@ -119,7 +155,7 @@ class EndpointRegistry:
                 breakers[endpoint.url] = state
         return {
             "breakers": breakers,
-            "queued_pairs": sum(batcher.queued_pairs for batcher in self._groups.values()),
+            "queued_pairs": sum(group.batcher.queued_pairs for group in self._groups.values()),
             "in_flight": sum(e.state.limiter.in_flight for e in self._endpoints.values()),
             "replicas": self._replica_statistics(breakers),
         }
@@ -129,8 +165,8 @@ class EndpointRegistry:
         return {"endpoints": len(self._endpoints), "batchers": len(self._groups)}
 
     async def close(self) -> None:
-        for batcher in self._groups.values():
-            await batcher.close()
+        for group in self._groups.values():
+            await group.batcher.close()
         self._groups.clear()
         self._endpoints.clear()
 
@@ -157,7 +193,7 @@ class EndpointRegistry:
 
     def _trim_groups(self) -> None:
         """A batcher went idle: keep the groups within their bound now, not when the next one is made."""
-        _forget(self._groups, self._max_groups, _idle_batcher)
+        _forget(self._groups, self._max_groups, _idle_group)
 
 
 def _replica_statistics(url: str, breaker: str, states: list[EndpointState], total: int) -> ReplicaStatistics:
@@ -178,8 +214,8 @@ def _idle_endpoint(endpoint: Endpoint) -> bool:
     return endpoint.state.idle
 
 
-def _idle_batcher(batcher: MicroBatcher) -> bool:
-    return batcher.idle
+def _idle_group(group: _Group) -> bool:
+    return group.batcher.idle
 
 
 K = TypeVar("K")

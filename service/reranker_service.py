@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -32,7 +33,7 @@ from ..core.statistics import RerankerStatistics, StatsRecorder
 from .accounting import Accounting
 from .decision import Decision
 from .detection import Route, probe_endpoint, tls_of
-from .endpoints import Endpoint, EndpointRegistry, Members
+from .endpoints import Binding, Endpoint, EndpointRegistry, Members
 from .routes import RouteBook
 from .transport import HttpTransport
 
@@ -183,17 +184,23 @@ class RerankService:
     def _batcher(self, config: RerankerConfig, routes: dict[str, Route], endpoints: dict[str, Endpoint],
                  to_probability: bool) -> MicroBatcher:
         """The route group's batcher (per replicas, model, instruction, key and TLS settings), its
-        members brought up to date: the replicas whose route is known, each with its own dialect (and,
-        when their scales differ, each sending back probabilities)."""
+        members brought up to date when what they are built from changed: the replicas whose route is
+        known, each with its own dialect (and, when their scales differ, each sending back probabilities)."""
+        key = (config.endpoints, config.key_fingerprint, str(config.tls_verify), config.ca_bundle, config.model,
+               config.api, config.instruction)
+        binding = Binding(config, to_probability,
+                          tuple((url, route, endpoints[url].state) for url, route in routes.items()))
+        return self._registry.group(key, config, binding,
+                                    functools.partial(self._members, config, routes, endpoints, to_probability))
+
+    def _members(self, config: RerankerConfig, routes: dict[str, Route], endpoints: dict[str, Endpoint],
+                 to_probability: bool) -> Members:
         bound = {url: _with_instruction(route, config.instruction) for url, route in routes.items()}
         replicas = [Replica(url, endpoints[url].state, self._sender(route, config, to_probability))
                     for url, route in bound.items()]
         dialects = [route.dialect for route in bound.values()]
-        members = Members(replicas, mixes_queries=all(d.mixes_queries for d in dialects),
-                          max_pairs=max(1, min(config.max_pairs_per_request, *(d.max_pairs for d in dialects))))
-        key = (config.endpoints, config.key_fingerprint, str(config.tls_verify), config.ca_bundle, config.model,
-               config.api, config.instruction)
-        return self._registry.group(key, config, members)
+        return Members(replicas, mixes_queries=all(d.mixes_queries for d in dialects),
+                       max_pairs=max(1, min(config.max_pairs_per_request, *(d.max_pairs for d in dialects))))
 
     def _sender(self, route: Route, config: RerankerConfig, to_probability: bool):  # type: ignore[no-untyped-def]
         transport, dialect, tls, api_key = self._transport, route.dialect, tls_of(config), config.api_key
