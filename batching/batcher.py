@@ -31,6 +31,7 @@ from . import shedding
 from .dispatch import Dispatch
 from .endpoint_state import PIPELINE_DEPTH
 from .jobs import Job
+from .limiter import Lease
 from .plans import PendingQueue, Plan
 from .replicas import Replica, balanced_shares
 
@@ -165,17 +166,17 @@ class MicroBatcher:
                 self._fail_jobs(self._queue.drain(), RerankError(f"internal batching error: {type(exc).__name__}"))
 
     async def _dispatch_one(self) -> None:
-        replica = await self._slots.acquire()
+        replica, lease = await self._slots.acquire(self)
         started = False
         try:
             if replica.state.limiter.in_flight > 1:
                 await self._wait_for_company(replica)
-            started = self._start_shares(replica)
+            started = self._start_shares(replica, lease)
         finally:
             if not started:
-                replica.state.limiter.release()
+                lease.release()
 
-    def _start_shares(self, replica: Replica) -> bool:
+    def _start_shares(self, replica: Replica, lease: Lease) -> bool:
         """Start the request for ``replica``, which holds a slot; False when it is not used. While
         other replicas that cost no more are short of work (fewer than two requests in flight, so
         their GPU would soon wait), the queue is shared out over them at once, in whole recalls, so
@@ -201,8 +202,9 @@ class MicroBatcher:
                 break
             if target is replica:
                 used = True
-            else:
-                target.state.limiter.take()  # it has room (peers_short_of_work saw to that): no wait
+                plan.lease = lease.hand_to(plan)
+            else:  # it has room (peers_short_of_work saw to that): no wait
+                plan.lease = target.state.limiter.take(plan)
             plan.replica = target
             self._start(plan)
         return used
@@ -258,9 +260,9 @@ class MicroBatcher:
 
     def _plan_done(self, plan: Plan, task: asyncio.Task[None]) -> None:
         """Runs however the task ended, even cancelled before its first step: the slot comes back."""
-        if plan.replica is not None:
-            plan.replica.state.limiter.release()
-            plan.replica = None
+        if plan.lease is not None:
+            plan.lease.release()
+        plan.replica = plan.lease = None
         self._plans.discard(plan)
         jobs = plan.jobs
         for job in jobs:

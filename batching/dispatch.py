@@ -27,6 +27,7 @@ from . import shedding
 from .breaker import Permit
 from .endpoint_state import EndpointState
 from .hedging import race
+from .limiter import Lease
 from .replicas import Replica, ReplicaSet
 from .verdicts import RetryKind, health_of, retry_kind
 
@@ -57,6 +58,7 @@ class Request(Protocol):
     abandoned_at_deadline: bool
     sent: bool  # its first attempt went out (the retry budget counts it then)
     replica: Replica | None  # whose slot the request holds
+    lease: Lease | None  # that slot
     first_replica: str  # the replica its first attempt went to
     answered_by: str  # the replica that answered
 
@@ -139,8 +141,6 @@ class Dispatch:
         request.retries += 1
         self._events.on_retry(kind)
 
-    # --- replicas -------------------------------------------------------------------------------
-
     async def _replica_for(self, request: Request) -> Replica:
         """The replica the next attempt goes to: the one whose slot the request holds, unless a
         Retry-After holds it back and another can take the request now."""
@@ -157,12 +157,13 @@ class Dispatch:
         """Move the request (and its slot) to another replica that can take it; False if there is none."""
         if not self.replicas.ready(exclude=[failed]):
             return False
-        failed.state.limiter.release()
-        request.replica = None
+        held, request.replica, request.lease = request.lease, None, None
+        assert held is not None, "a request reaches the dispatch step holding a slot"
+        held.release()
         remaining = request.deadline - time.monotonic()
         try:
-            request.replica = await asyncio.wait_for(
-                self.replicas.acquire(exclude=[failed], priority=True), max(remaining, 0.0))
+            request.replica, request.lease = await asyncio.wait_for(
+                self.replicas.acquire(request, exclude=[failed], priority=True), max(remaining, 0.0))
         except TimeoutError:
             raise DeadlineExceeded("no replica had a free slot before the deadline") from None
         self._events.on_failover()
@@ -199,8 +200,6 @@ class Dispatch:
                     raise MalformedAnswer(f"expected {len(batch)} scores, got {len(scores)}")
         except RerankError as exc:
             self._failed(state, exc)
-            raise
-        except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug in building or parsing: a failed attempt, never a stranded request
             state.failed()
@@ -287,7 +286,7 @@ class Dispatch:
         back), the next free slot there (ahead of new batches), its own permit, one attempt."""
         others = self.replicas.ready(exclude=[primary])
         exclude = [primary] if others else []
-        replica = await self.replicas.acquire(exclude=exclude, priority=True)
+        replica, lease = await self.replicas.acquire(request, exclude=exclude, priority=True)
         try:
             if not request.has_waiters:
                 raise BreakerOpen("no hedge: every caller left")
@@ -297,4 +296,4 @@ class Dispatch:
             self._events.on_hedge()
             return await self._attempt(request, replica, permit)
         finally:
-            replica.state.limiter.release()
+            lease.release()

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from ..core.dialects import ScoreBatch
 from .jobs import Job
+from .limiter import Lease
 from .replicas import Replica
 
 PairKey = tuple[str, str]
@@ -30,6 +31,7 @@ class Plan:
     task: asyncio.Task[None] | None = field(default=None, repr=False)
     retries: int = 0
     replica: Replica | None = field(default=None, repr=False)  # whose concurrency slot the request holds
+    lease: Lease | None = field(default=None, repr=False)  # that slot
     first_replica: str = ""
     answered_by: str = ""  # the replica that answered
     abandoned_at_deadline: bool = False  # the last waiter left because its deadline passed

@@ -21,6 +21,7 @@ from typing import Final
 from ..core.dialects import ScoreBatch
 from .endpoint_state import EndpointState
 from .latency import LatencyWindow
+from .limiter import Lease
 from .retry_budget import RetryBudget
 from .service_rate import ServiceCost
 
@@ -130,15 +131,15 @@ class ReplicaSet:
         first, second = self._rng.sample(list(candidates), 2)
         return first if self.cost(first) <= self.cost(second) else second
 
-    async def acquire(self, *, exclude: Iterable[Replica] = (), priority: bool = False) -> Replica:
-        """A slot on the replica of lower cost among two that can take a request, waiting for one of
-        its slots if it has none free (waiting for a fast replica can beat a slow one at once). When
-        none is ready, any member: its attempt is then refused at once, not queued."""
+    async def acquire(self, holder: object, *, exclude: Iterable[Replica] = (), priority: bool = False
+                      ) -> tuple[Replica, Lease]:
+        """A slot, leased to ``holder``, on the replica of lower cost among two that can take a request,
+        waiting for one of its slots if it has none free (waiting for a fast replica can beat a slow one
+        at once). When none is ready, any member: its attempt is then refused at once, not queued."""
         left_out = {r.url for r in exclude}
         candidates = self.ready(exclude) or [r for r in self.replicas if r.url not in left_out] or list(self.replicas)
         chosen = self.pick(candidates)
-        await chosen.state.limiter.acquire(priority=priority)
-        return chosen
+        return chosen, await chosen.state.limiter.acquire(holder, priority=priority)
 
 
 def balanced_shares(pairs: int, per_pair_s: Sequence[float], busy_s: Sequence[float]) -> list[float]:

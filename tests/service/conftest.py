@@ -1,4 +1,6 @@
-"""Service-tier fixtures: the real owner loop, real loopback servers, counters reset per test."""
+"""Service-tier fixtures: the real owner loop, real loopback servers, counters reset per test, and no
+concurrency slot given back that was not held (the limiter raises; in a task's done callback, asyncio
+logs it rather than raising it into the test)."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from usr.plugins.a0_reranker.batching.limiter import SlotNotHeld
 from usr.plugins.a0_reranker.service import runtime
 
 
@@ -13,3 +16,11 @@ from usr.plugins.a0_reranker.service import runtime
 def fresh_counters() -> Iterator[None]:
     runtime.stats_recorder().reset()
     yield
+
+
+@pytest.fixture(autouse=True)
+def slots_given_back_once(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
+    yield
+    wrong = [r.getMessage() for r in caplog.get_records("call")
+             if r.exc_info is not None and isinstance(r.exc_info[1], SlotNotHeld)]
+    assert not wrong, wrong

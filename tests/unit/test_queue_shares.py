@@ -88,10 +88,10 @@ async def test_peers_short_of_work_are_the_ready_members_with_under_two_in_fligh
     names = ("chosen", "idle", "one", "two", "out", "failing")
     chosen, idle, one, two, ejected, failing = (replica(n, 0.001) for n in names)
     members = ReplicaSet([chosen, idle, one, two, ejected, failing], budget=RetryBudget())
-    chosen.state.limiter.take()  # the slot the dispatcher holds
-    one.state.limiter.take()  # its GPU busy, nothing waiting behind: it would idle once this pass ends
-    two.state.limiter.take()
-    two.state.limiter.take()  # a request waits behind the running one: it has work for now
+    chosen.state.limiter.take("the dispatcher")  # the slot the dispatcher holds
+    one.state.limiter.take("a request")  # its GPU busy, nothing waiting behind: it would idle once this pass ends
+    two.state.limiter.take("a request")
+    two.state.limiter.take("another request")  # one waits behind the running one: it has work for now
     with pytest.raises(TransportError), ejected.state.breaker.attempt():
         raise TransportError("connection refused: the one failure its breaker allows")
     for _ in range(5):

@@ -10,7 +10,7 @@ import pytest
 from support.loop_steps import until_suspended
 from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreaker
 from usr.plugins.a0_reranker.batching.endpoint_state import EndpointState
-from usr.plugins.a0_reranker.batching.limiter import EndpointLimiter
+from usr.plugins.a0_reranker.batching.limiter import EndpointLimiter, SlotNotHeld
 from usr.plugins.a0_reranker.batching.retry_budget import RetryBudget
 from usr.plugins.a0_reranker.batching.verdicts import health_of, retry_kind
 from usr.plugins.a0_reranker.core.errors import (
@@ -186,17 +186,35 @@ def test_each_error_has_a_verdict(error: Exception, health: str, kind: str) -> N
 @pytest.mark.anyio
 async def test_a_slot_handed_over_to_a_waiter_that_is_cancelled_comes_back() -> None:
     limiter = EndpointLimiter(1)
-    await limiter.acquire()
-    waiter = asyncio.create_task(limiter.acquire())
-    hedge = asyncio.create_task(limiter.acquire(priority=True))
+    first = await limiter.acquire("first")
+    waiter = asyncio.create_task(limiter.acquire("waiter"))
+    hedge = asyncio.create_task(limiter.acquire("hedge", priority=True))
     await until_suspended(waiter, hedge)  # both are waiting for the slot
-    limiter.release()  # handed to the hedge (priority), in the same step
+    first.release()  # handed to the hedge (priority), in the same step
     hedge.cancel()
     with pytest.raises(asyncio.CancelledError):
         await hedge
-    await waiter  # the slot the cancelled hedge was handed went on to the next waiter
-    assert limiter.in_flight == 1
-    limiter.release()
+    lease = await waiter  # the slot the cancelled hedge was handed went on to the next waiter
+    assert (limiter.in_flight, lease.holder) == (1, "waiter")
+    lease.release()
+    assert limiter.in_flight == 0
+
+
+@pytest.mark.anyio
+async def test_a_slot_given_back_twice_or_to_another_limiter_raises_and_frees_nothing() -> None:
+    """Issue 22: a double release once drove ``in_flight`` negative without a word."""
+    limiter, other = EndpointLimiter(2), EndpointLimiter(2)
+    held, kept = limiter.take("a request"), await limiter.acquire("another request")
+    held.release()
+    with pytest.raises(SlotNotHeld):
+        held.release()
+    with pytest.raises(SlotNotHeld):
+        other.release(kept)
+    with pytest.raises(SlotNotHeld):
+        held.hand_to("a third request")
+    assert (limiter.in_flight, other.in_flight, kept.held) == (1, 0, True)
+    assert kept.hand_to("a third request").holder == "a third request"
+    kept.release()
     assert limiter.in_flight == 0
 
 
