@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..core import deadline as clock
 from ..core.config import RerankerConfig
 from ..core.redaction import shown
 from ..service.recall_pool import page_content
@@ -41,7 +41,7 @@ async def fetch(original: Callable[..., Any], memory: Any, call: SearchCall, con
     limit, threshold = max(call.limit, config.candidates), call.pool_threshold(config.pool_threshold)
     if limit == call.limit and threshold == call.threshold:
         return Pool(list(stock))
-    bound = asyncio.timeout(max(0.0, deadline - time.monotonic()))
+    bound = asyncio.timeout(max(0.0, deadline - clock.now()))
     try:
         args, kwargs = call.replaced(limit=limit, threshold=threshold)
         async with bound:

@@ -21,11 +21,11 @@ unchanged; nothing of ours raises past this module.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..core import deadline as clock
 from ..core.config import RerankerConfig
 from ..core.errors import ConfigError
 from ..service.accounting import Accounting
@@ -48,14 +48,14 @@ class AddedTime:
 
     @classmethod
     def since(cls, entered: float, asked: float, config: RerankerConfig) -> AddedTime:
-        return cls(before_s=asked - entered, answered=time.monotonic(), budget_s=config.timeout)
+        return cls(before_s=asked - entered, answered=clock.now(), budget_s=config.timeout)
 
     @property
     def deadline(self) -> float:
         return self.answered + max(0.0, self.budget_s - self.before_s)
 
     def spent_s(self) -> float:
-        return self.before_s + time.monotonic() - self.answered
+        return self.before_s + clock.now() - self.answered
 
 
 async def search(original: Callable[..., Any], memory: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -63,13 +63,13 @@ async def search(original: Callable[..., Any], memory: Any, args: tuple[Any, ...
     scope = recall_scope.current()
     if scope is None:
         return await original(memory, *args, **kwargs)
-    entered = time.monotonic()
+    entered = clock.now()
     plan = _plan(scope, original, memory, args, kwargs)
     if plan is None:
         return await original(memory, *args, **kwargs)
     call, config = plan
     with recall_scope.suspended(), query_embedding.shared(memory):
-        asked = time.monotonic()
+        asked = clock.now()
         stock = await original(memory, *args, **kwargs)
         if not stock:
             return stock

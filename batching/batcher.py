@@ -25,6 +25,7 @@ import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ..core import deadline as clock
 from ..core.config import BATCH_WINDOW_SHARE
 from ..core.errors import DeadlineExceeded, Overloaded, QueueFull, RerankError
 from . import shedding
@@ -98,13 +99,13 @@ class MicroBatcher:
         loop = asyncio.get_running_loop()
         if self._closed:
             raise RerankError("the batcher is closed")
-        if deadline <= loop.time():
+        if deadline <= clock.now():
             raise DeadlineExceeded("the deadline passed before the request was queued")
         pairs = len(set(documents))
         if self._queue and self._queue.pairs + pairs > self._max_queued_pairs:
             raise QueueFull(f"more than {self._max_queued_pairs} pairs are already waiting")
         if self._shed:
-            self._admit(pairs, deadline, loop.time())
+            self._admit(pairs, deadline, clock.now())
         job = Job(query=query, documents=documents, deadline=deadline, future=loop.create_future())
         self._queue.add(job)
         self._arrived.set()
@@ -190,7 +191,7 @@ class MicroBatcher:
         peers = self._slots.peers_short_of_work(replica, self._queue.pairs)
         was_short = replica.state.limiter.in_flight <= PIPELINE_DEPTH
         targets = sorted([replica, *peers] if was_short or not peers else peers, key=self._slots.cost)
-        per_pair, busy = self._slots.share_costs(targets, asyncio.get_running_loop().time())
+        per_pair, busy = self._slots.share_costs(targets, clock.now())
         used = False
         for i, target in enumerate(targets):
             share = balanced_shares(self._queue.pairs, per_pair[i:], busy[i:])[0] if peers else None
@@ -211,7 +212,7 @@ class MicroBatcher:
 
     def _shed_hopeless(self, replica: Replica) -> None:
         """Shed the queued recalls that a request sent to ``replica`` now could no longer answer in time."""
-        now = asyncio.get_running_loop().time()
+        now = clock.now()
         for job in self._queue.jobs:
             latency = replica.state.expected_latency(len(job.unsent), now)
             if not shedding.worth_sending(latency, job.deadline - now):
@@ -223,9 +224,8 @@ class MicroBatcher:
         if not self._queue:
             return
         closes_at = self._window_closes_at(replica)
-        loop = asyncio.get_running_loop()
         while self._queue and self._queue.pairs < self._max_pairs:
-            remaining = closes_at - loop.time()
+            remaining = closes_at - clock.now()
             if remaining <= 0:
                 return
             self._arrived.clear()
@@ -239,7 +239,7 @@ class MicroBatcher:
         ``BATCH_WINDOW_SHARE`` of its time, nor so much that the request could not be answered in time."""
         jobs = self._queue.jobs
         latency = replica.state.expected_latency(min(self._queue.pairs, self._max_pairs),
-                                                 asyncio.get_running_loop().time()) or 0.0
+                                                 clock.now()) or 0.0
         return min(jobs[0].enqueued_at + self._window,
                    *(job.enqueued_at + BATCH_WINDOW_SHARE * (job.deadline - job.enqueued_at) for job in jobs),
                    *(job.deadline - latency * shedding.SEND_MARGIN for job in jobs))
@@ -248,7 +248,7 @@ class MicroBatcher:
 
     def _start(self, plan: Plan) -> None:
         """Hand the plan, and the slot already taken for it, to a task of its own."""
-        now = asyncio.get_running_loop().time()
+        now = clock.now()
         for job in plan.jobs:
             job.plans.add(plan)
             if not job.sent:

@@ -25,13 +25,13 @@ reports into nothing. Used on the owner loop only.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Literal
 
+from ..core import deadline as clock
 from ..core.errors import BreakerOpen, DeadlineExceeded
 from .verdicts import Health, health_of
 
@@ -86,7 +86,7 @@ class Permit:
 
 
 class CircuitBreaker:
-    def __init__(self, policy: BreakerPolicy = BreakerPolicy(), *, clock: Callable[[], float] = time.monotonic,
+    def __init__(self, policy: BreakerPolicy = BreakerPolicy(), *, clock: Callable[[], float] = clock.now,
                  on_open: Callable[[], None] | None = None) -> None:
         self.policy = policy
         self._clock = clock

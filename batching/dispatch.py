@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import random
-import time
 from dataclasses import dataclass
 from typing import Protocol
 
+from ..core import deadline as clock
 from ..core.dialects import ScoreBatch
 from ..core.errors import BreakerOpen, DeadlineExceeded, MalformedAnswer, RateLimited, RerankError
 from . import shedding
@@ -160,7 +160,7 @@ class Dispatch:
         held, request.replica, request.lease = request.lease, None, None
         assert held is not None, "a request reaches the dispatch step holding a slot"
         held.release()
-        remaining = request.deadline - time.monotonic()
+        remaining = request.deadline - clock.now()
         try:
             request.replica, request.lease = await asyncio.wait_for(
                 self.replicas.acquire(request, exclude=[failed], priority=True), max(remaining, 0.0))
@@ -182,7 +182,7 @@ class Dispatch:
     async def _attempt(self, request: Request, replica: Replica, permit: Permit) -> list[float]:
         batch = request.batch
         state = replica.state
-        started = time.monotonic()
+        started = clock.now()
         permit.timeout_health = shedding.timeout_health(state.expected_latency(len(batch), started, worst=True),
                                                         request.deadline - started)
         self._events.on_request(len(batch))
@@ -209,7 +209,7 @@ class Dispatch:
             state.end_request()
         if resent:
             self.replicas.budget.refund()  # the resend after a stale connection cost the server nothing
-        elapsed = time.monotonic() - started
+        elapsed = clock.now() - started
         state.answered(elapsed, len(batch), started)
         self.replicas.latency.record(elapsed)
         request.answered_by = replica.url
@@ -229,13 +229,13 @@ class Dispatch:
             state.failed()
         if isinstance(exc, RateLimited):
             wait = exc.retry_after if exc.retry_after is not None else self._backoff(0)
-            state.hold_off(time.monotonic() + wait)
+            state.hold_off(clock.now() + wait)
 
     # --- retries on the same replica ------------------------------------------------------------
 
     def _retry_delay(self, kind: RetryKind, request: Request, replica: Replica) -> float | None:
         """How long to wait before sending to the same replica again, or None to give up now."""
-        now = time.monotonic()
+        now = clock.now()
         if kind == "retry_after":
             delay = 0.0  # the next attempt waits the Retry-After out first
             wait = replica.state.not_before - now
@@ -269,7 +269,7 @@ class Dispatch:
 
     async def _attempt_maybe_hedged(self, request: Request, replica: Replica, permit: Permit) -> list[float]:
         delay = self._hedge_delay()
-        if delay is None or time.monotonic() + delay >= request.deadline:
+        if delay is None or clock.now() + delay >= request.deadline:
             return await self._attempt(request, replica, permit)
         first = asyncio.create_task(self._attempt(request, replica, permit))
         first.add_done_callback(lambda task: permit.report("neutral") if task.cancelled() else None)

@@ -6,10 +6,10 @@ at which it serves pairs, which shedding and the breaker's fair-chance rule read
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import dataclass, field
 from typing import Final
 
+from ..core import deadline as clock
 from ..core.errors import RateLimited
 from .breaker import CircuitBreaker
 from .limiter import EndpointLimiter
@@ -51,15 +51,15 @@ class EndpointState:
         self.not_before = max(self.not_before, until)
 
     def rate_limited(self) -> bool:
-        return self.not_before > time.monotonic()
+        return self.not_before > clock.now()
 
     async def wait_out_retry_after(self, deadline: float) -> bool:
         """Before any request: wait out a Retry-After when the deadline allows it (True when it
         waited), and raise ``RateLimited`` at once when it does not."""
-        wait = self.not_before - time.monotonic()
+        wait = self.not_before - clock.now()
         if wait <= 0:
             return False
-        if time.monotonic() + wait >= deadline:
+        if clock.now() + wait >= deadline:
             raise RateLimited(429, f"the server asked to wait {wait:.2f} s more (Retry-After)", retry_after=wait)
         await asyncio.sleep(wait)
         return True
@@ -68,7 +68,7 @@ class EndpointState:
         """A request of ``pairs`` pairs sent at ``sent_at`` (default: ``seconds`` ago) came back fine
         after ``seconds``."""
         if sent_at is None:
-            sent_at = time.monotonic() - seconds
+            sent_at = clock.now() - seconds
         self._latency_sum = self._latency_sum * (1 - EWMA_WEIGHT) + seconds
         self._pairs_sum = self._pairs_sum * (1 - EWMA_WEIGHT) + max(pairs, 1)
         self.seconds_per_pair = self._latency_sum / self._pairs_sum
@@ -109,13 +109,13 @@ class EndpointState:
     def failed(self) -> None:
         """An attempt failed here (not a 429, a stale connection or a cancellation)."""
         self.failure_score = self.recent_failures() + EWMA_WEIGHT * (1.0 - self.recent_failures())
-        self.failure_at = time.monotonic()
+        self.failure_at = clock.now()
 
     def recent_failures(self) -> float:
         """The failure score, fading with time: a replica that failed a while ago gets tried again."""
         if not self.failure_score:
             return 0.0
-        return self.failure_score * 0.5 ** ((time.monotonic() - self.failure_at) / FAILURE_HALF_LIFE_S)
+        return self.failure_score * 0.5 ** ((clock.now() - self.failure_at) / FAILURE_HALF_LIFE_S)
 
     def seconds_per_pair_now(self) -> float | None:
         """The measured speed, fading while the replica is not asked (a replica not asked for
@@ -123,7 +123,7 @@ class EndpointState:
         of rotation); None during its first few answers, as a cold start is no measure of it."""
         if self.answers < WARM_UP_ANSWERS or not self.seconds_per_pair:
             return None
-        return self.seconds_per_pair * 0.5 ** ((time.monotonic() - self.answered_at) / SPEED_HALF_LIFE_S)
+        return self.seconds_per_pair * 0.5 ** ((clock.now() - self.answered_at) / SPEED_HALF_LIFE_S)
 
     def cost(self, unmeasured_seconds_per_pair: float = 0.0) -> float:
         """What one more request costs here, for the balancer: its speed times its load, raised by its

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from ..core import deadline as clock
 
 if TYPE_CHECKING:
     from .plans import Plan
@@ -17,7 +18,7 @@ _job_ids = itertools.count()
 
 @dataclass(eq=False)
 class Job:
-    """Scores for ``documents`` against ``query``, due by ``deadline`` (``time.monotonic`` seconds).
+    """Scores for ``documents`` against ``query``, due by ``deadline`` (on the engine's clock, ``deadline.now``).
 
     ``unsent`` holds the distinct documents not yet taken into a request (only the queue changes it);
     ``targets`` maps each distinct document to every position it fills (a recall may hold the same
@@ -28,7 +29,7 @@ class Job:
     documents: Sequence[str]
     deadline: float
     future: asyncio.Future[list[float]]
-    enqueued_at: float = field(default_factory=time.monotonic)
+    enqueued_at: float = field(default_factory=clock.now)
     id: int = field(default_factory=lambda: next(_job_ids))
     plans: set[Plan] = field(default_factory=set)
     retries: int = 0

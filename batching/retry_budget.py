@@ -10,16 +10,17 @@ than ``reserve / ratio`` requests pass in a window. Counts are kept in one-secon
 from __future__ import annotations
 
 import math
-import time
 from collections import deque
 from collections.abc import Callable
+
+from ..core import deadline as clock
 
 BUCKET_S = 1.0
 
 
 class RetryBudget:
     def __init__(self, *, ratio: float = 0.2, window_s: float = 10.0, reserve: int = 2,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = clock.now) -> None:
         self.ratio = ratio
         self.reserve = reserve
         self._buckets = max(1, math.ceil(window_s / BUCKET_S))

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import math
 import threading
-import time
 from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
+from . import deadline as clock
 from .detail_statistics import LoadStatistics, PoolStatistics, ReplicaStatistics, json_ready
 from .errors import Overloaded, QueueFull
 from .recent_rates import RecentRates
@@ -78,7 +78,7 @@ class RerankerStatistics:
 class StatsRecorder:
     """Mutable counters behind a lock; ``snapshot`` copies them out."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, clock: Callable[[], float] = clock.now) -> None:
         self._lock = threading.Lock()
         self._clock = clock
         self.reset()

@@ -8,10 +8,10 @@ returns a report instead of raising.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..core import deadline as clock
 from ..core import detection as det
 from ..core.answer_boundary import read_answer
 from ..core.config import RerankerConfig
@@ -55,7 +55,7 @@ async def identify_endpoint(transport: HttpTransport, config: RerankerConfig, de
     hosted = det.hosted_kind(config.endpoint)
     if hosted:
         return det.ServerIdentity(kind=hosted)
-    get_deadline = min(deadline, time.monotonic() + GET_TIMEOUT_CAP)
+    get_deadline = min(deadline, clock.now() + GET_TIMEOUT_CAP)
     paths = det.IDENTIFYING_GETS
     bodies = await asyncio.gather(*(_get_json(transport, config, path, get_deadline) for path in paths))
     not_http = [body for body in bodies if isinstance(body, NotHttp)]
@@ -85,16 +85,16 @@ async def probe_dialect(
     if getattr(dialect, "requires_model", False) and not model:
         return det.ProbeOutcome(dialect, error="this API needs a model id (set rerank_model)")
     batch = ScoreBatch.single(det.PROBE_QUERY, det.PROBE_DOCUMENTS)
-    started = time.monotonic()
+    started = clock.now()
     try:
         answer = await transport.send(
             config.endpoint, dialect.build(batch, model), deadline=deadline, api_key=config.api_key, tls=tls_of(config)
         )
         scores = read_answer(dialect.parse, answer, batch)
     except RerankError as exc:
-        return det.ProbeOutcome(dialect, error=str(exc), latency_s=time.monotonic() - started, failure=exc.reason,
+        return det.ProbeOutcome(dialect, error=str(exc), latency_s=clock.now() - started, failure=exc.reason,
                                 retry_after=getattr(exc, "retry_after", None))
-    return det.ProbeOutcome(dialect, scores=tuple(scores), latency_s=time.monotonic() - started)
+    return det.ProbeOutcome(dialect, scores=tuple(scores), latency_s=clock.now() - started)
 
 
 async def _first_answer(
@@ -105,7 +105,7 @@ async def _first_answer(
     for dialect in group:
         outcome = await probe_dialect(transport, config, dialect, model, deadline)
         attempts.append(outcome)
-        if outcome.answered or time.monotonic() >= deadline:
+        if outcome.answered or clock.now() >= deadline:
             break
     return attempts
 
@@ -162,17 +162,17 @@ async def probe_endpoint(transport: HttpTransport, config: RerankerConfig, deadl
 
 
 async def _probe_replica(transport: HttpTransport, config: RerankerConfig, deadline: float) -> ProbeReport:
-    started = time.monotonic()
+    started = clock.now()
     try:
         identity = await identify_endpoint(transport, config, deadline)
         model = config.model or identity.default_model
         groups = det.candidates(identity, config.api, config.instruction)
         results = await _probe_groups(transport, config, groups, model, deadline)
-        return read_answer(_judged_report, config, identity, model, results, time.monotonic() - started)
+        return read_answer(_judged_report, config, identity, model, results, clock.now() - started)
     except DetectionFailed as exc:
-        return ProbeReport.failure(config.endpoint, str(exc), exc.attempts, time.monotonic() - started)
+        return ProbeReport.failure(config.endpoint, str(exc), exc.attempts, clock.now() - started)
     except RerankError as exc:
-        return ProbeReport.failure(config.endpoint, str(exc), (), time.monotonic() - started)
+        return ProbeReport.failure(config.endpoint, str(exc), (), clock.now() - started)
 
 
 def _judged_report(

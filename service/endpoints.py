@@ -17,7 +17,6 @@ idle batcher past it is forgotten as it becomes idle, not when the next new one 
 
 from __future__ import annotations
 
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from ..batching.endpoint_state import EndpointState
 from ..batching.limiter import EndpointLimiter
 from ..batching.replicas import Replica, ReplicaSet
 from ..batching.retry_budget import RetryBudget
+from ..core import deadline as clock
 from ..core.config import RerankerConfig
 from ..core.detail_statistics import ReplicaStatistics
 
@@ -90,7 +90,7 @@ def dispatch_policy(config: RerankerConfig) -> DispatchPolicy:
 class EndpointRegistry:
     """Use on the owner loop only."""
 
-    def __init__(self, events: DispatchEvents, *, clock: Callable[[], float] = time.monotonic,
+    def __init__(self, events: DispatchEvents, *, clock: Callable[[], float] = clock.now,
                  on_open: Callable[[Endpoint], None] = lambda endpoint: None,
                  max_endpoints: int = MAX_ENDPOINTS, max_groups: int = MAX_GROUPS) -> None:
         self._events = events

@@ -12,11 +12,11 @@ so they show what the plugin does.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from ..core import deadline as clock
 from ..core.config import RerankerConfig
 from ..core.ranking import OrderChange, order_change
 from ..core.scores import normalize
@@ -69,14 +69,14 @@ async def rerank_pool(
     (monotonic; default ``rerank_timeout`` from now) lets a caller whose own work came first keep
     the whole of it within one timeout.
     """
-    started = time.monotonic()
+    started = clock.now()
     stock = list(pool[:limit])
     if limit <= 0:
         return RecallOutcome(stock, applied=False, scored=False, candidates=len(pool), elapsed_s=0.0)
     if len(pool) < 2:
         return _counted(RecallOutcome(stock, applied=False, scored=False, candidates=len(pool), elapsed_s=0.0))
     result = await runtime.rerank_result_async(query, [text_of(d) for d in pool], config=config, deadline=deadline)
-    elapsed = time.monotonic() - started
+    elapsed = clock.now() - started
     ranking, api = result.ranking, result.api
     if ranking is None or len(ranking) != len(pool):
         return _counted(RecallOutcome(stock, applied=False, scored=False, candidates=len(pool), elapsed_s=elapsed,

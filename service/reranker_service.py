@@ -14,13 +14,13 @@ import asyncio
 import dataclasses
 import functools
 import logging
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from ..batching.batcher import MicroBatcher, Scored
 from ..batching.replicas import Replica
+from ..core import deadline as clock
 from ..core.answer_boundary import read_answer
 from ..core.config import RerankerConfig
 from ..core.dialects import ScoreBatch
@@ -69,7 +69,7 @@ class RerankService:
     """Use from the owner loop only (the runtime module is how other threads and loops reach it)."""
 
     def __init__(self, stats: StatsRecorder, transport: HttpTransport | None = None, *,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = clock.now) -> None:
         self._stats = stats
         self._account = Accounting(stats)
         self._transport = transport or HttpTransport(on_stale_resend=self._account.on_stale_resend)
@@ -83,7 +83,7 @@ class RerankService:
         """Best-first ``(index, score)`` pairs, or no ranking with the reason counted. Never raises
         but cancellation (counted as such). Every outcome is counted here, once: with a ``decision``
         shared with a caller in another thread, as the timeout when that caller's backstop gave up first."""
-        started = time.monotonic()
+        started = clock.now()
         self._account.started()
         try:
             scoring = await self._rerank(query, documents, config, deadline)
@@ -102,7 +102,7 @@ class RerankService:
                                                         message=f"unexpected error: {type(exc).__name__}"))
         result = RerankResult(scoring.ranking, api=scoring.api, retries=scoring.retries, scale=scoring.scale,
                               failover_to=scoring.failover_to)
-        return self._settled(decision, result, time.monotonic() - started)
+        return self._settled(decision, result, clock.now() - started)
 
     def _settled(self, decision: Decision[RerankResult] | None, result: RerankResult, latency_s: float = 0.0
                  ) -> RerankResult:

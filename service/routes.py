@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from async_lru import alru_cache
 
+from ..core import deadline as clock
 from ..core.config import RerankerConfig
 from ..core.errors import DeadlineExceeded, RateLimited, RerankError
 from .detection import Route, resolve_route
@@ -79,7 +79,7 @@ class RouteBook:
         errors: dict[str, BaseException] = {}
         pending = set(tasks)
         while pending and not routes:
-            timeout = max(0.0, deadline - time.monotonic()) if outlasts_us else None
+            timeout = max(0.0, deadline - clock.now()) if outlasts_us else None
             done, pending = await asyncio.wait(pending, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
             if not done:
                 raise DeadlineExceeded("no replica's API was known before the deadline (detection still running)")
@@ -122,7 +122,7 @@ class RouteBook:
                 return await resolve_route(self._transport, detection.config, detection.deadline)
         except RateLimited as exc:
             wait = exc.retry_after if exc.retry_after is not None else RATE_LIMIT_DEFAULT_S
-            state.hold_off(time.monotonic() + wait)
+            state.hold_off(clock.now() + wait)
             raise
         finally:
             self._running.pop(detection.key, None)

@@ -13,11 +13,11 @@ import asyncio
 import atexit
 import concurrent.futures
 import logging
-import time
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
+from ..core import deadline as clock
 from ..core.config import RerankerConfig
 from ..core.deadline import backstop_remaining, deadline_in
 from ..core.probe_report import ProbeReport
@@ -42,7 +42,7 @@ class Runtime:
     service: RerankService
 
 
-def _start(clock: Callable[[], float] = time.monotonic) -> Runtime:
+def _start(clock: Callable[[], float] = clock.now) -> Runtime:
     owner = OwnerLoop().start()
     current = Runtime(owner, RerankService(stats_recorder(), clock=clock))
     atexit.register(_stop, current)

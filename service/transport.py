@@ -14,7 +14,6 @@ that is not HTTP (another service on the port, a broken status line, header or c
 from __future__ import annotations
 
 import ssl
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -24,6 +23,7 @@ import aiohttp
 from aiohttp.http_exceptions import ContentLengthError, HttpProcessingError, TransferEncodingError
 
 from .. import __version__
+from ..core import deadline as clock
 from ..core.dialects import WireAnswer, WireRequest
 from ..core.errors import (
     ConfigError,
@@ -105,7 +105,7 @@ class HttpTransport:
     async def _send_once(self, endpoint: str, request: WireRequest, deadline: float, api_key: str,
                          tls: TlsSettings, *, fresh: bool) -> WireAnswer:
         """One exchange; ``fresh`` sends it on a new connection rather than a pooled one."""
-        remaining = deadline - time.monotonic()
+        remaining = deadline - clock.now()
         if remaining <= 0:
             raise DeadlineExceeded("no time left to send the request")
         exchange = _Exchange(fresh)
