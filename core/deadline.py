@@ -8,9 +8,9 @@ sleeps run on, so a test that gives the loop a virtual clock drives all of them 
 unless a test changes it.
 
 The owner loop enforces the deadline (the batcher's timer per caller, the transport's timeout per
-request, each detection's own) and decides, and counts, the outcome. A caller on another thread or
-loop waits for that outcome ``BACKSTOP_GRACE_S`` longer than the deadline, as a backstop against an
-owner loop that is stuck, and never counts anything itself.
+request, each detection's own). A caller on another thread or loop waits for its outcome
+``BACKSTOP_GRACE_S`` longer than the deadline, as a backstop against an owner loop that is stuck,
+and counts the outcome it returns: the owner loop's, or the timeout.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """The one writer of the counters: every outcome is reported here and recorded once.
 
-The owner loop's parts report here (the service each rerank's outcome, the dispatch step each
-request's events through ``DispatchEvents``), and so does the recall path (a refused call, settings
-that do not validate, a pool and what came of it). No other module writes the recorder; the status
+Each rerank's outcome is reported by its caller, the one that returns it (``runtime``), so the counters
+agree with what callers got; each request's events by the dispatch step on the owner loop, where
+they happen (``DispatchEvents``); and the recall path reports a refused call, settings that do not
+validate, a pool and what came of it. No other module writes the recorder; the status
 tool, the panel and the CLI read its snapshot through ``service.runtime.statistics``.
 """
 
@@ -30,7 +31,7 @@ class Accounting:
     def __init__(self, stats: StatsRecorder | None = None) -> None:
         self._stats = stats or recorder()
 
-    # --- reranks (the service, on the owner loop) -----------------------------------------------
+    # --- reranks (their callers, on any thread) -------------------------------------------------
 
     def started(self) -> None:
         self._stats.rerank_started()

@@ -1,7 +1,7 @@
 """The composition root on the owner loop: config -> endpoints -> routes -> batcher -> ranking.
 
-It is the fail-safe boundary: ``rerank`` returns the ranking or None and records why, and nothing
-but cancellation leaves it. ``rerank_endpoint`` names one server or several replicas of one model;
+It is the fail-safe boundary: ``rerank`` returns the ranking or None and why, and nothing but
+cancellation leaves it. ``rerank_endpoint`` names one server or several replicas of one model;
 each replica has its own state (slots, breaker) and route, and one batcher per route group forms
 the batches that the dispatch step balances over the replicas (see ``batching.replicas``). Routes
 are detected per replica and cached (``routes``); they are forgotten when a replica's breaker opens
@@ -10,7 +10,6 @@ or a status says the route is gone.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import functools
 import logging
@@ -31,7 +30,6 @@ from ..core.redaction import shown
 from ..core.scores import PROBABILITY, ScoreScale, normalize, shared_scale
 from ..core.statistics import RerankerStatistics, StatsRecorder
 from .accounting import Accounting
-from .decision import Decision
 from .detection import Route, probe_endpoint, tls_of
 from .endpoints import Binding, Endpoint, EndpointRegistry, Members
 from .routes import RouteBook
@@ -76,44 +74,20 @@ class RerankService:
         self._routes = RouteBook(self._transport, on_detection=self._account.on_detection)
         self._registry = EndpointRegistry(self._account, clock=clock, on_open=self._routes.forget_endpoint)
 
-    async def rerank(
-        self, query: str, documents: Sequence[str], config: RerankerConfig, deadline: float,
-        decision: Decision[RerankResult] | None = None,
-    ) -> RerankResult:
-        """Best-first ``(index, score)`` pairs, or no ranking with the reason counted. Never raises
-        but cancellation (counted as such). Every outcome is counted here, once: with a ``decision``
-        shared with a caller in another thread, as the timeout when that caller's backstop gave up first."""
-        started = clock.now()
-        self._account.started()
+    async def rerank(self, query: str, documents: Sequence[str], config: RerankerConfig, deadline: float
+                     ) -> RerankResult:
+        """Best-first ``(index, score)`` pairs, or no ranking with the reason. Never raises but
+        cancellation. Counts no outcome: its caller counts the one it returns (``runtime``)."""
         try:
             scoring = await self._rerank(query, documents, config, deadline)
         except RerankError as exc:
             text = shown(str(exc), config.api_key) if exc.quotes_server_text else str(exc)
-            return self._settled(decision, RerankResult(None, reason=exc.reason, message=text))
-        except asyncio.CancelledError:
-            if decision is not None and decision.given_up:
-                self._account.fell_back("timeout", TIMEOUT_MESSAGE)  # the caller's backstop gave up first
-            else:
-                self._account.cancelled()
-            raise
+            return RerankResult(None, reason=exc.reason, message=text)
         except Exception as exc:
             log.exception("a0_reranker: unexpected error while reranking (recall keeps its stock order)")
-            return self._settled(decision, RerankResult(None, reason="error",
-                                                        message=f"unexpected error: {type(exc).__name__}"))
-        result = RerankResult(scoring.ranking, api=scoring.api, retries=scoring.retries, scale=scoring.scale,
-                              failover_to=scoring.failover_to)
-        return self._settled(decision, result, clock.now() - started)
-
-    def _settled(self, decision: Decision[RerankResult] | None, result: RerankResult, latency_s: float = 0.0
-                 ) -> RerankResult:
-        """Count the outcome the caller gets: ``result``, or the timeout its backstop returned first."""
-        if decision is not None and not decision.decide(result):
-            self._account.fell_back("timeout", TIMEOUT_MESSAGE)
-        elif result.ranking is None:
-            self._account.fell_back(result.reason, result.message)
-        else:
-            self._account.reranked(latency_s, result.api, retried=result.retries > 0)
-        return result
+            return RerankResult(None, reason="error", message=f"unexpected error: {type(exc).__name__}")
+        return RerankResult(scoring.ranking, api=scoring.api, retries=scoring.retries, scale=scoring.scale,
+                            failover_to=scoring.failover_to)
 
     async def probe(self, config: RerankerConfig, deadline: float) -> ProbeReport:
         """A live connection test that bypasses the detection cache (a fixed URL tests right at once)."""

@@ -1,9 +1,9 @@
 """The public engine API: reach the one owner loop of this process from any thread or event loop.
 
 ``rerank_async`` and ``rerank`` compute the deadline once and hand the work to the owner loop, which
-enforces the deadline and decides (and counts) the outcome. The caller waits one grace longer as a
-backstop against a stuck loop (``core.deadline``) and counts nothing; both forms share that one wait
-(``_Handover``). They return None instead of raising. The sync form has no logic of its own, and
+enforces it. The caller waits one grace longer as a backstop against a stuck loop (``core.deadline``);
+both forms share that one wait (``_Handover``), and each counts the outcome it returns, once, where it
+returns it. They return None instead of raising. The sync form has no logic of its own, and
 refuses to run on the owner thread, where it would deadlock.
 """
 
@@ -25,7 +25,6 @@ from ..core.statistics import RerankerStatistics
 from ..process.owner_loop import OwnerLoop
 from ..process.registry import Slot
 from . import accounting
-from .decision import Decision
 from .reranker_service import TIMEOUT_MESSAGE, Ranking, RerankResult, RerankService
 
 log = logging.getLogger("a0_reranker")
@@ -110,36 +109,29 @@ def _refusal(query: Any, documents: Any, config: Any) -> RerankResult | None:
     """Why this call goes nowhere near the server, or None when it should be sent. A caller's mistake
     (settings that are no config, input that is no list of strings) is counted as a fallback."""
     if not isinstance(config, RerankerConfig):
-        return _counted(RerankResult(None, reason="config", message="config: expected a RerankerConfig"))
+        return _settled(RerankResult(None, reason="config", message="config: expected a RerankerConfig"))
     if not config.enabled:
         return RerankResult(None, reason="disabled", message="rerank_enabled is off")
     if not config.configured:
         return RerankResult(None, reason="not_configured", message="no endpoint is set")
     if not _valid_input(query, documents):
-        return _counted(RerankResult(None, reason="bad_input", message="needs a query string and a list of strings"))
+        return _settled(RerankResult(None, reason="bad_input", message="needs a query string and a list of strings"))
     return None
-
-
-def _counted(refusal: RerankResult) -> RerankResult:
-    accounting.Accounting().fell_back(refusal.reason, refusal.message)
-    return refusal
 
 
 @dataclass(frozen=True)
 class _Handover(Generic[T]):
     """Work handed to the owner loop, and the one wait for its outcome, blocking or awaited: until the
-    deadline plus the backstop grace; past it the caller gets ``late`` and the owner loop, which
-    decides and counts the outcome at the deadline, goes on without it."""
+    deadline plus the backstop grace; past it the caller gets ``late`` and the owner's work is cancelled."""
 
     future: concurrent.futures.Future[T]
     deadline: float
     late: T
-    decision: Decision[T] | None = None  # shared with the owner loop, which counts what the caller returns
 
     @classmethod
     def start(cls, current: Runtime, deadline: float, late: T, func: Callable[..., Coroutine[Any, Any, T]],
-              *args: Any, decision: Decision[T] | None = None) -> _Handover[T]:
-        return cls(current.owner.submit(func, *args), deadline, late, decision)
+              *args: Any) -> _Handover[T]:
+        return cls(current.owner.submit(func, *args), deadline, late)
 
     def result(self) -> T:
         try:
@@ -156,47 +148,58 @@ class _Handover(Generic[T]):
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is None or task.cancelling():
-                self.future.cancel()  # the caller left: the owner loop counts the rerank as cancelled
+                self.future.cancel()  # the caller left: so does its work on the owner loop
                 raise
             return self.late  # nobody cancelled the caller: the owner loop stopped (shutdown, update)
 
     def _delivered_or_late(self) -> T:
-        """What the owner loop decided (or delivered) just as the backstop fired, else ``late``; in that
-        case the owner's work is cancelled, and the owner counts it as the timeout the caller got, so
-        the counters and the caller agree even on a loop too busy to decide in time."""
+        """What the owner loop delivered just as the backstop fired, else ``late`` (its work is cancelled)."""
         future = self.future
-        if self.decision is not None:
-            decided, value = self.decision.give_up()
-            if decided and value is not None:
-                return value
-            future.cancel()
-            return self.late
         if future.cancel() or future.cancelled() or future.exception() is not None:
             return self.late
         return future.result()
 
 
-def _rerank_handover(current: Runtime, query: str, documents: Sequence[str], config: RerankerConfig,
-                     deadline: float) -> _Handover[RerankResult]:
-    decision: Decision[RerankResult] = Decision()
-    return _Handover.start(current, deadline, TIMED_OUT, current.service.rerank, query, list(documents), config,
-                           deadline, decision, decision=decision)
+def _started() -> float:
+    accounting.Accounting().started()
+    return clock.now()
+
+
+def _settled(result: RerankResult, started: float = 0.0) -> RerankResult:
+    """Count the outcome the caller returns, where it returns it: the one place an outcome is counted, so
+    the counters agree with what callers got however late an owner loop on a busy machine answers."""
+    if result.ranking is None:
+        accounting.Accounting().fell_back(result.reason, result.message)
+    else:
+        accounting.Accounting().reranked(clock.now() - started, result.api, retried=result.retries > 0)
+    return result
 
 
 async def rerank_result_async(query: str, documents: Sequence[str], *, config: RerankerConfig,
                               deadline: float | None = None) -> RerankResult:
-    """The ranking with how it went (API used, or why it fell back), by ``deadline`` (monotonic; default
-    ``rerank_timeout`` from now). Awaitable from any event loop; cancellation propagates, nothing else
-    is raised."""
+    """The ranking with how it went (API used, or why it fell back), by ``deadline`` (on ``core.deadline``'s
+    clock; default ``rerank_timeout`` from now). Awaitable from any event loop; cancellation propagates,
+    nothing else is raised."""
     refusal = _refusal(query, documents, config)
     if refusal is not None:
         return refusal
     deadline = deadline_in(config.timeout) if deadline is None else deadline
+    started = _started()
+    try:
+        return _settled(await _rerank_from_any_loop(query, list(documents), config, deadline), started)
+    except asyncio.CancelledError:
+        accounting.Accounting().cancelled()
+        raise
+
+
+async def _rerank_from_any_loop(query: str, documents: list[str], config: RerankerConfig, deadline: float
+                                ) -> RerankResult:
     try:
         current = runtime()
         if current.owner.is_current_thread():
-            return await current.service.rerank(query, list(documents), config, deadline)
-        handover = _rerank_handover(current, query, documents, config, deadline)
+            return await current.service.rerank(query, documents, config, deadline)
+        handover = _Handover.start(current, deadline, TIMED_OUT, current.service.rerank, query, documents, config,
+                                   deadline)
     except Exception:
         log.exception("a0_reranker: could not reach the reranker's event loop")
         return RerankResult(None, reason="error", message="the reranker's event loop is not available")
@@ -219,15 +222,19 @@ def rerank_result(query: str, documents: Sequence[str], *, config: RerankerConfi
     if refusal is not None:
         return refusal
     deadline = deadline_in(config.timeout)
+    started = _started()
     try:
         current = runtime()
         if current.owner.is_current_thread():
             log.error("a0_reranker: rerank() was called on the reranker's own loop; use rerank_async()")
-            return RerankResult(None, reason="error", message="rerank() was called on the reranker's own loop")
-        return _rerank_handover(current, query, documents, config, deadline).result()
+            result = RerankResult(None, reason="error", message="rerank() was called on the reranker's own loop")
+        else:
+            result = _Handover.start(current, deadline, TIMED_OUT, current.service.rerank, query, list(documents),
+                                     config, deadline).result()
     except Exception:
         log.exception("a0_reranker: unexpected error in rerank()")
-        return RerankResult(None, reason="error", message="unexpected error while waiting")
+        result = RerankResult(None, reason="error", message="unexpected error while waiting")
+    return _settled(result, started)
 
 
 def rerank(query: str, documents: Sequence[str], *, config: RerankerConfig) -> Ranking | None:
@@ -243,12 +250,9 @@ def _probe_refusal(config: Any) -> ProbeReport | None:
     return None
 
 
-def _probe_late(config: RerankerConfig) -> ProbeReport:
-    return ProbeReport.failure(config.endpoint, f"no answer within {config.timeout:g} s", (), config.timeout)
-
-
 def _probe_handover(current: Runtime, config: RerankerConfig, deadline: float) -> _Handover[ProbeReport]:
-    return _Handover.start(current, deadline, _probe_late(config), current.service.probe, config, deadline)
+    late = ProbeReport.failure(config.endpoint, f"no answer within {config.timeout:g} s", (), config.timeout)
+    return _Handover.start(current, deadline, late, current.service.probe, config, deadline)
 
 
 async def probe_async(config: RerankerConfig) -> ProbeReport:

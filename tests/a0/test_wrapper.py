@@ -189,4 +189,4 @@ async def test_a_bug_or_overrun_below_the_wrapper_returns_stock(
     found = await memory.search_similarity_threshold(query="alpha beta", limit=3, threshold=0.7)
     assert contents(found) == [memory_text(k) for k in range(3)]
     assert "fell back to the stock order (timeout)" in a0.recall_lines(agent)[-1]
-    assert runtime.statistics().fallbacks.get("timeout", 0) == 0  # the owner loop counts; it is the stuck one
+    assert runtime.statistics().fallbacks.get("timeout", 0) == 1  # the caller counts the timeout it returned

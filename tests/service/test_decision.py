@@ -1,70 +1,68 @@
-"""One decision per handed-over rerank: the owner loop's outcome, or the caller's backstop timeout,
-whichever comes first; the one the caller returns is the one counted. Through the real service against a
-loopback vLLM server, with the decision taken in each order (a busy machine decides which comes first)."""
+"""The caller counts the outcome it returns, once, where it returns it (issue 22: counting where it
+happens, no arbitration object). Through the real owner loop and a loopback vLLM server: a recall
+answered in time is counted as reranked; one whose owner loop is held past the backstop returns the
+timeout, is counted as that timeout, and its work on the owner loop, cancelled, counts nothing more."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
-import time
+from collections.abc import AsyncIterator
 
 import pytest
 
 from support.encoding import encoding_scorer, recall
-from support.servers import start_server
+from support.servers import RunningServer, start_server
 from usr.plugins.a0_reranker.core.config import RerankerConfig
-from usr.plugins.a0_reranker.core.statistics import StatsRecorder
-from usr.plugins.a0_reranker.service.decision import Decision
-from usr.plugins.a0_reranker.service.reranker_service import RerankResult, RerankService
+from usr.plugins.a0_reranker.service import runtime
 
 pytestmark = pytest.mark.anyio
 
 
-def test_whoever_comes_first_decides_and_the_other_learns_it() -> None:
-    owner_first: Decision[str] = Decision()
-    assert owner_first.decide("ranked")
-    assert owner_first.give_up() == (True, "ranked") and not owner_first.given_up  # the caller returns it
-    caller_first: Decision[str] = Decision()
-    assert caller_first.give_up() == (False, None) and caller_first.given_up
-    assert not caller_first.decide("ranked")  # too late: the owner counts the caller's timeout
+@pytest.fixture
+async def server() -> AsyncIterator[RunningServer]:
+    started = await start_server("vllm", scorer=encoding_scorer)
+    yield started
+    await started.close()
 
 
-def test_from_two_threads_exactly_one_side_wins() -> None:
-    for _ in range(200):
-        decision: Decision[str] = Decision()
-        start = threading.Barrier(2)
-        results: dict[str, object] = {}
-
-        def owner(d: Decision[str] = decision, s: threading.Barrier = start, out: dict[str, object] = results
-                  ) -> None:
-            s.wait()
-            out["owner"] = d.decide("ranked")
-
-        thread = threading.Thread(target=owner)
-        thread.start()
-        start.wait()
-        results["caller"] = decision.give_up()
-        thread.join()
-        assert (results["owner"], results["caller"]) in {(True, (True, "ranked")), (False, (False, None))}
+def counted() -> tuple[int, int, dict[str, int], int]:
+    stats = runtime.stats_recorder().snapshot()
+    assert stats.reranks == stats.reranked + stats.fallback_total + stats.cancelled, stats
+    return stats.reranks, stats.reranked, dict(stats.fallbacks), stats.cancelled
 
 
-async def test_the_service_counts_the_outcome_the_caller_returns() -> None:
-    service = RerankService(StatsRecorder())
-    server = await start_server("vllm", scorer=encoding_scorer)
-    try:
-        config = RerankerConfig(endpoint=server.url, api="rerank", timeout=10.0)
-        kept: Decision[RerankResult] = Decision()
-        result = await service.rerank(*recall(0, 4), config, time.monotonic() + 10, kept)
-        assert result.ranking is not None
-        assert kept.give_up() == (True, result)  # a backstop firing now returns the owner's ranking
-        assert (service.statistics().reranked, dict(service.statistics().fallbacks)) == (1, {})
+async def hold(release: threading.Event) -> None:
+    """Runs on the owner loop and blocks its thread: nothing else there moves until ``release``."""
+    release.wait()
 
-        late: Decision[RerankResult] = Decision()
-        assert late.give_up() == (False, None)  # the backstop fired before the owner loop decided
-        result = await service.rerank(*recall(1, 4), config, time.monotonic() + 10, late)
-        assert result.ranking is not None  # scored, but it reaches nobody
-        stats = service.statistics()
-        assert (stats.reranked, dict(stats.fallbacks)) == (1, {"timeout": 1})  # counted as what the caller got
-        assert stats.reranks == stats.reranked + stats.fallback_total + stats.cancelled
+
+async def test_what_the_caller_returns_is_what_is_counted(server: RunningServer) -> None:
+    config = RerankerConfig(endpoint=server.url, api="rerank", timeout=10.0)
+    assert (await runtime.rerank_result_async(*recall(0, 4), config=config)).ranking is not None
+    assert counted() == (1, 1, {}, 0)
+
+    current, release = runtime.runtime(), threading.Event()
+    held = current.owner.submit(hold, release)
+    try:  # the owner loop cannot answer: the caller's backstop returns the timeout at its deadline
+        result = await asyncio.to_thread(runtime.rerank_result, *recall(1, 4), config=config.replace(timeout=0.2))
     finally:
-        await service.close()
-        await server.close()
+        release.set()
+    held.result(timeout=10)
+    assert (result.ranking, result.reason) == (None, "timeout")
+    current.owner.call(asyncio.sleep, 0)  # the cancelled rerank has unwound on the owner loop
+    current.owner.call(asyncio.sleep, 0)
+    assert counted() == (2, 1, {"timeout": 1}, 0)  # counted as what the caller got, and nothing more
+
+
+async def test_a_caller_that_leaves_is_counted_as_cancelled_and_nothing_else(server: RunningServer) -> None:
+    config = RerankerConfig(endpoint=server.url, api="rerank", timeout=10.0)
+    assert await runtime.rerank_async(*recall(0, 4), config=config) is not None  # warm: detected
+    server.gate.hold(lambda r: r.method == "POST")
+    leaving = asyncio.create_task(runtime.rerank_async(*recall(1, 4), config=config))
+    await server.gate.wait_held(1)
+    leaving.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await leaving
+    server.gate.release()
+    assert counted() == (2, 1, {}, 1)
