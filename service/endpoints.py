@@ -110,8 +110,10 @@ class EndpointRegistry:
             found = self._endpoints[key] = self._new_endpoint(config, url)
         else:
             self._endpoints.move_to_end(key)
-            found.state.limiter.resize(config.max_concurrency)
-            found.state.breaker.configure(breaker_policy(config))
+            if found.state.limiter.capacity != config.max_concurrency:
+                found.state.limiter.resize(config.max_concurrency)
+            if (policy := breaker_policy(config)) != found.state.breaker.policy:
+                found.state.breaker.configure(policy)
         return found
 
     def group(self, key: Hashable, config: RerankerConfig, binding: Binding,

@@ -54,15 +54,6 @@ class RerankResult:
     failover_to: str = ""  # the replica that answered, when a request had to go on to another one
 
 
-@dataclass(frozen=True)
-class _Scoring:
-    ranking: Ranking
-    api: str
-    retries: int
-    scale: ScoreScale
-    failover_to: str
-
-
 class RerankService:
     """Use from the owner loop only (the runtime module is how other threads and loops reach it)."""
 
@@ -79,15 +70,13 @@ class RerankService:
         """Best-first ``(index, score)`` pairs, or no ranking with the reason. Never raises but
         cancellation. Counts no outcome: its caller counts the one it returns (``runtime``)."""
         try:
-            scoring = await self._rerank(query, documents, config, deadline)
+            return await self._rerank(query, documents, config, deadline)
         except RerankError as exc:
             text = shown(str(exc), config.api_key) if exc.quotes_server_text else str(exc)
             return RerankResult(None, reason=exc.reason, message=text)
         except Exception as exc:
             log.exception("a0_reranker: unexpected error while reranking (recall keeps its stock order)")
             return RerankResult(None, reason="error", message=f"unexpected error: {type(exc).__name__}")
-        return RerankResult(scoring.ranking, api=scoring.api, retries=scoring.retries, scale=scoring.scale,
-                            failover_to=scoring.failover_to)
 
     async def probe(self, config: RerankerConfig, deadline: float) -> ProbeReport:
         """A live connection test that bypasses the detection cache (a fixed URL tests right at once)."""
@@ -116,9 +105,9 @@ class RerankService:
 
     async def _rerank(
         self, query: str, documents: Sequence[str], config: RerankerConfig, deadline: float
-    ) -> _Scoring:
+    ) -> RerankResult:
         if not documents:
-            return _Scoring([], "", 0, PROBABILITY, "")
+            return RerankResult([])
         endpoints = [self._registry.endpoint(config, url) for url in config.endpoints]
         usable = [e for e in endpoints if e.state.breaker.would_admit()]
         if not usable:
@@ -135,8 +124,8 @@ class RerankService:
                 self._routes.forget(config)
             raise
         answered = routes.get(scored.answered_by) or next(iter(routes.values()))
-        return _Scoring(ranked(scored.scores), answered.dialect.api, scored.retries, scale or PROBABILITY,
-                        scored.failover_to)
+        return RerankResult(ranked(scored.scores), answered.dialect.api, retries=scored.retries,
+                            scale=scale or PROBABILITY, failover_to=scored.failover_to)
 
     async def _score(
         self, config: RerankerConfig, routes: dict[str, Route], endpoints: dict[str, Endpoint], query: str,
