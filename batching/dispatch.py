@@ -189,9 +189,7 @@ class Dispatch:
         if not request.sent:  # the budget's share is of requests that went out, not of those held back
             request.sent = True
             self.replicas.budget.record_request()
-        state.outstanding_pairs += len(batch)
-        state.begin_request(started)
-        state.pairs_sent += len(batch)
+        state.begin_request(len(batch), started)
         resent: list[bool] = []
         try:
             with permit:
@@ -205,8 +203,7 @@ class Dispatch:
             state.failed()
             raise RerankError(f"unexpected error: {exc!r}") from exc
         finally:
-            state.outstanding_pairs -= len(batch)
-            state.end_request()
+            state.end_request(len(batch))
         if resent:
             self.replicas.budget.refund()  # the resend after a stale connection cost the server nothing
         elapsed = clock.now() - started

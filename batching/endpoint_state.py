@@ -78,13 +78,18 @@ class EndpointState:
         self.service.answered(pairs, sent_at, self.answered_at)
         self.answers += 1
 
-    def begin_request(self, now: float) -> None:
+    def begin_request(self, pairs: int, now: float) -> None:
+        """A request of ``pairs`` pairs goes out: in flight until ``end_request``, counted as sent."""
         if not self.outstanding_requests:
             self.busy_since = now
         self.outstanding_requests += 1
+        self.outstanding_pairs += pairs
+        self.pairs_sent += pairs
 
-    def end_request(self) -> None:
+    def end_request(self, pairs: int) -> None:
+        """The request ``begin_request`` announced ended, however it ended."""
         self.outstanding_requests -= 1
+        self.outstanding_pairs -= pairs
 
     def busy_for(self, fixed_s: float, per_pair_s: float, now: float) -> float:
         """How much longer what is in flight here should keep the server busy: its work, at a request's

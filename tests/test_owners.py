@@ -131,9 +131,8 @@ OWNERS: dict[str, tuple[Callable[[ast.Module], bool], set[str]]] = {
     "slots: taken by the dispatcher, leased by the replica set, resized with the settings": (
         lambda t: bool(calls_on(t, "limiter", {"take", "acquire", "release", "resize"})),
         {"batching/batcher.py", "batching/replicas.py", "service/endpoints.py"}),
-    "a replica's load, speed and failures: its state, and the dispatch step that sends": (
-        lambda t: bool(mutated_attributes(t) & endpoint_state_fields()),
-        {"batching/endpoint_state.py", "batching/dispatch.py"}),
+    "a replica's load, speed and failures: its state alone (the dispatch step reports through it)": (
+        lambda t: bool(mutated_attributes(t) & endpoint_state_fields()), {"batching/endpoint_state.py"}),
     "the retry budget: spent and refunded where requests are made": (
         lambda t: bool(calls_on(t, "budget", {"record_request", "try_spend", "refund"})),
         {"batching/dispatch.py"}),

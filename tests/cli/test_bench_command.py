@@ -6,13 +6,12 @@ import contextlib
 import importlib.util
 import json
 import os
-import select
 import signal
 from pathlib import Path
 
 import pytest
 
-from support.processes import children_of, parent_of
+from support.processes import children_of, ended, parent_of
 
 SMALL = ("--quick", "--concurrency", "1,4", "--documents", "4", "--recalls", "8")
 
@@ -87,18 +86,6 @@ def test_a_vllm_score_endpoint_is_benchmarked(cli, tmp_path) -> None:
 # --- issue 15: SIGTERM (timeout, docker stop, systemd) ends the benchmark and everything it started ----------
 
 
-def _ended(pidfds: list[int], within_s: float) -> bool:
-    """Whether every process behind ``pidfds`` has ended (a pidfd turns readable then), waiting at most
-    ``within_s`` for the last of them: one that has closed its pipes may still be tearing down."""
-    remaining = list(pidfds)
-    while remaining:
-        ready, _, _ = select.select(remaining, [], [], within_s)
-        if not ready:
-            return False
-        remaining = [fd for fd in remaining if fd not in ready]
-    return True
-
-
 @pytest.mark.skipif(not hasattr(os, "pidfd_open") or not Path("/proc/self/stat").exists(),
                     reason="watches the child processes through /proc and pidfds (Linux)")
 def test_sigterm_during_bench_ends_its_server_and_the_resource_tracker(start_cli, tmp_path) -> None:
@@ -114,7 +101,7 @@ def test_sigterm_during_bench_ends_its_server_and_the_resource_tracker(start_cli
         assert len(started) >= 2, started  # the cost-model server and multiprocessing's resource tracker
         bench.send_signal(signal.SIGTERM)
         stdout, stderr = bench.communicate(timeout=60)  # returns once no process holds its pipes open
-        assert _ended(pidfds, within_s=30), [pid for pid in started if parent_of(pid) is not None]
+        assert ended(pidfds, within_s=30), [pid for pid in started if parent_of(pid) is not None]
     finally:  # on a failure, leave nothing behind either (a pidfd names exactly that process, never a reused id)
         for fd in pidfds:
             with contextlib.suppress(ProcessLookupError):

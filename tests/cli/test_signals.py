@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -19,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from support.processes import members_of_group
+from support.processes import ended, members_of_group
 from support.servers import RunningServer, serve_in_thread
 
 from .conftest import cli_env
@@ -71,7 +70,7 @@ class Command:
     def group_ended(self) -> bool:
         """Whether everything the command started has ended: those watched, and any its group still holds."""
         self.watch_group()
-        return _ended(self.pidfds, within_s=EXIT_WITHIN_S)
+        return ended(self.pidfds, within_s=EXIT_WITHIN_S)
 
     def stop(self) -> None:
         """On a failure, leave nothing behind."""
@@ -114,15 +113,6 @@ def _pidfds(pids: list[int]) -> list[int]:
             found.append(os.pidfd_open(pid))
     return found
 
-
-def _ended(pidfds: list[int], within_s: float) -> bool:
-    remaining = list(pidfds)
-    while remaining:
-        ready, _, _ = select.select(remaining, [], [], within_s)
-        if not ready:
-            return False
-        remaining = [fd for fd in remaining if fd not in ready]
-    return True
 
 
 def assert_clean(stderr: str, stop_line: str) -> None:

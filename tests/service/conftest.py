@@ -4,10 +4,12 @@ logs it rather than raising it into the test)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
+from support.encoding import encoding_scorer
+from support.servers import RunningServer, start_server
 from usr.plugins.a0_reranker.batching.limiter import SlotNotHeld
 from usr.plugins.a0_reranker.service import runtime
 
@@ -24,3 +26,11 @@ def slots_given_back_once(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
     wrong = [r.getMessage() for r in caplog.get_records("call")
              if r.exc_info is not None and isinstance(r.exc_info[1], SlotNotHeld)]
     assert not wrong, wrong
+
+
+@pytest.fixture
+async def vllm_server() -> AsyncIterator[RunningServer]:
+    """A loopback vLLM server whose scores say which pair was scored (``support.encoding``)."""
+    started = await start_server("vllm", scorer=encoding_scorer)
+    yield started
+    await started.close()

@@ -7,23 +7,15 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator
 
 import pytest
 
-from support.encoding import encoding_scorer, recall
-from support.servers import RunningServer, start_server
+from support.encoding import recall
+from support.servers import RunningServer
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.service import runtime
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[RunningServer]:
-    started = await start_server("vllm", scorer=encoding_scorer)
-    yield started
-    await started.close()
 
 
 def counted() -> tuple[int, int, dict[str, int], int]:
@@ -37,8 +29,8 @@ async def hold(release: threading.Event) -> None:
     release.wait()
 
 
-async def test_what_the_caller_returns_is_what_is_counted(server: RunningServer) -> None:
-    config = RerankerConfig(endpoint=server.url, api="rerank", timeout=10.0)
+async def test_what_the_caller_returns_is_what_is_counted(vllm_server: RunningServer) -> None:
+    config = RerankerConfig(endpoint=vllm_server.url, api="rerank", timeout=10.0)
     assert (await runtime.rerank_result_async(*recall(0, 4), config=config)).ranking is not None
     assert counted() == (1, 1, {}, 0)
 
@@ -55,14 +47,15 @@ async def test_what_the_caller_returns_is_what_is_counted(server: RunningServer)
     assert counted() == (2, 1, {"timeout": 1}, 0)  # counted as what the caller got, and nothing more
 
 
-async def test_a_caller_that_leaves_is_counted_as_cancelled_and_nothing_else(server: RunningServer) -> None:
-    config = RerankerConfig(endpoint=server.url, api="rerank", timeout=10.0)
+async def test_a_caller_that_leaves_is_counted_as_cancelled_and_nothing_else(
+        vllm_server: RunningServer) -> None:
+    config = RerankerConfig(endpoint=vllm_server.url, api="rerank", timeout=10.0)
     assert await runtime.rerank_async(*recall(0, 4), config=config) is not None  # warm: detected
-    server.gate.hold(lambda r: r.method == "POST")
+    vllm_server.gate.hold(lambda r: r.method == "POST")
     leaving = asyncio.create_task(runtime.rerank_async(*recall(1, 4), config=config))
-    await server.gate.wait_held(1)
+    await vllm_server.gate.wait_held(1)
     leaving.cancel()
     with pytest.raises(asyncio.CancelledError):
         await leaving
-    server.gate.release()
+    vllm_server.gate.release()
     assert counted() == (2, 1, {}, 1)

@@ -7,12 +7,10 @@ only a change of one of them rebuilds its members (a new send function per repli
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
-from support.encoding import encoding_scorer, recall
-from support.servers import RunningServer, start_server
+from support.encoding import recall
+from support.servers import RunningServer
 from usr.plugins.a0_reranker.batching.breaker import CircuitBreaker
 from usr.plugins.a0_reranker.batching.endpoint_state import EndpointState
 from usr.plugins.a0_reranker.batching.limiter import EndpointLimiter
@@ -25,26 +23,20 @@ from usr.plugins.a0_reranker.service.endpoints import Binding, EndpointRegistry,
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-async def server() -> AsyncIterator[RunningServer]:
-    started = await start_server("vllm", scorer=encoding_scorer)
-    yield started
-    await started.close()
-
-
 def posts(server: RunningServer) -> int:
     return sum(r.method == "POST" for r in server.requests)
 
 
-async def test_a_changed_setting_reaches_the_next_recall_and_the_old_one_comes_back(server: RunningServer) -> None:
+async def test_a_changed_setting_reaches_the_next_recall_and_the_old_one_comes_back(
+        vllm_server: RunningServer) -> None:
     """Requests of at most 64, then 2, then 64 pairs again: 1, then 3, then 1 request for 6 memories."""
-    wide = RerankerConfig(endpoint=server.url, api="rerank", timeout=30.0, max_pairs_per_request=64)
+    wide = RerankerConfig(endpoint=vllm_server.url, api="rerank", timeout=30.0, max_pairs_per_request=64)
     narrow = wide.replace(max_pairs_per_request=2)
     sent = []
     for config in (wide, wide, narrow, wide):
-        before = posts(server)
+        before = posts(vllm_server)
         assert await runtime.rerank_async(*recall(len(sent), 6), config=config) is not None
-        sent.append(posts(server) - before)
+        sent.append(posts(vllm_server) - before)
     assert sent == [1, 1, 3, 1]
 
 

@@ -3,6 +3,7 @@ tests check a command left behind."""
 
 from __future__ import annotations
 
+import select
 from collections.abc import Callable
 from pathlib import Path
 
@@ -37,3 +38,15 @@ def children_of(pid: int) -> list[int]:
 def members_of_group(pgid: int) -> list[int]:
     """The processes of process group ``pgid`` that have not ended."""
     return processes_where(lambda other: group_of(other) == pgid)
+
+
+def ended(pidfds: list[int], within_s: float) -> bool:
+    """Whether every process behind ``pidfds`` has ended (a pidfd turns readable then), waiting at most
+    ``within_s`` for the last of them: one that has closed its pipes may still be tearing down."""
+    remaining = list(pidfds)
+    while remaining:
+        ready, _, _ = select.select(remaining, [], [], within_s)
+        if not ready:
+            return False
+        remaining = [fd for fd in remaining if fd not in ready]
+    return True

@@ -134,8 +134,7 @@ def test_a_request_is_expected_behind_what_is_in_flight_or_at_its_seen_latency_w
 
 def test_share_costs_count_what_is_in_flight_and_a_request_s_fixed_cost() -> None:
     measured = replica("a", [20, 220, 40, 200])
-    measured.state.begin_request(ANSWERED - 0.01)  # one request of 100 pairs, sent 10 ms ago
-    measured.state.outstanding_pairs = 100
+    measured.state.begin_request(100, ANSWERED - 0.01)  # one request of 100 pairs, sent 10 ms ago
     new = replica("b")
     per_pair, busy = ReplicaSet([measured, new], budget=RetryBudget()).share_costs([measured, new], now=ANSWERED)
     assert per_pair == pytest.approx([0.0005, 0.0005])  # the new one counts as fast as the fastest
