@@ -10,6 +10,7 @@ import threading
 
 import pytest
 
+from support.counters import stats_until
 from support.encoding import recall
 from support.servers import RunningServer
 from usr.plugins.a0_reranker.core.config import RerankerConfig
@@ -59,3 +60,6 @@ async def test_a_caller_that_leaves_is_counted_as_cancelled_and_nothing_else(
         await leaving
     vllm_server.gate.release()
     assert counted() == (2, 1, {}, 1)
+    # What the leaving caller took comes back: its request's slot, its queued pairs, the server's breaker.
+    after = await stats_until(lambda s: s.in_flight == 0 and s.queued_pairs == 0)
+    assert after.breakers[vllm_server.url] == "closed"  # a caller leaving says nothing of the server
