@@ -1,1 +1,2 @@
-"""Benchmarks: the cost-model server and the naive-versus-batched comparison (run: a0-reranker bench)."""
+"""Developer tools, not shipped: the benchmark servers, the load drivers and the benchmark program
+(``python -m a0_reranker.bench``). The installed package and A0 never import them."""

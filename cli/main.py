@@ -2,8 +2,9 @@
 
 User errors print one line on stderr and exit 2 (bad arguments, URL, file) or 1 (the server is
 unreachable or answers wrongly), never a traceback. Ctrl-C exits 130 and SIGTERM (``timeout``,
-``docker stop``, systemd) 143, each after the command has stopped what it started (the benchmark's
-server process included); a second signal exits at once (``signals``). Text the terminal cannot
+``docker stop``, systemd) 143, each after the command has stopped what it started; a second signal
+exits at once (``signals``). The developers' benchmark program (``python -m a0_reranker.bench``) runs
+through the same ``run_program``. Text the terminal cannot
 encode is printed escaped, never an error.
 
 This module imports only the standard library at the top: the signal handlers are in place before the
@@ -18,7 +19,7 @@ import io
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from .. import __version__
@@ -27,10 +28,10 @@ from . import signals
 from .errors import USAGE, CliError
 
 PROG = "a0-reranker"
-COMMANDS = ("demo", "probe", "rerank", "bench")
+COMMANDS = ("demo", "probe", "rerank")
 
 
-class _Parser(argparse.ArgumentParser):
+class Parser(argparse.ArgumentParser):
     """argparse with its error as one line (the usage is one ``--help`` away). The error quotes what it
     could not use, e.g. the entries of an unquoted endpoint list after the first: without their passwords."""
 
@@ -39,30 +40,36 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = Parser(
         prog=PROG,
         description="Rerank Agent Zero's recalled memories with a cross-encoder server: check a server, rank "
-                    "documents, see a recall before and after, and measure what batching buys.",
+                    "documents, and see a recall before and after.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(title="commands", dest="command_name", metavar="COMMAND", required=True,
-                                     parser_class=_Parser)
+                                     parser_class=Parser)
     for name in COMMANDS:
         importlib.import_module(f"{__package__}.{name}").add_parser(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    return run_program(PROG, build_parser, argv)
+
+
+def run_program(prog: str, build: Callable[[], argparse.ArgumentParser], argv: Sequence[str] | None) -> int:
+    """Parse with the parser ``build`` makes (after the signal handlers are in place) and run the
+    command it chose (``args.run``), with the errors and signals as the module docstring says."""
     _escape_what_cannot_be_printed()
-    with signals.stop_on_signals(PROG):
-        return _run(argv)
+    with signals.stop_on_signals(prog):
+        return _run(prog, build, argv)
 
 
-def _run(argv: Sequence[str] | None) -> int:
-    command = PROG
+def _run(prog: str, build: Callable[[], argparse.ArgumentParser], argv: Sequence[str] | None) -> int:
+    command = prog
     try:
-        args = build_parser().parse_args(argv)
-        command = f"{PROG} {args.command_name}"
+        args = build().parse_args(argv)
+        command = f"{prog} {args.command_name}" if getattr(args, "command_name", None) else prog
         signals.name_command(command)
         return int(args.run(args))
     except CliError as exc:

@@ -1,4 +1,5 @@
-"""CLI tier: run ``python -m a0_reranker`` as a subprocess, the way a user does.
+"""CLI tier: run ``python -m a0_reranker`` (and the developers' ``python -m a0_reranker.bench``) as a
+subprocess, the way a user does.
 
 The repository root is linked as the package ``a0_reranker`` in a temporary folder put on the child's
 PYTHONPATH, exactly what ``pip install`` maps it to (pyproject's ``package-dir``).
@@ -30,11 +31,24 @@ def package_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def cli(package_path: Path) -> Cli:
     """``cli("probe", url, input=..., env={...}, path=[...])`` runs the command and returns the finished process."""
+    return _runner(package_path, "a0_reranker")
 
+
+@pytest.fixture(scope="session")
+def bench_cli(package_path: Path) -> Cli:
+    """``bench_cli("--quick", ...)`` runs the benchmark program, as ``cli`` runs a command."""
+    return _runner(package_path, BENCH_MODULE)
+
+
+BENCH_MODULE = "a0_reranker.bench"
+BENCH_PROG = f"python -m {BENCH_MODULE}"  # how its lines name it
+
+
+def _runner(package_path: Path, module: str) -> Cli:
     def run(*args: str | bytes, input: str | None = None, env: dict[str, str] | None = None,
             path: tuple[Path, ...] = (), timeout: float = 60,
             stdin_closed: bool = False) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "a0_reranker", *args]
+        command = [sys.executable, "-m", module, *args]
         if stdin_closed:  # the shell closes file descriptor 0 before Python starts
             command = ["sh", "-c", 'exec "$@" 0<&-', "sh", *command]
         return subprocess.run(command, input=input, env=cli_env(package_path, env, path),
@@ -47,8 +61,8 @@ def cli(package_path: Path) -> Cli:
 def start_cli(package_path: Path) -> Callable[..., subprocess.Popen[str]]:
     """``start_cli(*args)`` starts the command without waiting, its stdout and stderr piped."""
 
-    def start(*args: str) -> subprocess.Popen[str]:
-        return subprocess.Popen([sys.executable, "-m", "a0_reranker", *args], env=cli_env(package_path),
+    def start(*args: str, module: str = "a0_reranker") -> subprocess.Popen[str]:
+        return subprocess.Popen([sys.executable, "-m", module, *args], env=cli_env(package_path),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     return start

@@ -13,12 +13,14 @@ import pytest
 
 from support.processes import children_of, ended, parent_of
 
+from .conftest import BENCH_MODULE, BENCH_PROG
+
 SMALL = ("--quick", "--concurrency", "1,4", "--documents", "4", "--recalls", "8")
 
 
-def test_quick_bench_writes_json_and_plot(cli, tmp_path) -> None:
+def test_quick_bench_writes_json_and_plot(bench_cli, tmp_path) -> None:
     out = tmp_path / "results"
-    result = cli("bench", *SMALL, "--out", str(out))
+    result = bench_cli(*SMALL, "--out", str(out))
     assert result.returncode == 0, result.stderr
     assert "100%" in result.stderr and "batched at concurrency 4" in result.stderr  # the progress bar
     assert "speed-up" in result.stdout.splitlines()[0]
@@ -34,14 +36,14 @@ def test_quick_bench_writes_json_and_plot(cli, tmp_path) -> None:
         assert f"wrote {out / 'bench.png'}" in result.stdout
 
 
-def test_without_matplotlib_it_says_how_to_install_and_still_writes_json(cli, tmp_path) -> None:
+def test_without_matplotlib_it_says_how_to_install_and_still_writes_json(bench_cli, tmp_path) -> None:
     blocker = tmp_path / "no_matplotlib"
     (blocker / "matplotlib").mkdir(parents=True)
     (blocker / "matplotlib" / "__init__.py").write_text("raise ImportError('blocked for this test')\n")
     out = tmp_path / "results"
-    result = cli("bench", *SMALL, "--concurrency", "2", "--out", str(out), path=(blocker,))
+    result = bench_cli(*SMALL, "--concurrency", "2", "--out", str(out), path=(blocker,))
     assert result.returncode == 0, result.stderr
-    assert "pip install 'a0-reranker[bench]'" in result.stdout
+    assert "pip install -e '.[bench]'" in result.stdout
     assert (out / "bench.json").is_file()
     assert not (out / "bench.png").exists()
 
@@ -52,31 +54,31 @@ def test_without_matplotlib_it_says_how_to_install_and_still_writes_json(cli, tm
     (["--documents", "-3"], "--documents"),
     (["--recalls", "1"], "--recalls"),
 ])
-def test_bad_numbers_are_one_line_and_exit_2(cli, one_error_line, args, needle) -> None:
-    result = cli("bench", *args)
+def test_bad_numbers_are_one_line_and_exit_2(bench_cli, one_error_line, args, needle) -> None:
+    result = bench_cli(*args)
     assert result.returncode == 2
     assert needle in one_error_line(result)
 
 
-def test_an_output_folder_that_cannot_be_created_is_one_line(cli, one_error_line, tmp_path) -> None:
+def test_an_output_folder_that_cannot_be_created_is_one_line(bench_cli, one_error_line, tmp_path) -> None:
     blocker = tmp_path / "a_file"
     blocker.write_text("")
-    result = cli("bench", *SMALL, "--out", str(blocker / "results"))
+    result = bench_cli(*SMALL, "--out", str(blocker / "results"))
     assert result.returncode == 2
     assert "--out" in one_error_line(result)
 
 
-def test_an_unreachable_endpoint_is_one_line(cli, unused_port, one_error_line) -> None:
-    result = cli("bench", "--endpoint", f"http://127.0.0.1:{unused_port}", *SMALL)
+def test_an_unreachable_endpoint_is_one_line(bench_cli, unused_port, one_error_line) -> None:
+    result = bench_cli("--endpoint", f"http://127.0.0.1:{unused_port}", *SMALL)
     assert result.returncode == 1
     assert "vLLM's /score" in one_error_line(result)
 
 
-def test_a_vllm_score_endpoint_is_benchmarked(cli, tmp_path) -> None:
+def test_a_vllm_score_endpoint_is_benchmarked(bench_cli, tmp_path) -> None:
     from support.servers import serve_in_thread
 
     with serve_in_thread("vllm_qwen3") as server:
-        result = cli("bench", "--endpoint", server.url, *SMALL, "--concurrency", "2", "--out", str(tmp_path))
+        result = bench_cli("--endpoint", server.url, *SMALL, "--concurrency", "2", "--out", str(tmp_path))
     assert result.returncode == 0, result.stderr
     document = json.loads((tmp_path / "bench.json").read_text(encoding="utf-8"))
     assert document["server"] == "endpoint" and document["cost_model"] is None
@@ -89,8 +91,8 @@ def test_a_vllm_score_endpoint_is_benchmarked(cli, tmp_path) -> None:
 @pytest.mark.skipif(not hasattr(os, "pidfd_open") or not Path("/proc/self/stat").exists(),
                     reason="watches the child processes through /proc and pidfds (Linux)")
 def test_sigterm_during_bench_ends_its_server_and_the_resource_tracker(start_cli, tmp_path) -> None:
-    bench = start_cli("bench", "--concurrency", "1", "--documents", "4", "--recalls", "1000000",
-                      "--out", str(tmp_path))
+    bench = start_cli("--concurrency", "1", "--documents", "4", "--recalls", "1000000", "--out", str(tmp_path),
+                      module=BENCH_MODULE)
     pidfds: list[int] = []
     try:
         assert bench.stderr is not None
@@ -111,6 +113,6 @@ def test_sigterm_during_bench_ends_its_server_and_the_resource_tracker(start_cli
             bench.kill()
             bench.communicate()
     assert bench.returncode == 143, stderr
-    assert stderr.splitlines()[-1] == "a0-reranker bench: terminated", stderr
+    assert stderr.splitlines()[-1] == f"{BENCH_PROG}: terminated", stderr
     assert "Traceback" not in stderr and "leaked" not in stderr, stderr
     assert stdout == ""

@@ -12,9 +12,9 @@ import pytest
 SHORT_OVERLOAD = ("--overload", "--loads", "2", "--timeouts", "1.5", "--seeds", "4", "--seconds", "3")
 
 
-def test_overload_runs_shedding_on_and_off_side_by_side_and_writes_them(cli, tmp_path) -> None:
+def test_overload_runs_shedding_on_and_off_side_by_side_and_writes_them(bench_cli, tmp_path) -> None:
     out = tmp_path / "results"
-    result = cli("bench", *SHORT_OVERLOAD, "--out", str(out), timeout=180)
+    result = bench_cli(*SHORT_OVERLOAD, "--out", str(out), timeout=180)
     assert result.returncode == 0, result.stderr
     assert "25 recalls/s capacity" in result.stdout
     assert "shedding on:" in result.stdout and "shedding off:" in result.stdout
@@ -28,9 +28,9 @@ def test_overload_runs_shedding_on_and_off_side_by_side_and_writes_them(cli, tmp
     assert shedding["recovery_reranked"] == shedding["recovery_recalls"] == 50
 
 
-def test_burst_measures_one_replica_against_several(cli, tmp_path) -> None:
+def test_burst_measures_one_replica_against_several(bench_cli, tmp_path) -> None:
     out = tmp_path / "results"
-    result = cli("bench", "--burst", "--replicas", "2", "--quick", "--out", str(out), timeout=180)
+    result = bench_cli("--burst", "--replicas", "2", "--quick", "--out", str(out), timeout=180)
     assert result.returncode == 0, result.stderr
     assert "2 replicas:" in result.stdout and "x sooner" in result.stdout
     document = json.loads((out / "burst.json").read_text(encoding="utf-8"))
@@ -46,7 +46,7 @@ def test_burst_measures_one_replica_against_several(cli, tmp_path) -> None:
     (["--overload", "--loads", "2,2"], "repeated"),
     (["--burst", "--replicas", "1"], "from 2 to 8"),
 ])
-def test_bad_overload_options_are_one_line_and_exit_2(cli, one_error_line, args, needle) -> None:
-    result = cli("bench", *args)
+def test_bad_overload_options_are_one_line_and_exit_2(bench_cli, one_error_line, args, needle) -> None:
+    result = bench_cli(*args)
     assert result.returncode == 2
     assert needle in one_error_line(result)

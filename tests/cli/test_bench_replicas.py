@@ -9,9 +9,9 @@ import pytest
 SMALL = ("--quick", "--recalls", "8", "--documents", "4", "--concurrency", "4")
 
 
-def test_two_replicas_and_a_skewed_pair_are_measured_and_written(cli, tmp_path) -> None:
+def test_two_replicas_and_a_skewed_pair_are_measured_and_written(bench_cli, tmp_path) -> None:
     out = tmp_path / "results"
-    result = cli("bench", "--replicas", "2", *SMALL, "--out", str(out), timeout=120)
+    result = bench_cli("--replicas", "2", *SMALL, "--out", str(out), timeout=120)
     assert result.returncode == 0, result.stderr
     assert "round 1: 2 replicas, one 4x slower" in result.stderr  # the progress bar
     assert "share of pairs (GPU busy) per replica" in result.stdout
@@ -35,7 +35,7 @@ def test_two_replicas_and_a_skewed_pair_are_measured_and_written(cli, tmp_path) 
     (["--replicas", "2", "--concurrency", "4,8"], "one concurrency"),
     (["--replicas", "2", "--cost-scale", "0"], "--cost-scale"),
 ])
-def test_bad_replica_options_are_one_line_and_exit_2(cli, one_error_line, args, needle) -> None:
-    result = cli("bench", *args)
+def test_bad_replica_options_are_one_line_and_exit_2(bench_cli, one_error_line, args, needle) -> None:
+    result = bench_cli(*args)
     assert result.returncode == 2
     assert needle in one_error_line(result)

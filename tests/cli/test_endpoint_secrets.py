@@ -22,7 +22,8 @@ LISTS = {
                                 f"'{A}, http://***@127.0.0.1:2'"),
 }
 
-# each command that echoes an endpoint, given the list; ``--json`` where the command has it
+# each command that echoes an endpoint, given the list; ``--json`` where the command has it ("bench" is
+# the developers' benchmark program, ``python -m a0_reranker.bench``)
 COMMANDS = {
     "probe": lambda endpoint, out: ["probe", endpoint],
     "probe --json": lambda endpoint, out: ["probe", "--json", endpoint],
@@ -30,7 +31,7 @@ COMMANDS = {
     "rerank --json": lambda endpoint, out: ["rerank", "--json", "--endpoint", endpoint, "query", "a document"],
     "demo": lambda endpoint, out: ["demo", "--endpoint", endpoint],
     "demo --json": lambda endpoint, out: ["demo", "--json", "--endpoint", endpoint],
-    "bench": lambda endpoint, out: ["bench", "--quick", "--endpoint", endpoint, "--out", out],
+    "bench": lambda endpoint, out: ["--quick", "--endpoint", endpoint, "--out", out],
 }
 
 
@@ -40,10 +41,10 @@ def assert_no_secret(text: str) -> None:
 
 @pytest.mark.parametrize("command", COMMANDS)
 @pytest.mark.parametrize("case", LISTS)
-def test_no_entry_of_an_endpoint_list_shows_its_password(cli, one_error_line, tmp_path, command: str,
+def test_no_entry_of_an_endpoint_list_shows_its_password(cli, bench_cli, one_error_line, tmp_path, command: str,
                                                          case: str) -> None:
     endpoint, named, quoted = LISTS[case]
-    result = cli(*COMMANDS[command](endpoint, str(tmp_path)))
+    result = (bench_cli if command == "bench" else cli)(*COMMANDS[command](endpoint, str(tmp_path)))
     assert result.returncode == 2, result.stderr
     line = one_error_line(result)
     assert_no_secret(line)
@@ -59,11 +60,13 @@ def test_probe_with_the_entries_as_separate_arguments_shows_no_password(cli, one
 
 
 @pytest.mark.parametrize("command", ["demo", "bench"])
-def test_an_entry_given_as_a_stray_argument_is_refused_without_its_password(cli, one_error_line, tmp_path,
-                                                                           command: str) -> None:
+def test_an_entry_given_as_a_stray_argument_is_refused_without_its_password(cli, bench_cli, one_error_line,
+                                                                           tmp_path, command: str) -> None:
     """A list typed unquoted: the entry after the first is an argument the command does not take."""
-    result = cli(command, "--endpoint", A, SECRET_B, "--out" if command == "bench" else "--json",
-                 *([str(tmp_path)] if command == "bench" else []))
+    if command == "bench":
+        result = bench_cli("--endpoint", A, SECRET_B, "--out", str(tmp_path))
+    else:
+        result = cli(command, "--endpoint", A, SECRET_B, "--json")
     assert result.returncode == 2, result.stderr
     line = one_error_line(result)
     assert_no_secret(line)

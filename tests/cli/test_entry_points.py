@@ -12,8 +12,16 @@ from usr.plugins.a0_reranker.demo.word_overlap import word_overlap_score
 def test_help_lists_every_command(cli) -> None:
     result = cli("--help")
     assert result.returncode == 0
-    for command in ("demo", "probe", "rerank", "bench"):
+    for command in ("demo", "probe", "rerank"):
         assert command in result.stdout
+
+
+def test_the_benchmarks_are_a_program_of_their_own(cli, bench_cli) -> None:
+    """The benchmarks are developer tools: not a command of the installed CLI, a program of the checkout."""
+    assert "bench" not in cli("--help").stdout
+    assert cli("bench").returncode == 2
+    result = bench_cli("--help")
+    assert result.returncode == 0 and "--overload" in result.stdout and "--replicas" in result.stdout
 
 
 def test_version(cli) -> None:

@@ -21,14 +21,14 @@ import pytest
 from support.processes import ended, members_of_group
 from support.servers import RunningServer, serve_in_thread
 
-from .conftest import cli_env
+from .conftest import BENCH_MODULE, BENCH_PROG, cli_env
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "pidfd_open") or not Path("/proc/self/stat").exists(),
                                 reason="watches the command's processes through /proc and pidfds (Linux)")
 
 EXIT_WITHIN_S = 30.0  # generous for a loaded 2-core machine; a hang would take forever
 NOT_ON_STDERR = ("Traceback", "Unclosed", "Warning", "leaked", "Exception ignored")
-BENCH_MODES = {
+BENCH_MODES = {  # the developers' benchmark program, python -m a0_reranker.bench
     "bench": ["--concurrency", "1", "--documents", "4", "--recalls", "1000000"],
     "bench --replicas": ["--replicas", "2", "--quick", "--recalls", "1000000"],
     "bench --overload": ["--overload", "--quick", "--seconds", "3600"],
@@ -39,8 +39,8 @@ BENCH_MODES = {
 class Command:
     """A command started in a process group of its own, as a terminal or ``timeout`` starts it."""
 
-    def __init__(self, package_path: Path, args: list[str]) -> None:
-        self.process = subprocess.Popen([sys.executable, "-m", "a0_reranker", *args], env=cli_env(package_path),
+    def __init__(self, package_path: Path, args: list[str], module: str = "a0_reranker") -> None:
+        self.process = subprocess.Popen([sys.executable, "-m", module, *args], env=cli_env(package_path),
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                         start_new_session=True)
         self.stderr_lines: list[str] = []
@@ -88,8 +88,8 @@ class Command:
 def start(package_path: Path) -> Iterator[Callable[..., Command]]:
     started: list[Command] = []
 
-    def run(*args: str) -> Command:
-        started.append(Command(package_path, list(args)))
+    def run(*args: str, module: str = "a0_reranker") -> Command:
+        started.append(Command(package_path, list(args), module))
         return started[-1]
 
     yield run
@@ -152,9 +152,9 @@ def test_a_double_ctrl_c_exits_at_once_with_130(start, held_server, name: str) -
 
 @pytest.mark.parametrize("mode", list(BENCH_MODES))
 def test_sigterm_to_the_group_stops_every_bench_mode_and_its_servers(start, tmp_path, mode: str) -> None:
-    """``timeout 3 a0-reranker bench --quick`` hung: the group's SIGTERM killed the server process while
-    it held a lock the benchmark then waited on forever."""
-    bench = start("bench", *BENCH_MODES[mode], "--out", str(tmp_path))
+    """``timeout 3 a0-reranker bench --quick`` (the benchmark's command then) hung: the group's SIGTERM
+    killed the server process while it held a lock the benchmark then waited on forever."""
+    bench = start(*BENCH_MODES[mode], "--out", str(tmp_path), module=BENCH_MODULE)
     bench.read_stderr_until("1/")  # the first progress step: its servers are up
     bench.watch_group()
     assert len(bench.pidfds) >= 2  # a server at least, and multiprocessing's resource tracker
@@ -162,13 +162,13 @@ def test_sigterm_to_the_group_stops_every_bench_mode_and_its_servers(start, tmp_
     code, _stdout, stderr = bench.finish()
     assert bench.group_ended()
     assert code == 143, stderr
-    assert_clean(stderr, "a0-reranker bench: terminated")
+    assert_clean(stderr, f"{BENCH_PROG}: terminated")
     assert list(tmp_path.iterdir()) == []  # no result of a run that did not finish
 
 
 @pytest.mark.parametrize("mode", ["bench", "bench --overload", "bench --burst"])
 def test_a_double_ctrl_c_stops_every_bench_mode_and_its_servers(start, tmp_path, mode: str) -> None:
-    bench = start("bench", *BENCH_MODES[mode], "--out", str(tmp_path))
+    bench = start(*BENCH_MODES[mode], "--out", str(tmp_path), module=BENCH_MODULE)
     bench.read_stderr_until("1/")
     bench.watch_group()
     assert len(bench.pidfds) >= 2
@@ -178,16 +178,16 @@ def test_a_double_ctrl_c_stops_every_bench_mode_and_its_servers(start, tmp_path,
     code, _stdout, stderr = bench.finish()
     assert bench.group_ended()
     assert code == 130, stderr
-    assert_clean(stderr, "a0-reranker bench: interrupted")
+    assert_clean(stderr, f"{BENCH_PROG}: interrupted")
 
 
 def test_timeout_ends_bench_quick_with_143(package_path, tmp_path) -> None:
     """The README's promise, under ``timeout`` itself: whenever its SIGTERM lands (while Python starts,
     while the server starts, during the measurement), the benchmark ends with 143 and no traceback."""
-    timeout = subprocess.run(["timeout", "--preserve-status", "3", sys.executable, "-m", "a0_reranker", "bench",
+    timeout = subprocess.run(["timeout", "--preserve-status", "3", sys.executable, "-m", BENCH_MODULE,
                               "--quick", "--recalls", "1000000", "--out", str(tmp_path)],
                              env=cli_env(package_path), capture_output=True, text=True, timeout=EXIT_WITHIN_S * 2)
     assert timeout.returncode == 143, timeout.stderr
     assert not [word for word in NOT_ON_STDERR if word in timeout.stderr], timeout.stderr
     lines = [line for line in timeout.stderr.splitlines() if not line.startswith("[")]  # progress steps aside
-    assert lines in ([], ["a0-reranker bench: terminated"]), timeout.stderr
+    assert lines in ([], [f"{BENCH_PROG}: terminated"]), timeout.stderr

@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from typing import TextIO
 
-from . import signals
+from ..cli import signals
 
 BAR_WIDTH = 24
 

@@ -1,4 +1,4 @@
-"""``bench --replicas N``: 1 ... N cost-model replicas side by side, and N with one 4x slower.
+"""``--replicas N`` of the benchmark program: 1 ... N cost-model replicas side by side, and N with one 4x slower.
 
 It starts its own servers (one child process each, one GPU each) and measures them through the
 engine with the default settings; see ``bench/replicas_bench.py``. Writes ``replicas.json``.
@@ -11,8 +11,12 @@ import contextlib
 import json
 from typing import Any
 
-from ..bench.cost_model_server import CostModel
-from ..bench.replicas_bench import (
+from ..cli.errors import CliError
+from ..cli.formatting import table
+from ..core.config import RerankerConfig
+from .cost_model_server import CostModel
+from .harness import enough_recalls, measured, output_folder, start_cost_model, write_file
+from .replicas_bench import (
     BIG_MODEL,
     GOAL_RATIO,
     GOAL_REPLICAS,
@@ -25,11 +29,7 @@ from ..bench.replicas_bench import (
     setups,
     slower,
 )
-from ..core.config import RerankerConfig
-from .bench_io import enough_recalls, measured, output_folder, start_cost_model, write_file
-from .bench_report import bench_document
-from .errors import CliError
-from .formatting import table
+from .report import bench_document
 
 DEFAULT_CONCURRENCY, DEFAULT_RECALLS, DEFAULT_ROUNDS = 32, 600, 3
 QUICK_RECALLS, QUICK_ROUNDS = 64, 1

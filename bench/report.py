@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..bench.batching_bench import BenchResult
-from .formatting import table
+from ..cli.formatting import table
+from .batching_bench import BenchResult
 
-INSTALL_HINT = "pip install 'a0-reranker[bench]'  (or: pip install matplotlib)"
+INSTALL_HINT = "pip install -e '.[bench]'  (or: pip install matplotlib)"
 
 
 def bench_table(result: BenchResult) -> list[str]:

@@ -1,4 +1,4 @@
-"""``bench --overload`` and ``bench --burst``: what the plugin does past a server's capacity.
+"""``--overload`` and ``--burst`` of the benchmark program: what the plugin does past a server's capacity.
 
 ``--overload``: a one-GPU cost-model ``/rerank`` server in its own process (or ``--replicas N`` of
 them), recalls arriving as a Poisson process at each ``--loads`` multiple of its capacity, for each
@@ -19,14 +19,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..bench.burst_bench import WaveRun, compare
-from ..bench.overload_bench import GOODPUT_GOAL, ONE_GPU, SHED_GOAL_MS, OverloadRun, goals_met, run_one
-from ..bench.replicas_bench import BIG_MODEL, slower
-from .bench_io import measured, output_folder, start_cost_model, write_file
-from .bench_report import bench_document
-from .errors import CliError
-from .formatting import table
-from .options import int_list, positive_float_list
+from ..cli.errors import CliError
+from ..cli.formatting import table
+from ..cli.options import int_list, positive_float_list
+from .burst_bench import WaveRun, compare
+from .harness import measured, output_folder, start_cost_model, write_file
+from .overload_bench import GOODPUT_GOAL, ONE_GPU, SHED_GOAL_MS, OverloadRun, goals_met, run_one
+from .replicas_bench import BIG_MODEL, slower
+from .report import bench_document
 
 BURST_GOAL = 2.5  # 3 equal replicas finish a burst at least this much sooner than one
 

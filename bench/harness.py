@@ -11,9 +11,9 @@ from typing import Any, TypeVar
 
 import aiohttp
 
-from ..bench.cost_model_server import CostModel, CostModelServer
-from . import signals
-from .errors import FAILED, CliError
+from ..cli import signals
+from ..cli.errors import FAILED, CliError
+from .cost_model_server import CostModel, CostModelServer
 from .progress import ProgressBar
 
 T = TypeVar("T")

@@ -1,4 +1,5 @@
-"""``bench``: naive (one HTTP request per recall) against the micro-batcher, at several concurrencies.
+"""``python -m a0_reranker.bench``: naive (one HTTP request per recall) against the micro-batcher, at
+several concurrencies; with ``--replicas``, ``--overload`` or ``--burst``, the other benchmarks.
 
 By default it runs against the built-in cost-model server (a child process that costs time the way
 one GPU does); ``--endpoint`` measures a real server, which must speak vLLM's ``/score`` because both
@@ -14,15 +15,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..bench.batching_bench import DEFAULT_CONCURRENCY, BenchResult, batched_config, run_benchmark
-from ..bench.cost_model_server import CostModel
+from ..cli.errors import FAILED, CliError
+from ..cli.main import Parser
+from ..cli.options import config_problem, int_list, positive_int
 from ..core.errors import ConfigError
 from ..service import runtime
-from . import bench_overload, bench_replicas
-from .bench_io import enough_recalls, measured, output_folder, start_cost_model, write_file
-from .bench_report import INSTALL_HINT, bench_document, bench_table, write_plot
-from .errors import FAILED, CliError
-from .options import config_problem, int_list, positive_int
+from . import overload_command, replicas_command
+from .batching_bench import DEFAULT_CONCURRENCY, BenchResult, batched_config, run_benchmark
+from .cost_model_server import CostModel
+from .harness import enough_recalls, measured, output_folder, start_cost_model, write_file
+from .report import INSTALL_HINT, bench_document, bench_table, write_plot
 
 QUICK_CONCURRENCY = (1, 4, 16)
 
@@ -46,9 +48,12 @@ class Plan:
         return cls(concurrencies, args.documents, lambda c: max(200, 8 * c), "max(200, 8 x concurrency)")
 
 
-def add_parser(commands: Any) -> None:
-    parser = commands.add_parser(
-        "bench", help="measure what micro-batching buys: naive vs batched at several concurrencies",
+PROG = "python -m a0_reranker.bench"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(
+        prog=PROG,
         description="Run concurrent recalls in a closed loop, once sending one HTTP request per recall (naive) "
                     "and once through the plugin's micro-batcher, against the built-in cost-model server or "
                     "--endpoint (which must speak vLLM's /score). Writes bench.json and bench.png.",
@@ -70,15 +75,16 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--cost-scale", type=float, default=1.0, metavar="F",
                         help="with --replicas: every cost of the cost model times F (default 1); on a loaded "
                              "machine a larger F makes the client's own turnaround small next to the servers'")
-    bench_overload.add_options(parser)
+    overload_command.add_options(parser)
     parser.set_defaults(run=run)
+    return parser
 
 
 def run(args: argparse.Namespace) -> int:
     if args.overload or args.burst:
-        return bench_overload.run(args)
+        return overload_command.run(args)
     if args.replicas is not None:
-        return bench_replicas.run(args)
+        return replicas_command.run(args)
     plan = Plan.from_args(args)
     out = output_folder(args.out)
     if args.endpoint:
