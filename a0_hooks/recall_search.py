@@ -28,8 +28,8 @@ from typing import Any
 from ..core import deadline as clock
 from ..core.config import RerankerConfig
 from ..core.errors import ConfigError
-from ..service.accounting import Accounting
 from ..service.recall_pool import rerank_pool
+from ..service.reranker_service import stats_recorder
 from . import plugin_state, pool_search, query_embedding, recall_log, recall_scope, settings
 from .recall_scope import RecallScope
 from .search_call import SearchCall
@@ -106,7 +106,7 @@ async def _choose(scope: RecallScope, call: SearchCall, config: RerankerConfig, 
                   added: AddedTime) -> Any:
     """The reranker's best ``len(stock)`` of the pool (A0's answer first), or on any failure ``stock``."""
     if len(pool) < 2:
-        Accounting().pool(len(pool), len(stock))
+        stats_recorder().pool(len(pool), len(stock))
         return stock
     try:  # returns by the deadline plus the one backstop grace (service.runtime), whatever the server does
         outcome = await rerank_pool(call.query, pool, limit=len(stock), config=config, deadline=added.deadline)
@@ -120,7 +120,7 @@ async def _choose(scope: RecallScope, call: SearchCall, config: RerankerConfig, 
 
 def _fallback(scope: RecallScope, reason: str, candidates: int, returned: int, added: AddedTime,
               message: str) -> None:
-    Accounting().fell_back(reason, message)
+    stats_recorder().fell_back(reason, message)
     recall_log.write(scope.agent, recall_log.fallback_line(reason, scope.source, candidates, returned,
                                                            added.spent_s()))
 
@@ -128,5 +128,5 @@ def _fallback(scope: RecallScope, reason: str, candidates: int, returned: int, a
 def _note_bad_settings(scope: RecallScope, exc: ConfigError) -> None:
     """Name the bad keys (not their values) in the agent's log and count a fallback."""
     keys = ", ".join(sorted({problem.split(":", 1)[0] for problem in exc.problems}))
-    Accounting().fell_back("config", f"invalid settings: {keys}")
+    stats_recorder().fell_back("config", f"invalid settings: {keys}")
     recall_log.write(scope.agent, f"Reranker skipped, recall runs stock: invalid settings ({keys})")

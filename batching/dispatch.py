@@ -33,7 +33,7 @@ from .verdicts import RetryKind, health_of, retry_kind
 
 
 class DispatchEvents(Protocol):
-    """What the dispatch step reports, to be counted (``service.accounting`` records it)."""
+    """What the dispatch step reports, to be counted (``core.statistics.StatsRecorder`` records it)."""
 
     def on_request(self, pairs: int) -> None: ...
 

@@ -1,8 +1,10 @@
 """Counters for status: one thread-safe recorder, read as a frozen snapshot.
 
-The recorder is written from the owner loop (requests, pairs, latency, fallbacks) and from A0's
-threads (shadow-mode order changes), so every write takes a lock. The UI, the status tool and the
-CLI all read ``snapshot()`` and nothing else.
+Each thing is counted where it happens: a rerank's outcome by its caller, the one that returns it
+(``service.runtime``), so the counters agree with what callers got; a request's events by the dispatch
+step on the owner loop, where requests are made (the recorder is its ``DispatchEvents``); a pool and
+its shadow comparison by the recall path. Writers are on several threads, so every write takes the
+lock. The UI, the status tool and the CLI all read ``snapshot()`` and nothing else.
 """
 
 from __future__ import annotations
@@ -105,12 +107,14 @@ class StatsRecorder:
             self._rates = RecentRates()
             self._queue_waits: deque[float] = deque(maxlen=LATENCY_WINDOW)
 
+    # --- reranks: counted by their caller, the one that returns the outcome (any thread) ----------
+
     def rerank_started(self) -> None:
         with self._lock:
             self._reranks += 1
             self._rates.add("offered", self._clock())
 
-    def rerank_succeeded(self, latency_s: float, api: str, retried: bool = False) -> None:
+    def reranked(self, latency_s: float, api: str, *, retried: bool = False) -> None:
         with self._lock:
             self._reranked += 1
             self._rates.add("reranked", self._clock())
@@ -119,41 +123,8 @@ class StatsRecorder:
             if retried:
                 self._events["reranked_after_retry"] += 1
 
-    def rerank_cancelled(self) -> None:
-        """The caller went away (cancelled) before the rerank finished: neither reranked nor a fallback."""
-        self._count("cancelled")
-
-    def retried(self, cause: str) -> None:
-        """A request was sent again: after an error, after a 429, or on a fresh connection (stale)."""
-        self._count("stale_connection_retries" if cause == "stale_connection" else "retries")
-
-    def rate_limit_wait(self) -> None:
-        self._count("rate_limit_waits")
-
-    def hedged(self) -> None:
-        self._count("hedges")
-
-    def failed_over(self) -> None:
-        """A request went on to another replica after its replica failed or could not take it."""
-        self._count("failovers")
-
-    def retry_budget_exhausted(self) -> None:
-        self._count("retry_budget_exhausted")
-
-    def detected(self) -> None:
-        """A route was detected (not found in the cache): a server's identifying GETs and probes ran."""
-        self._count("detections")
-
-    def _count(self, event: str) -> None:
-        with self._lock:
-            self._events[event] += 1
-
-    def queue_waited(self, seconds: float) -> None:
-        """A recall waited this long in the queue before the first request carrying it went out."""
-        with self._lock:
-            self._queue_waits.append(seconds * 1000.0)
-
-    def fallback(self, reason: str, message: str = "") -> None:
+    def fell_back(self, reason: str, message: str = "") -> None:
+        """A call kept its stock order, for ``reason`` (``message`` is already masked)."""
         with self._lock:
             self._fallbacks[reason] += 1
             if reason in SHED_REASONS:
@@ -161,18 +132,60 @@ class StatsRecorder:
             if message:
                 self._last_error = message
 
-    def request_sent(self, pairs: int) -> None:
+    def rerank_cancelled(self) -> None:
+        """The caller went away (cancelled) before the rerank finished: neither reranked nor a fallback."""
+        self._count("cancelled")
+
+    # --- requests: counted by the dispatch step where they are made (the owner loop) ------------
+
+    def on_request(self, pairs: int) -> None:
         with self._lock:
             self._requests += 1
             self._pairs += pairs
 
-    def shadow_compared(self, kept_fraction: float, displacement: float) -> None:
+    def on_retry(self, cause: str) -> None:
+        """A request was sent again: after an error, after a 429, or on a fresh connection (stale)."""
+        self._count("stale_connection_retries" if cause == "stale_connection" else "retries")
+
+    def on_stale_resend(self) -> None:
+        """The transport sent a request again on a fresh connection (any request: scoring or detection)."""
+        self._count("stale_connection_retries")
+
+    def on_rate_limit_wait(self) -> None:
+        self._count("rate_limit_waits")
+
+    def on_hedge(self) -> None:
+        self._count("hedges")
+
+    def on_failover(self) -> None:
+        """A request went on to another replica after its replica failed or could not take it."""
+        self._count("failovers")
+
+    def on_budget_spent(self) -> None:
+        self._count("retry_budget_exhausted")
+
+    def on_detection(self) -> None:
+        """A route was detected (not found in the cache): a server's identifying GETs and probes ran."""
+        self._count("detections")
+
+    def on_queue_wait(self, seconds: float) -> None:
+        """A recall waited this long in the queue before the first request carrying it went out."""
+        with self._lock:
+            self._queue_waits.append(seconds * 1000.0)
+
+    def _count(self, event: str) -> None:
+        with self._lock:
+            self._events[event] += 1
+
+    # --- recalls: counted by the recall path (A0's threads) --------------------------------------
+
+    def shadow(self, kept_fraction: float, displacement: float) -> None:
         with self._lock:
             self._shadow += 1
             self._shadow_kept += kept_fraction
             self._shadow_displacement += displacement
 
-    def pool_seen(self, size: int, returned: int, rescued: int = 0, floor_dropped: int = 0) -> None:
+    def pool(self, size: int, returned: int, rescued: int = 0, floor_dropped: int = 0) -> None:
         """One recall's pool: its ``size``, how many the recall returns, and what reranking changed."""
         with self._lock:
             self._pools += 1

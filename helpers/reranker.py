@@ -27,8 +27,7 @@ from ..core.config import RerankerConfig
 from ..core.errors import ConfigError
 from ..core.scores import on_probability_scale
 from ..service import runtime
-from ..service.accounting import Accounting
-from ..service.reranker_service import RerankResult
+from ..service.reranker_service import RerankResult, stats_recorder
 
 __all__ = ["rerank", "rerank_async"]
 
@@ -47,7 +46,7 @@ def _config_or_none(config: Config, scale: Any) -> RerankerConfig | None:
         return resolve_config(config)
     except ConfigError as exc:
         log.warning("a0_reranker: settings are invalid, not reranking: %s", exc)
-        Accounting().fell_back("config", str(exc))
+        stats_recorder().fell_back("config", str(exc))
     except Exception:
         log.exception("a0_reranker: could not read the settings, not reranking")
     return None

@@ -21,8 +21,7 @@ from ..core.config import RerankerConfig
 from ..core.ranking import OrderChange, order_change
 from ..core.scores import normalize
 from . import runtime
-from .accounting import Accounting
-from .reranker_service import RerankResult
+from .reranker_service import RerankResult, stats_recorder
 
 D = TypeVar("D")
 
@@ -88,7 +87,7 @@ async def rerank_pool(
                            api=api, change=change, ranking=ranking, relevance=relevance, retries=result.retries,
                            failover_to=result.failover_to)
     if not config.apply:
-        Accounting().shadow(change.kept / change.limit if change.limit else 1.0, change.mean_displacement)
+        stats_recorder().shadow(change.kept / change.limit if change.limit else 1.0, change.mean_displacement)
         return _counted(scored)
     return _counted(_choose(scored, pool, result, limit, config.min_score))
 
@@ -110,5 +109,5 @@ def _choose(scored: RecallOutcome[D], pool: Sequence[D], result: RerankResult, l
 def _counted(outcome: RecallOutcome[D]) -> RecallOutcome[D]:
     """Record the pool behind ``outcome`` (how many the stock answer has is what a recall returns)."""
     returned = outcome.floor_dropped + len(outcome.documents)
-    Accounting().pool(outcome.candidates, returned, outcome.rescued, outcome.floor_dropped)
+    stats_recorder().pool(outcome.candidates, returned, outcome.rescued, outcome.floor_dropped)
     return outcome

@@ -29,13 +29,21 @@ from ..core.ranking import cut_head, ranked, tighter_limits
 from ..core.redaction import shown
 from ..core.scores import PROBABILITY, ScoreScale, normalize, shared_scale
 from ..core.statistics import RerankerStatistics, StatsRecorder
-from .accounting import Accounting
+from ..process.registry import Slot
 from .detection import Route, probe_endpoint, tls_of
 from .endpoints import Binding, Endpoint, EndpointRegistry, Members
 from .routes import RouteBook
 from .transport import HttpTransport
 
 log = logging.getLogger("a0_reranker")
+
+_STATS: Final = Slot("stats", StatsRecorder)
+
+
+def stats_recorder() -> StatsRecorder:
+    """The process's counters: they outlive a restarted owner loop. Everyone counts what happens where it
+    happens (``core.statistics``); the status tool, the panel and the CLI read its snapshot."""
+    return _STATS.get()
 TIMEOUT_MESSAGE: Final = "no answer before rerank_timeout"
 
 Ranking = list[tuple[int, float]]
@@ -60,10 +68,9 @@ class RerankService:
     def __init__(self, stats: StatsRecorder, transport: HttpTransport | None = None, *,
                  clock: Callable[[], float] = clock.now) -> None:
         self._stats = stats
-        self._account = Accounting(stats)
-        self._transport = transport or HttpTransport(on_stale_resend=self._account.on_stale_resend)
-        self._routes = RouteBook(self._transport, on_detection=self._account.on_detection)
-        self._registry = EndpointRegistry(self._account, clock=clock, on_open=self._routes.forget_endpoint)
+        self._transport = transport or HttpTransport(on_stale_resend=stats.on_stale_resend)
+        self._routes = RouteBook(self._transport, on_detection=stats.on_detection)
+        self._registry = EndpointRegistry(stats, clock=clock, on_open=self._routes.forget_endpoint)
 
     async def rerank(self, query: str, documents: Sequence[str], config: RerankerConfig, deadline: float
                      ) -> RerankResult:

@@ -24,8 +24,7 @@ from ..core.probe_report import ProbeReport
 from ..core.statistics import RerankerStatistics
 from ..process.owner_loop import OwnerLoop
 from ..process.registry import Slot
-from . import accounting
-from .reranker_service import TIMEOUT_MESSAGE, Ranking, RerankResult, RerankService
+from .reranker_service import TIMEOUT_MESSAGE, Ranking, RerankResult, RerankService, stats_recorder
 
 log = logging.getLogger("a0_reranker")
 T = TypeVar("T")
@@ -49,7 +48,6 @@ def _start(clock: Callable[[], float] = clock.now) -> Runtime:
 
 
 _RUNTIME: Final = Slot("runtime", _start)
-stats_recorder = accounting.recorder  # the process's counters: read them, reset them in tests
 
 
 def runtime() -> Runtime:
@@ -161,7 +159,7 @@ class _Handover(Generic[T]):
 
 
 def _started() -> float:
-    accounting.Accounting().started()
+    stats_recorder().rerank_started()
     return clock.now()
 
 
@@ -169,9 +167,10 @@ def _settled(result: RerankResult, started: float = 0.0) -> RerankResult:
     """Count the outcome the caller returns, where it returns it: the one place an outcome is counted, so
     the counters agree with what callers got however late an owner loop on a busy machine answers."""
     if result.ranking is None:
-        accounting.Accounting().fell_back(result.reason, result.message)
+        stats_recorder().fell_back(result.reason, result.message)
+        log.debug("a0_reranker: fallback to the stock order (%s): %s", result.reason, result.message)
     else:
-        accounting.Accounting().reranked(clock.now() - started, result.api, retried=result.retries > 0)
+        stats_recorder().reranked(clock.now() - started, result.api, retried=result.retries > 0)
     return result
 
 
@@ -188,7 +187,7 @@ async def rerank_result_async(query: str, documents: Sequence[str], *, config: R
     try:
         return _settled(await _rerank_from_any_loop(query, list(documents), config, deadline), started)
     except asyncio.CancelledError:
-        accounting.Accounting().cancelled()
+        stats_recorder().rerank_cancelled()
         raise
 
 

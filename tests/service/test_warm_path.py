@@ -17,7 +17,6 @@ from usr.plugins.a0_reranker.batching.limiter import EndpointLimiter
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.core.statistics import StatsRecorder
 from usr.plugins.a0_reranker.service import runtime
-from usr.plugins.a0_reranker.service.accounting import Accounting
 from usr.plugins.a0_reranker.service.endpoints import Binding, EndpointRegistry, Members, breaker_policy
 
 pytestmark = pytest.mark.anyio
@@ -46,7 +45,7 @@ def state() -> EndpointState:
 
 
 async def test_a_group_is_built_again_only_when_what_it_is_bound_to_changes() -> None:
-    registry = EndpointRegistry(Accounting(StatsRecorder()))
+    registry = EndpointRegistry(StatsRecorder())
     built: list[Binding] = []
     config, route, first = RerankerConfig(endpoint="http://h:1"), object(), state()
 

@@ -20,7 +20,6 @@ from usr.plugins.a0_reranker.batching.retry_budget import RetryBudget
 from usr.plugins.a0_reranker.core.dialects import ScoreBatch
 from usr.plugins.a0_reranker.core.errors import DeadlineExceeded, MalformedAnswer, QueueFull, RerankError, ServerError
 from usr.plugins.a0_reranker.core.statistics import StatsRecorder
-from usr.plugins.a0_reranker.service.accounting import Accounting
 
 pytestmark = pytest.mark.anyio
 
@@ -67,7 +66,7 @@ def make_batcher(server: Server, *, mixes: bool = True, cap: int = 4, max_pairs:
     """A batcher whose requests are never retried, so each test sees exactly one attempt per request."""
     state = EndpointState(EndpointLimiter(cap), breaker or CircuitBreaker(BreakerPolicy(cooldown=60)))
     replicas = ReplicaSet([Replica("http://server", state, server.send)], budget=RetryBudget())
-    dispatch = Dispatch(replicas, Accounting(StatsRecorder()), DispatchPolicy(max_retries=0, stale_retries=0))
+    dispatch = Dispatch(replicas, StatsRecorder(), DispatchPolicy(max_retries=0, stale_retries=0))
     return MicroBatcher(dispatch, mixes_queries=mixes, max_pairs=max_pairs, window=window,
                         max_queued_pairs=max_queued)
 
@@ -258,7 +257,7 @@ async def test_a_request_held_back_earns_no_retry_budget() -> None:
     state = EndpointState(EndpointLimiter(4), breaker)
     budget = RetryBudget(ratio=1.0, reserve=0)
     dispatch = Dispatch(ReplicaSet([Replica("http://server", state, server.send)], budget=budget),
-                        Accounting(StatsRecorder()), DispatchPolicy(max_retries=0))
+                        StatsRecorder(), DispatchPolicy(max_retries=0))
     batcher = MicroBatcher(dispatch, mixes_queries=True, max_pairs=100, window=0.01, max_queued_pairs=1000)
     for n in range(5):
         with pytest.raises(RerankError):

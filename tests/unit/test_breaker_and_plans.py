@@ -152,10 +152,9 @@ def test_the_registry_forgets_healthy_endpoints_before_one_that_is_down_and_keep
     go; the bound holds all the same, also when every endpoint kept is down."""
     from usr.plugins.a0_reranker.core.config import RerankerConfig
     from usr.plugins.a0_reranker.core.statistics import StatsRecorder
-    from usr.plugins.a0_reranker.service.accounting import Accounting
     from usr.plugins.a0_reranker.service.endpoints import EndpointRegistry
 
-    registry = EndpointRegistry(Accounting(StatsRecorder()), max_endpoints=2)
+    registry = EndpointRegistry(StatsRecorder(), max_endpoints=2)
     config = RerankerConfig(endpoint="http://h:1", breaker_failures=1)
     down = registry.endpoint(config, "http://down:1")
     fail(down.state.breaker)

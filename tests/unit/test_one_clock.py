@@ -25,7 +25,6 @@ from usr.plugins.a0_reranker.core import deadline as clock
 from usr.plugins.a0_reranker.core.dialects import ScoreBatch
 from usr.plugins.a0_reranker.core.errors import BreakerOpen, RateLimited, ServerError, TransportError
 from usr.plugins.a0_reranker.core.statistics import StatsRecorder
-from usr.plugins.a0_reranker.service.accounting import Accounting
 
 HOUR = 3600.0
 
@@ -53,7 +52,7 @@ class ScriptedServer:
 def batcher(*servers: ScriptedServer, policy: DispatchPolicy, cooldown: float = 15.0) -> MicroBatcher:
     replicas = [Replica(s.name, EndpointState(EndpointLimiter(4), CircuitBreaker(BreakerPolicy(cooldown=cooldown))),
                         s.send) for s in servers]
-    dispatch = Dispatch(ReplicaSet(replicas, budget=RetryBudget()), Accounting(StatsRecorder()), policy)
+    dispatch = Dispatch(ReplicaSet(replicas, budget=RetryBudget()), StatsRecorder(), policy)
     return MicroBatcher(dispatch, mixes_queries=True, max_pairs=64, window=0.0, max_queued_pairs=1000)
 
 

@@ -165,12 +165,12 @@ def test_the_snapshot_shows_shed_recalls_goodput_and_queue_waits() -> None:
     stats = StatsRecorder(clock=lambda: clock[0])
     for _ in range(4):
         stats.rerank_started()
-    stats.rerank_succeeded(0.1, "rerank")
-    stats.fallback("overload", "the reranker is overloaded")
-    stats.fallback("queue_full")
-    stats.fallback("timeout")
+    stats.reranked(0.1, "rerank")
+    stats.fell_back("overload", "the reranker is overloaded")
+    stats.fell_back("queue_full")
+    stats.fell_back("timeout")
     for ms in (10, 20, 30, 400):
-        stats.queue_waited(ms / 1000)
+        stats.on_queue_wait(ms / 1000)
     clock[0] += 2.0
     snapshot = stats.snapshot()
     assert snapshot.shed == 2 and snapshot.as_dict()["shed"] == 2

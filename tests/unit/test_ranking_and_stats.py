@@ -40,16 +40,16 @@ def test_statistics_snapshot_and_percentiles_under_threads() -> None:
     def work() -> None:
         for i in range(100):
             recorder.rerank_started()
-            recorder.rerank_succeeded((i + 1) / 1000, "rerank")
-            recorder.request_sent(4)
+            recorder.reranked((i + 1) / 1000, "rerank")
+            recorder.on_request(4)
 
     threads = [threading.Thread(target=work) for _ in range(4)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    recorder.fallback("timeout", "slow")
-    recorder.shadow_compared(0.6, 1.5)
+    recorder.fell_back("timeout", "slow")
+    recorder.shadow(0.6, 1.5)
     snap = recorder.snapshot(breakers={"http://h": "open"}, queued_pairs=3)
     assert (snap.reranks, snap.reranked, snap.http_requests, snap.pairs_scored) == (400, 400, 400, 1600)
     assert snap.mean_pairs_per_request == 4

@@ -86,9 +86,9 @@ def test_pool_counters() -> None:
     recorder = StatsRecorder()
     assert recorder.snapshot().pool.as_dict() == {"recalls": 0, "mean_size": None, "starved_fraction": None,
                                                   "rescued": 0, "floor_dropped": 0}
-    recorder.pool_seen(20, 6, rescued=3, floor_dropped=1)
-    recorder.pool_seen(6, 6)  # nothing to choose
-    recorder.pool_seen(4, 5)  # fewer than returned: nothing to choose either
+    recorder.pool(20, 6, rescued=3, floor_dropped=1)
+    recorder.pool(6, 6)  # nothing to choose
+    recorder.pool(4, 5)  # fewer than returned: nothing to choose either
     pool = recorder.snapshot().pool
     assert (pool.recalls, pool.mean_size, pool.rescued, pool.floor_dropped) == (3, 10.0, 3, 1)
     assert pool.starved_fraction == pytest.approx(2 / 3)
