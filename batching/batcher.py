@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from ..core import deadline as clock
 from ..core.config import BATCH_WINDOW_SHARE
 from ..core.errors import DeadlineExceeded, Overloaded, QueueFull, RerankError
-from . import shedding
+from . import overload
 from .dispatch import Dispatch
 from .endpoint_state import PIPELINE_DEPTH
 from .jobs import Job
@@ -134,10 +134,10 @@ class MicroBatcher:
 
     def _admit(self, pairs: int, deadline: float, now: float) -> None:
         """Shed a recall that the servers, at the rate they are observed to serve, cannot answer before
-        its deadline behind what is queued and in flight (see ``shedding``)."""
+        its deadline behind what is queued and in flight (see ``overload``)."""
         wait = self._slots.expected_wait(self._queue.pairs, pairs, now)
-        if not shedding.admits(wait, deadline - now):
-            raise Overloaded(shedding.overload_message(wait or 0.0, deadline - now))
+        if not overload.admits(wait, deadline - now):
+            raise Overloaded(overload.shed_message(wait or 0.0, deadline - now))
 
     def _expire(self, job: Job) -> None:
         job.fail(DeadlineExceeded("no answer before the deadline"))
@@ -215,8 +215,8 @@ class MicroBatcher:
         now = clock.now()
         for job in self._queue.jobs:
             latency = replica.state.expected_latency(len(job.unsent), now)
-            if not shedding.worth_sending(latency, job.deadline - now):
-                job.fail(Overloaded(shedding.overload_message(latency or 0.0, job.deadline - now)))
+            if not overload.worth_sending(latency, job.deadline - now):
+                job.fail(Overloaded(overload.shed_message(latency or 0.0, job.deadline - now)))
                 self._finish(job, at_deadline=False)
 
     async def _wait_for_company(self, replica: Replica) -> None:
@@ -242,7 +242,7 @@ class MicroBatcher:
                                                  clock.now()) or 0.0
         return min(jobs[0].enqueued_at + self._window,
                    *(job.enqueued_at + BATCH_WINDOW_SHARE * (job.deadline - job.enqueued_at) for job in jobs),
-                   *(job.deadline - latency * shedding.SEND_MARGIN for job in jobs))
+                   *(job.deadline - latency * overload.SEND_MARGIN for job in jobs))
 
     # --- requests ----------------------------------------------------------------------------
 

@@ -18,8 +18,24 @@ and the permit, a context manager, reports its outcome exactly once: success on 
 error's verdict on an error, and on cancellation what ``on_cancel`` says (neutral: nothing held; down:
 the caller gave up at its deadline, the server was too slow). A timeout, by the transport or at the
 caller's deadline, reports ``timeout_health``: down, unless the attempt was sent with too little time
-to be a fair test of the server (see ``shedding``). A permit from before the last change of state
+to be a fair test of the server (see ``overload``). A permit from before the last change of state
 reports into nothing. Used on the owner loop only.
+
+The verdicts (``health_of``, ``retry_kind``) say what one failed attempt says about the server's health
+and whether to send again.
+
+- ``down``: the server is not there or not answering (refused, reset, TLS, no answer in time, no
+  usable API at all). A few of these in a row open the breaker.
+- ``failure``: the server answered, badly (5xx, 4xx, an answer that breaks the protocol). Counted in
+  the breaker's failure rate.
+- ``neutral``: nothing about its health: a 429 (slow down), an input the model refuses, a stale pooled
+  connection, our own settings, a cancelled attempt.
+
+Retry kinds: ``now`` (a stale pooled connection: on to another replica at once; with none, the
+transport has already sent it once more on a fresh connection, or the retry budget said no),
+``backoff`` (connection errors and 502/503/504: jittered exponential backoff), ``retry_after`` (429)
+and ``never`` (other 4xx, malformed answers, an attempt that ran out of time, too-long input, which
+has its own path). Scoring is idempotent, so sending a request again is always safe.
 """
 
 from __future__ import annotations
@@ -29,13 +45,49 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Literal
+from typing import Final, Literal
 
 from ..core import deadline as clock
-from ..core.errors import BreakerOpen, DeadlineExceeded
-from .verdicts import Health, health_of
+from ..core.errors import (
+    BreakerOpen,
+    ConfigError,
+    DeadlineExceeded,
+    DetectionFailed,
+    InputTooLong,
+    RateLimited,
+    ServerError,
+    StaleConnection,
+    TransportError,
+)
 
 State = Literal["closed", "open", "half_open"]
+Health = Literal["success", "down", "failure", "neutral"]
+RetryKind = Literal["now", "backoff", "retry_after", "never"]
+
+RETRYABLE_STATUSES: Final = frozenset({502, 503, 504})
+
+
+def health_of(exc: BaseException) -> Health:
+    if isinstance(exc, StaleConnection | RateLimited | InputTooLong | ConfigError):
+        return "neutral"
+    if isinstance(exc, TransportError | DeadlineExceeded | DetectionFailed):
+        return "down"
+    return "failure"
+
+
+def retry_kind(exc: BaseException) -> RetryKind:
+    if isinstance(exc, StaleConnection):
+        return "now"  # to another replica at once; the transport already sent it again to this one, or not
+    if isinstance(exc, RateLimited):
+        return "retry_after"
+    if isinstance(exc, InputTooLong):
+        return "never"
+    if isinstance(exc, ServerError):
+        return "backoff" if exc.status in RETRYABLE_STATUSES else "never"
+    if isinstance(exc, TransportError):
+        return "backoff" if exc.retryable else "never"
+    return "never"
+
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -2,7 +2,7 @@
 
 Between the batcher and the transport. A request holds one concurrency slot of one replica at a time,
 and each attempt asks that replica's breaker for a permit, which always hears the outcome. A failed
-attempt is sent again when its error allows it (see ``verdicts``), the request's deadline leaves room
+attempt is sent again when its error allows it (see the breaker's verdicts), the request's deadline leaves room
 and the retry budget agrees: on another replica that can take it, at once; otherwise on the same one,
 connection errors and 502/503/504 after a jittered exponential backoff, a 429 after its
 Retry-After, which also holds every other request to that replica back until then. With hedging on,
@@ -23,13 +23,12 @@ from typing import Protocol
 from ..core import deadline as clock
 from ..core.dialects import ScoreBatch
 from ..core.errors import BreakerOpen, DeadlineExceeded, MalformedAnswer, RateLimited, RerankError
-from . import shedding
-from .breaker import Permit
+from . import overload
+from .breaker import Permit, RetryKind, health_of, retry_kind
 from .endpoint_state import EndpointState
 from .hedging import race
 from .limiter import Lease
 from .replicas import Replica, ReplicaSet
-from .verdicts import RetryKind, health_of, retry_kind
 
 
 class DispatchEvents(Protocol):
@@ -183,7 +182,7 @@ class Dispatch:
         batch = request.batch
         state = replica.state
         started = clock.now()
-        permit.timeout_health = shedding.timeout_health(state.expected_latency(len(batch), started, worst=True),
+        permit.timeout_health = overload.timeout_health(state.expected_latency(len(batch), started, worst=True),
                                                         request.deadline - started)
         self._events.on_request(len(batch))
         if not request.sent:  # the budget's share is of requests that went out, not of those held back
@@ -239,7 +238,7 @@ class Dispatch:
         else:
             delay = wait = self._backoff(request.retries)
         latency = replica.state.expected_latency(len(request.batch), now)
-        if not shedding.worth_sending(latency, request.deadline - now - wait) or not self._spend_budget():
+        if not overload.worth_sending(latency, request.deadline - now - wait) or not self._spend_budget():
             return None
         return delay
 

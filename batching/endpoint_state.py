@@ -1,7 +1,7 @@
 """Everything the dispatch step keeps per endpoint (one server: base URL and API key): its concurrency
 slots, breaker, the time before which a 429 asked us not to send, the load and speed the balancer
 reads (pairs in flight, seconds per pair as an exponentially weighted moving average), and the rate
-at which it serves pairs, which shedding and the breaker's fair-chance rule read (``service_rate``)."""
+at which it serves pairs, which shedding and the breaker's fair-chance rule read (``overload``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from ..core import deadline as clock
 from ..core.errors import RateLimited
 from .breaker import CircuitBreaker
 from .limiter import EndpointLimiter
-from .service_rate import ServiceRate
+from .overload import ServiceRate
 
 EWMA_WEIGHT: Final = 0.3  # of the newest answer: a replica that slows down is noticed within a few requests
 FAILURE_HALF_LIFE_S: Final = 5.0  # a replica's recent failures weigh half as much this much later

@@ -1,4 +1,5 @@
-"""A race between an attempt and its hedges: the first answer wins, the others are cancelled.
+"""Hedging: a race between an attempt and its duplicates, the first answer wins and the others are
+cancelled; and the window of recent answer times whose percentile sets the delay before a duplicate.
 
 One duplicate goes out after ``delay`` without an answer; when a duplicate fails while the first
 attempt is still out, the next one goes out at once, up to ``hedges`` in all. If every attempt fails,
@@ -8,9 +9,30 @@ the first attempt's error is the request's (so the retry rules see what the serv
 from __future__ import annotations
 
 import asyncio
+import math
+from collections import deque
 from collections.abc import Callable
+from typing import Final
 
 Attempt = asyncio.Task[list[float]]
+MIN_SAMPLES: Final = 20  # fewer answers than this say nothing reliable about the tail
+
+
+class LatencyWindow:
+    """The last ``size`` successful attempts' latencies of a replica set, in seconds."""
+
+    def __init__(self, size: int = 256) -> None:
+        self._samples: deque[float] = deque(maxlen=size)
+
+    def record(self, seconds: float) -> None:
+        self._samples.append(seconds)
+
+    def percentile(self, fraction: float) -> float | None:
+        """Nearest-rank percentile, or None while too few answers were seen."""
+        if len(self._samples) < MIN_SAMPLES:
+            return None
+        ordered = sorted(self._samples)
+        return ordered[min(len(ordered), max(1, math.ceil(fraction * len(ordered)))) - 1]
 
 
 async def race(first: Attempt, start_hedge: Callable[[], Attempt | None], *, delay: float, hedges: int

@@ -20,10 +20,10 @@ from typing import Final
 
 from ..core.dialects import ScoreBatch
 from .endpoint_state import EndpointState
-from .latency import LatencyWindow
+from .hedging import LatencyWindow
 from .limiter import Lease
+from .overload import ServiceCost
 from .retry_budget import RetryBudget
-from .service_rate import ServiceCost
 
 MIN_SECONDS_PER_PAIR: Final = 1e-6  # a rate from answers that came all at once is not infinite
 
@@ -109,7 +109,7 @@ class ReplicaSet:
 
     def expected_wait(self, queued_pairs: int, pairs: int, now: float) -> float | None:
         """How long a recall of ``pairs`` pairs queued behind ``queued_pairs`` should take to be answered:
-        the queue at the pace the ready members serve together (``service_rate``), then its own request
+        the queue at the pace the ready members serve together (``overload``), then its own request
         at the member that would answer it soonest. None when nothing is queued or in flight (a lone
         recall is always sent, which is also how an old estimate is renewed) or no member answered yet."""
         members = self.ready()

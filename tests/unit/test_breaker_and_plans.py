@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreaker
+from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreaker, Health
 from usr.plugins.a0_reranker.batching.jobs import Job
 from usr.plugins.a0_reranker.batching.plans import PendingQueue
-from usr.plugins.a0_reranker.batching.verdicts import Health
 
 
 class Clock:

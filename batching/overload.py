@@ -1,5 +1,6 @@
-"""How fast a server gets through the pairs we send it, as seen from here: what shedding is judged by,
-and how a burst is shared out over replicas.
+"""Overload: how fast each server gets through the pairs we send it, and the rules that shed at once
+what the servers cannot answer in time, send nothing nobody can wait for, and hold a timeout against
+a server only when it had a fair chance.
 
 Each answer adds its pairs and its service interval: the time from when it was sent, or from the
 previous answer if that came later, to its own answer. While our requests queue at the server (one
@@ -18,12 +19,30 @@ may wait, the faster of the two counts (a recall the server turns out too slow f
 before it is sent); judging a timeout, the slower (the server gets the benefit of the doubt). Without
 answers the figures fade toward fast (half as slow every ``FADE_HALF_LIFE_S``), so that one slow spell
 cannot keep every recall away for ever.
+
+A healthy server asked for more than it can serve is the normal case under multi-agent load, not a
+fault. Three rules, each on these estimates and what is queued and in flight:
+
+- **Admission.** A recall whose answer is expected later than its deadline (the work ahead of it and
+  its own, at the rate the ready servers serve) gets its stock result now, as ``overload``, instead
+  of at its deadline. The queue is first in, first out: an admitted recall keeps its place, so the
+  estimate it was admitted on holds (measured against last in, first out in docs/overload.md).
+- **Sending.** A queued recall whose deadline no longer leaves a request's expected latency (at the
+  server it would go to, behind what is in flight there) is shed before it is sent: GPU time spent on
+  an answer nobody reads is taken from a recall that could have used it.
+- **Fair chance.** A request that timed out counts against the server (``down``, toward opening its
+  breaker) only when it was sent with at least ``FAIR_CHANCE`` times its expected latency left; a
+  request sent with less says more about our queue than about the server, and is ``neutral``.
+  Before the first answer nothing is expected, so a server that never answers opens the breaker as
+  fast as ever.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Final
+
+from .breaker import Health
 
 DECAY: Final = 0.8  # the weight an answer keeps when the next one comes: about the last five count
 LONG_DECAY: Final = 0.97  # the same for the longer view: about the last thirty
@@ -91,3 +110,32 @@ class ServiceRate:
 
     def _fade(self, now: float) -> float:
         return 0.5 ** (max(0.0, now - self._last_answer) / FADE_HALF_LIFE_S)
+
+ADMIT_MARGIN: Final = 1.05  # the expected wait, stretched by this, must fit in the time left ...
+ADMIT_SLACK_S: Final = 0.01  # ... with this to spare for the answer's way back to the caller
+SEND_MARGIN: Final = 1.1  # a request is sent for a recall only with this much of its expected latency left
+SEND_SLACK_S: Final = 0.005
+FAIR_CHANCE: Final = 2.0
+
+
+def admits(expected_wait: float | None, remaining: float) -> bool:
+    """Whether a recall expected to be answered after ``expected_wait`` seconds (None: no estimate yet,
+    or nothing ahead of it) fits in the ``remaining`` seconds before its deadline."""
+    return expected_wait is None or expected_wait * ADMIT_MARGIN + ADMIT_SLACK_S <= remaining
+
+
+def worth_sending(expected_latency: float | None, remaining: float) -> bool:
+    """Whether a request expected to take ``expected_latency`` can still be answered in ``remaining``."""
+    return expected_latency is None or expected_latency * SEND_MARGIN + SEND_SLACK_S <= remaining
+
+
+def timeout_health(expected_latency: float | None, remaining: float) -> Health:
+    """What a timeout of a request sent with ``remaining`` seconds left says about the server."""
+    if expected_latency is None or remaining >= FAIR_CHANCE * expected_latency:
+        return "down"
+    return "neutral"
+
+
+def shed_message(expected_wait: float, remaining: float) -> str:
+    return (f"the reranker is overloaded: this recall would wait about {expected_wait:.2f} s for an answer "
+            f"and had {max(remaining, 0.0):.2f} s left")
