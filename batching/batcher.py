@@ -31,9 +31,8 @@ from ..core.errors import DeadlineExceeded, Overloaded, QueueFull, RerankError
 from . import overload
 from .dispatch import Dispatch
 from .endpoint_state import PIPELINE_DEPTH
-from .jobs import Job
 from .limiter import Lease
-from .plans import PendingQueue, Plan
+from .queue import Job, PendingQueue, Plan
 from .replicas import Replica, balanced_shares
 
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreaker, Health
-from usr.plugins.a0_reranker.batching.jobs import Job
-from usr.plugins.a0_reranker.batching.plans import PendingQueue
+from usr.plugins.a0_reranker.batching.queue import Job, PendingQueue
 
 
 class Clock:

@@ -10,9 +10,8 @@ import pytest
 
 from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreaker
 from usr.plugins.a0_reranker.batching.endpoint_state import WARM_UP_ANSWERS, EndpointState
-from usr.plugins.a0_reranker.batching.jobs import Job
 from usr.plugins.a0_reranker.batching.limiter import EndpointLimiter
-from usr.plugins.a0_reranker.batching.plans import PendingQueue
+from usr.plugins.a0_reranker.batching.queue import Job, PendingQueue
 from usr.plugins.a0_reranker.batching.replicas import Replica, ReplicaSet
 from usr.plugins.a0_reranker.batching.retry_budget import RetryBudget
 from usr.plugins.a0_reranker.core.dialects import ScoreBatch
