@@ -1,4 +1,6 @@
-"""One relevance scale for every server: probabilities in [0, 1], so one ``rerank_min_score`` means the
+"""Scores and the rankings made of them: pure functions the service and the A0 layer share.
+
+One relevance scale for every server: probabilities in [0, 1], so one ``rerank_min_score`` means the
 same on each.
 
 A dialect declares what its server returns. Most return probabilities already (a sigmoid of the
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Final, Literal
 
 ScoreScale = Literal["probability", "logit", "raw"]
@@ -62,3 +65,46 @@ def sigmoid(x: float) -> float:
 
 def _all_in_unit_range(scores: Sequence[float]) -> bool:
     return all(0.0 <= s <= 1.0 for s in scores)
+
+
+# One retry after "input too long" uses cuts that fit a 512-token cross-encoder with room to spare.
+RETRY_QUERY_CHARS: Final = 500
+RETRY_DOC_CHARS: Final = 1200
+
+
+def ranked(scores: Sequence[float]) -> list[tuple[int, float]]:
+    """``(original_index, score)`` best-first; equal scores keep their original order."""
+    return sorted(enumerate(scores), key=lambda item: (-item[1], item[0]))
+
+
+def cut_head(text: str, max_chars: int) -> str:
+    """Keep the first ``max_chars`` characters: A0 puts the user's message at the head of the query."""
+    return text if len(text) <= max_chars else text[:max_chars]
+
+
+def tighter_limits(max_query_chars: int, max_doc_chars: int) -> tuple[int, int]:
+    """The cuts of the one retry after a server said the input is too long."""
+    return min(max_query_chars, RETRY_QUERY_CHARS), min(max_doc_chars, RETRY_DOC_CHARS)
+
+
+@dataclass(frozen=True)
+class OrderChange:
+    """How reranking changed the top of a recall: what shadow mode reports."""
+
+    limit: int
+    kept: int  # memories in both the stock and the reranked top-``limit``
+    mean_displacement: float  # mean |stock position - reranked position| over the reranked top-``limit``
+
+    @property
+    def replaced(self) -> int:
+        return self.limit - self.kept
+
+
+def order_change(reranked_indices: Sequence[int], limit: int) -> OrderChange:
+    """Compare the reranked order (indices into the stock order) with the stock order, over ``limit``."""
+    top = list(reranked_indices[:limit])
+    if not top:
+        return OrderChange(limit=0, kept=0, mean_displacement=0.0)
+    kept = sum(1 for index in top if index < limit)
+    displacement = sum(abs(index - position) for position, index in enumerate(top)) / len(top)
+    return OrderChange(limit=len(top), kept=kept, mean_displacement=displacement)

@@ -17,9 +17,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
 from . import deadline as clock
-from .detail_statistics import LoadStatistics, PoolStatistics, ReplicaStatistics, json_ready
+from .detail_statistics import LoadStatistics, PoolStatistics, RecentRates, ReplicaStatistics, json_ready
 from .errors import Overloaded, QueueFull
-from .recent_rates import RecentRates
 
 LATENCY_WINDOW: Final = 2048  # recent reranks (and queue waits) kept for the percentiles
 SHED_REASONS: Final = frozenset({Overloaded.reason, QueueFull.reason})  # recalls turned away at once

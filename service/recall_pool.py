@@ -18,8 +18,7 @@ from typing import Any, Generic, TypeVar
 
 from ..core import deadline as clock
 from ..core.config import RerankerConfig
-from ..core.ranking import OrderChange, order_change
-from ..core.scores import normalize
+from ..core.scores import OrderChange, normalize, order_change
 from . import runtime
 from .reranker_service import RerankResult, stats_recorder
 

@@ -25,9 +25,8 @@ from ..core.config import RerankerConfig
 from ..core.dialects import ScoreBatch
 from ..core.errors import BreakerOpen, InputTooLong, RateLimited, RerankError, ServerError
 from ..core.probe_report import ProbeReport
-from ..core.ranking import cut_head, ranked, tighter_limits
 from ..core.redaction import shown
-from ..core.scores import PROBABILITY, ScoreScale, normalize, shared_scale
+from ..core.scores import PROBABILITY, ScoreScale, cut_head, normalize, ranked, shared_scale, tighter_limits
 from ..core.statistics import RerankerStatistics, StatsRecorder
 from ..process.registry import Slot
 from .detection import Route, probe_endpoint, tls_of

@@ -13,9 +13,9 @@ from usr.plugins.a0_reranker.batching.limiter import EndpointLimiter
 from usr.plugins.a0_reranker.batching.overload import FADE_HALF_LIFE_S, ServiceRate
 from usr.plugins.a0_reranker.batching.replicas import Replica, ReplicaSet, balanced_shares
 from usr.plugins.a0_reranker.batching.retry_budget import RetryBudget
+from usr.plugins.a0_reranker.core.detail_statistics import RecentRates
 from usr.plugins.a0_reranker.core.dialects import ScoreBatch
 from usr.plugins.a0_reranker.core.errors import DeadlineExceeded
-from usr.plugins.a0_reranker.core.recent_rates import RecentRates
 from usr.plugins.a0_reranker.core.statistics import StatsRecorder
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import threading
 
-from usr.plugins.a0_reranker.core.ranking import cut_head, order_change, ranked, tighter_limits
 from usr.plugins.a0_reranker.core.redaction import redact
+from usr.plugins.a0_reranker.core.scores import cut_head, order_change, ranked, tighter_limits
 from usr.plugins.a0_reranker.core.statistics import StatsRecorder
 
 
