@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeGuard
 from urllib.parse import urlsplit
 
-from .answer_boundary import read_answer
 from .dialects import Dialect
 from .dialects import catalog as cat
+from .dialects.wire import read_answer
 from .errors import DetectionFailed, MalformedAnswer
 from .scores import RAW, normalize
 

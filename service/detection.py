@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 from ..core import deadline as clock
 from ..core import detection as det
-from ..core.answer_boundary import read_answer
 from ..core.config import RerankerConfig
 from ..core.dialects import Dialect, ScoreBatch, WireRequest
+from ..core.dialects.wire import read_answer
 from ..core.errors import (
     ConfigError,
     DeadlineExceeded,

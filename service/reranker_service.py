@@ -20,9 +20,9 @@ from typing import Final
 from ..batching.batcher import MicroBatcher, Scored
 from ..batching.replicas import Replica
 from ..core import deadline as clock
-from ..core.answer_boundary import read_answer
 from ..core.config import RerankerConfig
 from ..core.dialects import ScoreBatch
+from ..core.dialects.wire import read_answer
 from ..core.errors import BreakerOpen, InputTooLong, RateLimited, RerankError, ServerError
 from ..core.probe_report import ProbeReport
 from ..core.redaction import shown

@@ -17,11 +17,10 @@ import re
 import time
 from typing import Any, Final
 
-from ..answer_boundary import read_answer, read_json
 from ..errors import InputTooLong, MalformedAnswer, RateLimited, ServerError
 from ..redaction import ELLIPSES
 from ..retry_after import parse_retry_after
-from .wire import WireAnswer
+from .wire import WireAnswer, read_answer, read_json
 
 MAX_MESSAGE_CHARS: Final = 2000  # what is kept of the server's words, before masking shortens them for display
 
