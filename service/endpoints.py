@@ -27,8 +27,7 @@ from ..batching.breaker import BreakerPolicy, CircuitBreaker
 from ..batching.dispatch import Dispatch, DispatchEvents, DispatchPolicy
 from ..batching.endpoint_state import EndpointState
 from ..batching.limiter import EndpointLimiter
-from ..batching.replicas import Replica, ReplicaSet
-from ..batching.retry_budget import RetryBudget
+from ..batching.replicas import Replica, ReplicaSet, RetryBudget
 from ..core import deadline as clock
 from ..core.config import RerankerConfig
 from ..core.detail_statistics import ReplicaStatistics

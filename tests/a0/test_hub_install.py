@@ -136,8 +136,8 @@ async def test_an_update_in_place_runs_the_new_code_without_a_restart(a0_root: P
         old_runtime = plugin_module("service.runtime").running()
         assert old_runtime is not None
 
-        recall_log = upstream / "a0_hooks" / "recall_log.py"  # release N+1: the same line, reworded
-        recall_log.write_text(recall_log.read_text(encoding="utf-8").replace(
+        release_file = upstream / "a0_hooks" / "recall_search.py"  # release N+1: the same line, reworded
+        release_file.write_text(release_file.read_text(encoding="utf-8").replace(
             'f"Reranked {source}:', f'f"{NEXT_RELEASE_LINE} {{source}}:'), encoding="utf-8")
         commit_all(upstream, "next release")
         assert installer("update_plugin", plugin_name=PLUGIN_NAME)["success"]

@@ -15,8 +15,7 @@ from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreak
 from usr.plugins.a0_reranker.batching.dispatch import Dispatch, DispatchPolicy
 from usr.plugins.a0_reranker.batching.endpoint_state import EndpointState
 from usr.plugins.a0_reranker.batching.limiter import EndpointLimiter
-from usr.plugins.a0_reranker.batching.replicas import Replica, ReplicaSet
-from usr.plugins.a0_reranker.batching.retry_budget import RetryBudget
+from usr.plugins.a0_reranker.batching.replicas import Replica, ReplicaSet, RetryBudget
 from usr.plugins.a0_reranker.core.dialects import ScoreBatch
 from usr.plugins.a0_reranker.core.errors import DeadlineExceeded, MalformedAnswer, QueueFull, RerankError, ServerError
 from usr.plugins.a0_reranker.core.statistics import StatsRecorder

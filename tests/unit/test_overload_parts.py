@@ -11,8 +11,7 @@ from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreak
 from usr.plugins.a0_reranker.batching.endpoint_state import EndpointState
 from usr.plugins.a0_reranker.batching.limiter import EndpointLimiter
 from usr.plugins.a0_reranker.batching.overload import FADE_HALF_LIFE_S, ServiceRate
-from usr.plugins.a0_reranker.batching.replicas import Replica, ReplicaSet, balanced_shares
-from usr.plugins.a0_reranker.batching.retry_budget import RetryBudget
+from usr.plugins.a0_reranker.batching.replicas import Replica, ReplicaSet, RetryBudget, balanced_shares
 from usr.plugins.a0_reranker.core.detail_statistics import RecentRates
 from usr.plugins.a0_reranker.core.dialects import ScoreBatch
 from usr.plugins.a0_reranker.core.errors import DeadlineExceeded

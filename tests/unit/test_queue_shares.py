@@ -12,8 +12,7 @@ from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreak
 from usr.plugins.a0_reranker.batching.endpoint_state import WARM_UP_ANSWERS, EndpointState
 from usr.plugins.a0_reranker.batching.limiter import EndpointLimiter
 from usr.plugins.a0_reranker.batching.queue import Job, PendingQueue
-from usr.plugins.a0_reranker.batching.replicas import Replica, ReplicaSet
-from usr.plugins.a0_reranker.batching.retry_budget import RetryBudget
+from usr.plugins.a0_reranker.batching.replicas import Replica, ReplicaSet, RetryBudget
 from usr.plugins.a0_reranker.core.dialects import ScoreBatch
 from usr.plugins.a0_reranker.core.errors import TransportError
 

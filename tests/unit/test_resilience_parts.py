@@ -11,7 +11,7 @@ from support.loop_steps import until_suspended
 from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreaker, health_of, retry_kind
 from usr.plugins.a0_reranker.batching.endpoint_state import EndpointState
 from usr.plugins.a0_reranker.batching.limiter import EndpointLimiter, SlotNotHeld
-from usr.plugins.a0_reranker.batching.retry_budget import RetryBudget
+from usr.plugins.a0_reranker.batching.replicas import RetryBudget
 from usr.plugins.a0_reranker.core.errors import (
     ConfigError,
     DeadlineExceeded,
