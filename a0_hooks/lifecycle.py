@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..process import registry
-from . import memory_patch, plugin_state
+from . import memory_patch, settings
 
 log = logging.getLogger("a0_reranker")
 
@@ -68,7 +68,7 @@ def install(run: Runner = subprocess.run) -> None:
     missing = missing_requirements(REQUIREMENTS_FILE)
     if missing:
         pip_install(missing, run=run)
-    if plugin_state.installed():
+    if settings.installed():
         memory_patch.ensure_installed()
 
 

@@ -40,7 +40,7 @@ from ..core.config import RerankerConfig
 from ..core.errors import ConfigError
 from ..service.recall_pool import RecallOutcome, rerank_pool
 from ..service.reranker_service import stats_recorder
-from . import plugin_state, pool_search, query_embedding, recall_scope, settings
+from . import pool_search, query_embedding, recall_scope, settings
 from .pool_search import SearchCall
 from .recall_scope import RecallScope
 
@@ -96,7 +96,7 @@ def _plan(
 ) -> tuple[SearchCall, RerankerConfig] | None:
     """The call and settings when this recall is to be reranked; None to run it stock. Never raises."""
     try:
-        if not plugin_state.enabled_for(scope.agent):
+        if not settings.enabled_for(scope.agent):
             return None
         call = SearchCall.read(original, memory, args, kwargs)
         if call is None:

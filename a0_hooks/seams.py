@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Final
 
-from . import memory_patch, plugin_state, recall_scope
+from . import memory_patch, recall_scope, settings
 
 log = logging.getLogger("a0_reranker")
 
@@ -71,7 +71,7 @@ def _close_scope() -> None:
 
 def _install(seam: str) -> None:
     try:
-        if plugin_state.installed():
+        if settings.installed():
             memory_patch.ensure_installed()
     except Exception:
         log.exception("a0_reranker: could not wrap the memory search at %s", seam)

@@ -9,6 +9,10 @@ Scopes (``per_project_config`` and ``per_agent_config`` in plugin.yaml): a recal
 of its own agent, so a sub-agent whose profile has its own ``config.json`` uses that one (another
 reranker, or ``rerank_enabled: false`` for none) while the others keep theirs. Without an agent, a
 ``Scope`` names a project and an agent profile as A0's settings modal selects them.
+
+Whether the plugin is on for an agent (``enabled_for``): A0 calls no hook on disable, so we ask at the
+time of use. ``get_enabled_plugins(agent)`` reads the toggle files (``.toggle-0``/``.toggle-1``) at global,
+project and agent-profile scope; A0 caches it until a plugin change, so asking per recall is cheap.
 """
 
 from __future__ import annotations
@@ -26,11 +30,57 @@ from ..core.config import DEFAULT_CONFIG_FILE, RerankerConfig, load_default_sett
 from ..core.errors import ConfigError
 from ..core.recall_budget import NO_LLM_STEPS, RecallSteps
 from . import PLUGIN_NAME
-from .plugin_state import a0_plugins
 
 log = logging.getLogger("a0_reranker")
 PLUGIN_DIR = DEFAULT_CONFIG_FILE.parent
 MEMORY_PLUGIN: Final = "_memory"
+
+
+def a0_plugins() -> Any | None:
+    """A0's ``helpers.plugins`` module, or None outside Agent Zero (the standalone package, the CLI)."""
+    try:
+        plugins = importlib.import_module("helpers.plugins")
+    except Exception:
+        return None
+    return plugins if callable(getattr(plugins, "get_plugin_config", None)) else None
+
+
+def enabled_for(agent: Any) -> bool:
+    """The plugin is installed and switched on in this agent's scope (False outside A0 or on error)."""
+    plugins = a0_plugins()
+    if plugins is None:
+        return False
+    try:
+        return PLUGIN_NAME in plugins.get_enabled_plugins(agent)
+    except Exception:
+        log.debug("a0_reranker: could not read the enabled plugins", exc_info=True)
+        return False
+
+
+def enabled_in(project_name: str, agent_profile: str) -> bool:
+    """The toggle of a named scope as A0's settings modal reads it: the first ``.toggle-1``/``.toggle-0``
+    found from that scope up to the global one (none: on). False outside A0 or on error."""
+    plugins = a0_plugins()
+    if plugins is None:
+        return False
+    try:
+        found = plugins.find_plugin_assets(plugins.TOGGLE_FILE_PATTERN, plugin_name=PLUGIN_NAME,
+                                           project_name=project_name, agent_profile=agent_profile, only_first=True)
+    except Exception:
+        log.debug("a0_reranker: could not read the toggle of a scope", exc_info=True)
+        return False
+    return not found or not str(found[0].get("path", "")).endswith(".toggle-0")
+
+
+def installed() -> bool:
+    """The plugin folder is still there (a manual ``rm -rf`` calls no hook)."""
+    plugins = a0_plugins()
+    if plugins is None:
+        return False
+    try:
+        return plugins.find_plugin_dir(PLUGIN_NAME) is not None
+    except Exception:
+        return False
 
 
 _SCOPE_NAME: Final = re.compile(r"^(?!\.{1,2}$)[^/\\\x00]{0,255}$")  # one folder name (or "" for all): no path

@@ -20,7 +20,7 @@ from ..core.errors import ConfigError
 from ..core.probe_report import ProbeReport
 from ..core.redaction import redact
 from ..service import runtime
-from . import memory_patch, plugin_state, settings
+from . import memory_patch, settings
 
 log = logging.getLogger("a0_reranker")
 
@@ -34,8 +34,8 @@ def snapshot(agent: Any = None, scope: settings.Scope | None = None) -> dict[str
 
 def _enabled(agent: Any, scope: settings.Scope | None) -> bool:
     if agent is None and scope is not None and not scope.is_global:
-        return plugin_state.enabled_in(scope.project_name, scope.agent_profile)
-    return plugin_state.enabled_for(agent)
+        return settings.enabled_in(scope.project_name, scope.agent_profile)
+    return settings.enabled_for(agent)
 
 
 def _snapshot(
@@ -147,7 +147,7 @@ def _statistics() -> dict[str, Any]:
 async def report(agent: Any = None) -> str:
     """The ``reranker_status`` tool's answer: settings, a live probe and the counters, in plain text."""
     raw, config, problems = _settings(agent)  # read once: for the summary and for the live probe
-    info = _snapshot(agent, raw, config, problems, enabled=plugin_state.enabled_for(agent),
+    info = _snapshot(agent, raw, config, problems, enabled=settings.enabled_for(agent),
                      steps=settings.recall_steps(agent))
     probe = await runtime.probe_async(config) if config is not None and config.configured else None
     return redact(format_report(info, probe), str(raw.get("rerank_api_key") or ""))
