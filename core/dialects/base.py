@@ -1,21 +1,35 @@
-"""What every dialect shares: the dialect protocol and strict reading of answers.
+"""What every dialect shares: the dialect protocol, strict reading of answers, and the servers' error
+bodies.
 
 A dialect builds a ``WireRequest`` for a ``ScoreBatch`` and turns a ``WireAnswer`` into one score per
 pair. It does no I/O, so it is tested with plain data. Anything that is not what the protocol promises
 raises ``MalformedAnswer``; a non-success status raises ``ServerError`` carrying the server's own text.
+
+``raise_for_status`` reads each server's error body into one short message, and recognises "input
+too long". Shapes, as each server's source and error reference give them: Cohere ``{"message"}``; OpenAI-style
+``{"error": {"message", "type"}}`` (Infinity, vLLM ≥ 0.10.1, llama.cpp); TEI ``{"error": "...",
+"error_type"}``; old vLLM ``{"object": "error", "message"}``; FastAPI ``{"detail": "..."}`` or
+``{"detail": [{"loc", "msg"}]}``; vLLM auth ``{"error": "Unauthorized"}``; TEI's text/plain 422 and
+empty 401/404 bodies; HTML pages from proxies.
+
+The message keeps the server's own layout and is only bounded in length here: servers quote our input
+in it, and masking (``redaction.shown``) must see the quote as written before the text is flattened.
+A body of any other shape gives no words, only the status's hint; reading it never raises.
 """
 
 from __future__ import annotations
 
 import math
+import re
+import time
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
-from ..errors import MalformedAnswer
-from ..redaction import shown_value
+from ..errors import InputTooLong, MalformedAnswer, RateLimited, ServerError
+from ..redaction import ELLIPSES, shown_value
+from ..retry_after import parse_retry_after
 from ..scores import ScoreScale
-from .error_bodies import raise_for_status
-from .wire import ScoreBatch, WireAnswer, WireRequest
+from .wire import ScoreBatch, WireAnswer, WireRequest, read_answer, read_json
 
 
 class Dialect(Protocol):
@@ -106,3 +120,92 @@ def _as_float(value: Any) -> float:
     except OverflowError:
         return math.nan
 
+
+# --- the servers' error bodies -------------------------------------------------------------------
+
+MAX_MESSAGE_CHARS: Final = 2000  # what is kept of the server's words, before masking shortens them for display
+
+_TOO_LONG: Final = re.compile(
+    r"maximum context length|too large to process|exceed_context_size|context size|must have less than"
+    r"|too long|maximum sequence length|exceeds? the maximum|token limit|should have at most",
+    re.IGNORECASE,
+)
+
+_STATUS_HINTS: Final = {
+    401: "unauthorized: check the API key",
+    403: "forbidden: check the API key and its permissions",
+    404: "not found",
+    405: "method not allowed",
+    413: "request too large",
+    429: "rate limited or overloaded",
+    498: "invalid API token",
+    501: "not supported by this server",
+    502: "bad gateway",
+    503: "service unavailable",
+    504: "gateway timeout",
+}
+
+
+def raise_for_status(answer: WireAnswer) -> None:
+    """Raise ``ServerError`` (``RateLimited`` with its Retry-After, ``InputTooLong``) unless 2xx."""
+    if 200 <= answer.status < 300:
+        return
+    message = error_message(answer)
+    if answer.status == 429:
+        raise RateLimited(429, message, parse_retry_after(answer.headers.get("retry-after"), time.time()))
+    if answer.status == 413 or (answer.status in (400, 422, 500) and _TOO_LONG.search(message)):
+        raise InputTooLong(answer.status, message)
+    raise ServerError(answer.status, message)
+
+
+def error_message(answer: WireAnswer) -> str:
+    """The server's own words for a failed request, or a plain hint when it gave none."""
+    try:
+        message = read_answer(_server_words, answer)
+    except MalformedAnswer:
+        message = ""
+    return _bounded(message or _STATUS_HINTS.get(answer.status, "no error details"))
+
+
+def _server_words(answer: WireAnswer) -> str:
+    text = answer.body.decode("utf-8", errors="replace").strip()
+    if text.startswith(("{", "[")):
+        return _message_from_json(read_json(answer.body))
+    if "html" in answer.content_type.lower() or text.lower().startswith(("<!doctype", "<html")):
+        return "an HTML page instead of an API answer"
+    return text
+
+
+def _message_from_json(data: Any) -> str:
+    if isinstance(data, dict):
+        error = data.get("error")
+        if isinstance(error, dict):
+            return _text(error.get("message")) or _text(error.get("type"))
+        if isinstance(error, str):
+            kind = _text(data.get("error_type"))
+            return f"{error} ({kind})" if kind else error
+        if "message" in data:
+            return _text(data.get("message"))
+        detail = data.get("detail")
+        if isinstance(detail, str):
+            return detail
+        if isinstance(detail, list):
+            return "; ".join(_fastapi_problem(d) for d in detail[:3] if isinstance(d, dict))
+    return ""
+
+
+def _fastapi_problem(problem: dict[str, Any]) -> str:
+    parts = problem.get("loc")
+    parts = parts if isinstance(parts, list) else []
+    location = ".".join(str(part) for part in parts if isinstance(part, str | int) and part != "body")
+    message = _text(problem.get("msg"))
+    return f"{location}: {message}" if location else message
+
+
+def _text(value: Any) -> str:
+    return value.strip() if isinstance(value, str) else ""
+
+
+def _bounded(message: str) -> str:
+    text = message.strip()
+    return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 1] + ELLIPSES[0]

@@ -1,8 +1,7 @@
 """The records a dialect and the transport exchange: the pairs of one request, the request, the answer;
 and the one translation boundary for what a server answered.
 
-They sit below both ``base`` (strict reading of answers) and ``error_bodies`` (the server's own error
-words), so either may name them without importing the other.
+They sit below ``base`` (strict reading of answers, the servers' error words) and the transport.
 
 Everything a server sends is foreign data. A parser or a judge that meets a shape it did not expect
 may raise anything (TypeError, AttributeError, OverflowError, RecursionError ...); ``read_answer``
