@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from ..core.config import DEFAULT_CONFIG_FILE, RerankerConfig, load_default_settings
+from ..core.config import DEFAULT_CONFIG_FILE, RerankerConfig, config_from_settings, load_default_settings
 from ..core.errors import ConfigError
 from ..core.recall_budget import NO_LLM_STEPS, RecallSteps
 from . import PLUGIN_NAME
@@ -182,7 +182,7 @@ def resolve_config(config: RerankerConfig | Mapping[str, Any] | None = None, age
     settings = plugin_settings(agent)
     if config:
         settings.update(config)
-    return RerankerConfig.from_settings(settings)
+    return config_from_settings(settings)
 
 
 def _read_json(path: Path) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import json
 import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -147,6 +148,25 @@ def setting_key(field_name: str) -> str:
 def settings_keys() -> list[str]:
     """All setting keys, in panel order."""
     return [setting_key(f.name) for f in dataclasses.fields(RerankerConfig)]
+
+
+def config_from_settings(settings: Mapping[str, Any]) -> RerankerConfig:
+    """``RerankerConfig.from_settings``, kept for settings seen before: every recall reads its agent's
+    settings, and validating them again each time cost more than the rest of the recall's own work
+    before the hand-over. Settings that are not plain JSON values are validated each time."""
+    try:
+        key = json.dumps([settings.get(name) for name in _SETTING_KEYS])
+    except (TypeError, ValueError):
+        return RerankerConfig.from_settings(settings)
+    return _config_from_json(key)
+
+
+@functools.lru_cache(maxsize=64)
+def _config_from_json(key: str) -> RerankerConfig:
+    return RerankerConfig.from_settings(dict(zip(_SETTING_KEYS, json.loads(key), strict=True)))
+
+
+_SETTING_KEYS: Final = tuple(settings_keys())
 
 
 def load_default_settings(path: Path = DEFAULT_CONFIG_FILE) -> dict[str, Any]:

@@ -7,6 +7,7 @@ import pytest
 from usr.plugins.a0_reranker.core.config import (
     QWEN3_DEFAULT_INSTRUCTION,
     RerankerConfig,
+    config_from_settings,
     load_default_settings,
     settings_keys,
 )
@@ -19,6 +20,22 @@ def test_yaml_defaults_equal_the_model_defaults() -> None:
     assert list(yaml_defaults) == settings_keys()
     assert RerankerConfig.from_settings(yaml_defaults) == RerankerConfig()
     assert RerankerConfig().to_settings() == yaml_defaults
+
+
+def test_a_recall_reads_settings_it_has_seen_without_validating_them_again() -> None:
+    settings = {**load_default_settings(), "rerank_endpoint": "http://127.0.0.1:8000", "rerank_timeout": 3}
+    config = config_from_settings(settings)
+    assert config == RerankerConfig.from_settings(settings) and config.timeout == 3.0
+    assert config_from_settings(dict(settings)) is config  # equal settings: the config already built
+    assert config_from_settings({**settings, "rerank_timeout": 4}).timeout == 4.0  # a change is read at once
+    assert config_from_settings({**settings, "other_plugin_key": object()}) is config  # only rerank_* keys count
+    with pytest.raises(ConfigError, match="rerank_timeout"):
+        config_from_settings({**settings, "rerank_timeout": "soon"})
+    with pytest.raises(ConfigError, match="rerank_timeout"):  # a bad value is refused every time, never kept
+        config_from_settings({**settings, "rerank_timeout": "soon"})
+    odd = {**settings, "rerank_model": b"bytes"}  # not a JSON value: validated each time, not kept
+    with pytest.raises(ConfigError, match="rerank_model"):
+        config_from_settings(odd)
 
 
 def test_seed_keys_keep_their_defaults() -> None:
