@@ -23,7 +23,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any, Final
 
-from ..process.registry import Slot
+from ..process.registry import PerProcess
 from . import query_embedding
 
 log = logging.getLogger("a0_reranker")
@@ -90,8 +90,8 @@ def memory_class() -> type | None:
     return found if isinstance(found, type) else None
 
 
-_LOCK: Final[Slot[threading.Lock]] = Slot("memory_patch_lock", threading.Lock)
-_PATCHED: Final[Slot[weakref.WeakSet[type]]] = Slot("memory_patch_classes", weakref.WeakSet)
+_LOCK: Final[PerProcess[threading.Lock]] = PerProcess("memory_patch_lock", threading.Lock)
+_PATCHED: Final[PerProcess[weakref.WeakSet[type]]] = PerProcess("memory_patch_classes", weakref.WeakSet)
 
 
 def _lock() -> threading.Lock:

@@ -18,7 +18,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from ..process.registry import Slot
+from ..process.registry import PerProcess
 
 Source = Literal["recall", "memory_load"]
 
@@ -32,7 +32,7 @@ class RecallScope:
     source: Source
 
 
-_SCOPE: Final[Slot[ContextVar[RecallScope | None]]] = Slot(
+_SCOPE: Final[PerProcess[ContextVar[RecallScope | None]]] = PerProcess(
     "recall_scope", lambda: ContextVar("a0_reranker_recall_scope", default=None))
 
 

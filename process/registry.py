@@ -4,9 +4,9 @@ A0 drops every ``usr.plugins.*`` module from ``sys.modules`` when a plugin is in
 an extension file changes; the next import builds fresh module objects. State kept in a module global
 would then split in two: the memory wrapper installed earlier would read the old copy while our
 freshly imported extensions write the new one. So each such object lives in one anchor module under a
-name outside ``usr.plugins``, and is reached through a typed ``Slot`` declared where it is used:
+name outside ``usr.plugins``, and is reached through a typed ``PerProcess`` declared where it is used:
 
-    STATS: Final = Slot("stats", StatsRecorder)
+    STATS: Final = PerProcess("stats", StatsRecorder)
     STATS.get()  # the process's one recorder, created on first use
 
 A forked child finds an empty anchor: the parent's threads (the owner loop) do not exist there.
@@ -26,7 +26,7 @@ T = TypeVar("T")
 
 
 class _Anchor(types.ModuleType):
-    """The one module, outside ``usr.plugins``, that holds the slots' values."""
+    """The one module, outside ``usr.plugins``, that holds the process-wide objects."""
 
     def __init__(self) -> None:
         super().__init__(ANCHOR_MODULE, "a0_reranker's process-wide state (see process/registry.py)")
@@ -54,7 +54,7 @@ def _anchor() -> _Anchor:
 
 
 def forget_all() -> None:
-    """Drop every slot's value. Before an update in place replaces our code: the new modules must make
+    """Drop every process-wide object. Before an update in place replaces our code: the new modules must make
     their own objects (counters, scope variable, locks), not use ones built by the old classes."""
     anchor = _anchor()
     with anchor.lock:
@@ -67,7 +67,7 @@ def _forget_after_fork() -> None:
         cast(_Anchor, module).reset()
 
 
-class Slot(Generic[T]):
+class PerProcess(Generic[T]):
     """One process-wide object of type ``T``, made by ``factory`` on first use."""
 
     def __init__(self, name: str, factory: Callable[[], T]) -> None:
@@ -78,7 +78,7 @@ class Slot(Generic[T]):
         return self.get_or_put(self._factory)
 
     def get_or_put(self, factory: Callable[[], T]) -> T:
-        """The object, made by ``factory`` (instead of the slot's own) if there is none yet."""
+        """The object, made by ``factory`` (instead of its own factory) if there is none yet."""
         anchor = _anchor()
         with anchor.lock:
             if self.name not in anchor.values:

@@ -28,7 +28,7 @@ from ..core.probe_report import ProbeReport
 from ..core.redaction import shown
 from ..core.scores import PROBABILITY, ScoreScale, cut_head, normalize, ranked, shared_scale, tighter_limits
 from ..core.statistics import RerankerStatistics, StatsRecorder
-from ..process.registry import Slot
+from ..process.registry import PerProcess
 from .detection import Route, probe_endpoint, tls_of
 from .endpoints import Binding, Endpoint, EndpointRegistry, Members
 from .routes import RouteBook
@@ -36,7 +36,7 @@ from .transport import HttpTransport
 
 log = logging.getLogger("a0_reranker")
 
-_STATS: Final = Slot("stats", StatsRecorder)
+_STATS: Final = PerProcess("stats", StatsRecorder)
 
 
 def stats_recorder() -> StatsRecorder:

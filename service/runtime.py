@@ -23,7 +23,7 @@ from ..core.deadline import backstop_remaining, deadline_in
 from ..core.probe_report import ProbeReport
 from ..core.statistics import RerankerStatistics
 from ..process.owner_loop import OwnerLoop
-from ..process.registry import Slot
+from ..process.registry import PerProcess
 from .reranker_service import TIMEOUT_MESSAGE, Ranking, RerankResult, RerankService, stats_recorder
 
 log = logging.getLogger("a0_reranker")
@@ -47,7 +47,7 @@ def _start(clock: Callable[[], float] = clock.now) -> Runtime:
     return current
 
 
-_RUNTIME: Final = Slot("runtime", _start)
+_RUNTIME: Final = PerProcess("runtime", _start)
 
 
 def runtime() -> Runtime:
