@@ -17,15 +17,14 @@ returned: A0 decides how many, the reranker which. Every failure returns A0's an
 gives the whole time the plugin added. Exceptions raised by the store in the first search propagate
 unchanged; nothing of ours raises past this module.
 
-The log line: one short line in the agent's A0 log per reranked or shadow-scored recall, so a user can watch it work.
-
-It says how many candidates were scored, how many were returned, how long the plugin made the search
-take (everything it added to A0's own call: the pool search and the rerank included), which API
-answered (whether the request had to be sent again, and the replica that answered when it failed
-over to another), how much the order changed (memories kept
-in the top ``limit`` and their mean shift), how many returned memories the stock result did not hold
-(rescued) and how many the relevance floor left out; on a fallback, why. Never document text (a
-server's error body may echo documents) and never the key.
+The log line: one short line in the agent's A0 log per reranked or shadow-scored recall, so a user
+can watch it work. It says how many candidates were scored, how many were returned, how long the
+plugin made the search take (everything it added to A0's own call: the pool search and the rerank
+included), which API answered (whether the request had to be sent again, and the replica that
+answered when it failed over to another), how much the order changed (memories kept in the top
+``limit`` and their mean shift), how many returned memories the stock result did not hold (rescued)
+and how many the relevance floor left out; on a fallback, why. Never document text (a server's error
+body may echo documents) and never the key.
 """
 
 from __future__ import annotations
@@ -131,8 +130,7 @@ async def _choose(scope: RecallScope, call: SearchCall, config: RerankerConfig, 
 def _fallback(scope: RecallScope, reason: str, candidates: int, returned: int, added: AddedTime,
               message: str) -> None:
     stats_recorder().fell_back(reason, message)
-    write_line(scope.agent, fallback_line(reason, scope.source, candidates, returned,
-                                                           added.spent_s()))
+    write_line(scope.agent, fallback_line(reason, scope.source, candidates, returned, added.spent_s()))
 
 
 def _note_bad_settings(scope: RecallScope, exc: ConfigError) -> None:

@@ -11,8 +11,9 @@ reranker, or ``rerank_enabled: false`` for none) while the others keep theirs. W
 ``Scope`` names a project and an agent profile as A0's settings modal selects them.
 
 Whether the plugin is on for an agent (``enabled_for``): A0 calls no hook on disable, so we ask at the
-time of use. ``get_enabled_plugins(agent)`` reads the toggle files (``.toggle-0``/``.toggle-1``) at global,
-project and agent-profile scope; A0 caches it until a plugin change, so asking per recall is cheap.
+time of use. ``get_enabled_plugins(agent)`` reads the toggle files (``.toggle-0``/``.toggle-1``) at
+global, project and agent-profile scope; A0 caches it until a plugin change, so asking per recall is
+cheap.
 """
 
 from __future__ import annotations

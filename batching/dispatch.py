@@ -2,9 +2,9 @@
 
 Between the batcher and the transport. A request holds one concurrency slot of one replica at a time,
 and each attempt asks that replica's breaker for a permit, which always hears the outcome. A failed
-attempt is sent again when its error allows it (see the breaker's verdicts), the request's deadline leaves room
-and the retry budget agrees: on another replica that can take it, at once; otherwise on the same one,
-connection errors and 502/503/504 after a jittered exponential backoff, a 429 after its
+attempt is sent again when its error allows it (see the breaker's verdicts), the request's deadline
+leaves room and the retry budget agrees: on another replica that can take it, at once; otherwise on
+the same one, connection errors and 502/503/504 after a jittered exponential backoff, a 429 after its
 Retry-After, which also holds every other request to that replica back until then. With hedging on,
 an attempt still unanswered after the set's p95 latency (or a set delay) gets a duplicate on another
 replica when there is one; the first answer wins and the other is cancelled. A request whose waiters
@@ -36,7 +36,7 @@ class DispatchEvents(Protocol):
 
     def on_request(self, pairs: int) -> None: ...
 
-    def on_retry(self, cause: str) -> None: ...
+    def on_retry(self, kind: str) -> None: ...
 
     def on_rate_limit_wait(self) -> None: ...
 

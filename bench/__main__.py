@@ -4,6 +4,7 @@ import argparse
 import sys
 
 from ..cli.main import run_program
+from . import PROG
 
 
 def _parser() -> argparse.ArgumentParser:  # imported only once the signal handlers are in place
@@ -13,4 +14,4 @@ def _parser() -> argparse.ArgumentParser:  # imported only once the signal handl
 
 
 if __name__ == "__main__":
-    sys.exit(run_program("python -m a0_reranker.bench", _parser, None))
+    sys.exit(run_program(PROG, _parser, None))

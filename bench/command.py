@@ -20,7 +20,7 @@ from ..cli.main import Parser
 from ..cli.options import config_problem, int_list, positive_int
 from ..core.errors import ConfigError
 from ..service import runtime
-from . import overload_command, replicas_command
+from . import PROG, overload_command, replicas_command
 from .batching_bench import DEFAULT_CONCURRENCY, BenchResult, batched_config, run_benchmark
 from .cost_model_server import CostModel
 from .harness import enough_recalls, measured, output_folder, start_cost_model, write_file
@@ -46,9 +46,6 @@ class Plan:
         if args.quick:
             return cls(concurrencies, args.documents, lambda c: max(24, 2 * c), "max(24, 2 x concurrency)")
         return cls(concurrencies, args.documents, lambda c: max(200, 8 * c), "max(200, 8 x concurrency)")
-
-
-PROG = "python -m a0_reranker.bench"
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -3,9 +3,8 @@
 User errors print one line on stderr and exit 2 (bad arguments, URL, file) or 1 (the server is
 unreachable or answers wrongly), never a traceback. Ctrl-C exits 130 and SIGTERM (``timeout``,
 ``docker stop``, systemd) 143, each after the command has stopped what it started; a second signal
-exits at once (``signals``). The developers' benchmark program (``python -m a0_reranker.bench``) runs
-through the same ``run_program``. Text the terminal cannot
-encode is printed escaped, never an error.
+exits at once (``signals``). Text the terminal cannot encode is printed escaped, never an error. The
+developers' benchmark program (``python -m a0_reranker.bench``) runs through the same ``run_program``.
 
 This module imports only the standard library at the top: the signal handlers are in place before the
 commands (aiohttp, the engine) load, so a Ctrl-C during that second of start-up is a stop like any other.

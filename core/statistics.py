@@ -142,9 +142,9 @@ class StatsRecorder:
             self._requests += 1
             self._pairs += pairs
 
-    def on_retry(self, cause: str) -> None:
-        """A request was sent again: after an error, after a 429, or on a fresh connection (stale)."""
-        self._count("stale_connection_retries" if cause == "stale_connection" else "retries")
+    def on_retry(self, kind: str) -> None:
+        """A request was sent again after an error or a 429 (``kind``: backoff or retry_after)."""
+        self._count("retries")
 
     def on_stale_resend(self) -> None:
         """The transport sent a request again on a fresh connection (any request: scoring or detection)."""

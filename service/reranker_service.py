@@ -43,6 +43,8 @@ def stats_recorder() -> StatsRecorder:
     """The process's counters: they outlive a restarted owner loop. Everyone counts what happens where it
     happens (``core.statistics``); the status tool, the panel and the CLI read its snapshot."""
     return _STATS.get()
+
+
 TIMEOUT_MESSAGE: Final = "no answer before rerank_timeout"
 
 Ranking = list[tuple[int, float]]
