@@ -89,7 +89,6 @@ def retry_kind(exc: BaseException) -> RetryKind:
     return "never"
 
 
-
 @dataclass(frozen=True, kw_only=True)
 class BreakerPolicy:
     consecutive: int = 3

@@ -9,10 +9,11 @@ the first attempt's error is the request's (so the retry rules see what the serv
 from __future__ import annotations
 
 import asyncio
-import math
 from collections import deque
 from collections.abc import Callable
 from typing import Final
+
+from ..core.statistics import percentile as nearest_rank
 
 Attempt = asyncio.Task[list[float]]
 MIN_SAMPLES: Final = 20  # fewer answers than this say nothing reliable about the tail
@@ -31,8 +32,7 @@ class LatencyWindow:
         """Nearest-rank percentile, or None while too few answers were seen."""
         if len(self._samples) < MIN_SAMPLES:
             return None
-        ordered = sorted(self._samples)
-        return ordered[min(len(ordered), max(1, math.ceil(fraction * len(ordered)))) - 1]
+        return nearest_rank(sorted(self._samples), fraction)
 
 
 async def race(first: Attempt, start_hedge: Callable[[], Attempt | None], *, delay: float, hedges: int

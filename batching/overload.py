@@ -111,6 +111,7 @@ class ServiceRate:
     def _fade(self, now: float) -> float:
         return 0.5 ** (max(0.0, now - self._last_answer) / FADE_HALF_LIFE_S)
 
+
 ADMIT_MARGIN: Final = 1.05  # the expected wait, stretched by this, must fit in the time left ...
 ADMIT_SLACK_S: Final = 0.01  # ... with this to spare for the answer's way back to the caller
 SEND_MARGIN: Final = 1.1  # a request is sent for a recall only with this much of its expected latency left

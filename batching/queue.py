@@ -78,7 +78,6 @@ class Job:
             self.future.exception()
 
 
-
 @dataclass(eq=False)
 class Plan:
     """One HTTP request: the batch to send and, for each pair, the jobs its score goes to."""

@@ -205,8 +205,8 @@ class StatsRecorder:
                 http_requests=self._requests,
                 pairs_scored=self._pairs,
                 fallbacks=dict(self._fallbacks),
-                latency_p50_ms=_percentile(ordered, 0.50),
-                latency_p95_ms=_percentile(ordered, 0.95),
+                latency_p50_ms=percentile(ordered, 0.50),
+                latency_p95_ms=percentile(ordered, 0.95),
                 breakers=dict(breakers or {}),
                 replicas=replicas,
                 queued_pairs=queued_pairs,
@@ -226,8 +226,8 @@ class StatsRecorder:
         rates = self._rates.per_second(self._clock())
         waits = sorted(self._queue_waits)
         return LoadStatistics(offered_per_s=rates["offered"], goodput_per_s=rates["reranked"],
-                              shed_per_s=rates["shed"], queue_wait_p50_ms=_percentile(waits, 0.50),
-                              queue_wait_p95_ms=_percentile(waits, 0.95))
+                              shed_per_s=rates["shed"], queue_wait_p50_ms=percentile(waits, 0.50),
+                              queue_wait_p95_ms=percentile(waits, 0.95))
 
     def _pool_snapshot(self) -> PoolStatistics:
         """Called with the lock held."""
@@ -245,7 +245,7 @@ _EVENTS: Final = ("cancelled", "retries", "stale_connection_retries", "rate_limi
                   "retry_budget_exhausted", "reranked_after_retry", "failovers", "detections")
 
 
-def _percentile(ordered: list[float], fraction: float) -> float | None:
+def percentile(ordered: list[float], fraction: float) -> float | None:
     """Nearest-rank percentile of an already sorted list."""
     if not ordered:
         return None

@@ -114,7 +114,6 @@ def _pidfds(pids: list[int]) -> list[int]:
     return found
 
 
-
 def assert_clean(stderr: str, stop_line: str) -> None:
     assert not [word for word in NOT_ON_STDERR if word in stderr], stderr
     assert stderr.splitlines().count(stop_line) == 1, stderr
