@@ -8,9 +8,8 @@ whose stock answer is ready. Past the deadline it is cancelled and the recall ke
 (``pool_search_timeout``); when it raises, likewise (``pool_search``). Either way the message says
 why, for ``last_error``, without the query or memory text.
 
-``SearchCall``: one call of ``search_similarity_threshold``, read and repeated in the caller's own shape.
-
-A0's callers mix positional and keyword arguments (``delete_documents_by_query`` passes the query
+``SearchCall``: one call of ``search_similarity_threshold``, read and repeated in the caller's own
+shape. A0's callers mix positional and keyword arguments (``delete_documents_by_query`` passes the query
 positionally) and newer A0 adds keywords such as ``embedding=``. We read ``query``, ``limit`` and
 ``threshold`` by binding the call to the original's signature, and repeat it with another ``limit``
 and ``threshold`` changing nothing else: a positional argument stays positional, unknown keywords

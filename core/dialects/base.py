@@ -5,10 +5,10 @@ A dialect builds a ``WireRequest`` for a ``ScoreBatch`` and turns a ``WireAnswer
 pair. It does no I/O, so it is tested with plain data. Anything that is not what the protocol promises
 raises ``MalformedAnswer``; a non-success status raises ``ServerError`` carrying the server's own text.
 
-``raise_for_status`` reads each server's error body into one short message, and recognises "input
-too long". Shapes, as each server's source and error reference give them: Cohere ``{"message"}``; OpenAI-style
-``{"error": {"message", "type"}}`` (Infinity, vLLM ≥ 0.10.1, llama.cpp); TEI ``{"error": "...",
-"error_type"}``; old vLLM ``{"object": "error", "message"}``; FastAPI ``{"detail": "..."}`` or
+``raise_for_status`` reads each server's error body into one short message, and recognises "input too
+long". Shapes, as each server's source and error reference give them: Cohere ``{"message"}``;
+OpenAI-style ``{"error": {"message", "type"}}`` (Infinity, vLLM ≥ 0.10.1, llama.cpp); TEI ``{"error":
+"...", "error_type"}``; old vLLM ``{"object": "error", "message"}``; FastAPI ``{"detail": "..."}`` or
 ``{"detail": [{"loc", "msg"}]}``; vLLM auth ``{"error": "Unauthorized"}``; TEI's text/plain 422 and
 empty 401/404 bodies; HTML pages from proxies.
 
