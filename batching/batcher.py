@@ -66,14 +66,6 @@ class MicroBatcher:
         self._dispatcher: asyncio.Task[None] | None = None
         self._closed = False
 
-    def configure(self, *, mixes_queries: bool, max_pairs: int, window: float, max_queued_pairs: int,
-                  shed: bool = True) -> None:
-        self._mixes_queries = mixes_queries
-        self._max_pairs = max_pairs
-        self._window = window
-        self._max_queued_pairs = max_queued_pairs
-        self._shed = shed
-
     @property
     def dispatch(self) -> Dispatch:
         return self._dispatch_step

@@ -151,12 +151,6 @@ class CircuitBreaker:
         self._probe_successes = 0
         self._last_success = float("-inf")
 
-    def configure(self, policy: BreakerPolicy) -> None:
-        """Settings may change between calls; the next decision uses the new thresholds."""
-        if policy.window != self.policy.window:
-            self._recent = deque(self._recent, maxlen=policy.window)
-        self.policy = policy
-
     @property
     def state(self) -> State:
         return self._state_at(self._clock())

@@ -45,7 +45,7 @@ class Lease:
 
 
 class EndpointLimiter:
-    """At most ``capacity`` requests in flight to one endpoint; the capacity may change between calls."""
+    """At most ``capacity`` requests in flight to one endpoint."""
 
     def __init__(self, capacity: int) -> None:
         self._capacity = capacity
@@ -69,10 +69,6 @@ class EndpointLimiter:
         lease = Lease(self, holder)
         self._leases.add(lease)
         return lease
-
-    def resize(self, capacity: int) -> None:
-        self._capacity = capacity
-        self._wake()
 
     async def acquire(self, holder: object, *, priority: bool = False) -> Lease:
         """Wait for a slot and take it for ``holder``. Cancelled while waiting it takes nothing, also

@@ -51,7 +51,7 @@ class Replica:
 
 
 class ReplicaSet:
-    """Use on the owner loop only. ``update`` replaces the members as routes are found or lost."""
+    """Use on the owner loop only. The members are fixed: routes found or lost make another set."""
 
     def __init__(self, replicas: Sequence[Replica], *, budget: RetryBudget, rng: random.Random | None = None
                  ) -> None:
@@ -59,17 +59,6 @@ class ReplicaSet:
         self.budget = budget
         self.latency = LatencyWindow()
         self._rng = rng or random.Random()
-
-    def update(self, replicas: Sequence[Replica]) -> None:
-        """New members (routes found or lost); a member keeps its object, so requests holding it still
-        name it, and takes the new sender."""
-        known = {r.url: r for r in self.replicas}
-        for replica in replicas:
-            kept = known.get(replica.url)
-            if kept is not None and kept.state is replica.state:
-                kept.send = replica.send
-        self.replicas = tuple(known[r.url] if r.url in known and known[r.url].state is r.state else r
-                              for r in replicas)
 
     def ready(self, exclude: Iterable[Replica] = ()) -> list[Replica]:
         """The members that could take a request now (their breaker admits, no Retry-After pending)."""
@@ -180,9 +169,6 @@ class RetryBudget:
         self._buckets = max(1, math.ceil(window_s / BUCKET_S))
         self._clock = clock
         self._window: deque[list[int]] = deque()  # [bucket number, requests, retries], oldest first
-
-    def configure(self, *, ratio: float) -> None:
-        self.ratio = ratio
 
     def record_request(self) -> None:
         """A request went out for the first time."""

@@ -1,10 +1,15 @@
 """The service's per-server and per-route state, built from the settings and kept bounded.
 
-One ``Endpoint`` per base URL and API key: its dispatch state (slots, breaker, Retry-After, recent
-failures, load and speed), which is small and is the server's health as this key sees it (a 401 or a
-per-key rate limit says nothing about the server for another key). One group per route: the endpoint
-or endpoints (replicas of one model) a call goes to, with the model, key, TLS settings and
-instruction, holding one batcher (a queue, a dispatcher task while one is queued, a replica set).
+One ``Endpoint`` per base URL, API key and the settings its state is built from (concurrency cap,
+breaker thresholds): its dispatch state (slots, breaker, Retry-After, recent failures, load and
+speed), which is small and is the server's health as this key sees it (a 401 or a per-key rate limit
+says nothing about the server for another key). One group per route: the endpoint or endpoints
+(replicas of one model) a call goes to, with the model, key, TLS settings, instruction and batching
+settings, holding one batcher (a queue, a dispatcher task while one is queued, a replica set).
+
+Configuration by replacement: nothing is reconfigured in place. Each key holds everything its state
+is built from, so settings that change get new state, and the old state drains (its requests finish
+with the settings they started with) and is forgotten like any idle entry.
 
 Every distinct key or instruction a process ever sees would otherwise stay for the life of the
 process, so both are bounded, with bounds of their own. Endpoints: ``max_endpoints`` (256, far more
@@ -44,27 +49,10 @@ class Endpoint:
     route_keys: set[tuple[object, ...]] = field(default_factory=set)  # detection entries made through it
 
 
-@dataclass(frozen=True, eq=False)
-class Binding:
-    """What a group's batcher was last built from: equal bindings build the same members. Routes and
-    endpoint states are compared by identity (a route detected again, or an endpoint forgotten and
-    made anew, is new), the settings by value."""
-
-    config: RerankerConfig
-    to_probability: bool
-    routes: tuple[tuple[str, object, EndpointState], ...]  # (url, route, endpoint state)
-
-    def same_as(self, other: Binding) -> bool:
-        return (self.config == other.config and self.to_probability == other.to_probability
-                and len(self.routes) == len(other.routes)
-                and all(a[0] == b[0] and a[1] is b[1] and a[2] is b[2]
-                        for a, b in zip(self.routes, other.routes, strict=True)))
-
-
 @dataclass(eq=False)
 class _Group:
     batcher: MicroBatcher
-    binding: Binding
+    bound_to: tuple[object, ...]  # the routes and endpoint states its key names by identity: kept alive
 
 
 @dataclass(frozen=True)
@@ -74,6 +62,14 @@ class Members:
     replicas: Sequence[Replica]
     mixes_queries: bool
     max_pairs: int
+
+
+def _batching_settings(config: RerankerConfig) -> tuple[object, ...]:
+    """What a group's batcher, replica set and dispatch step are built from (not the timeout, which each
+    call brings, nor what only the recall path reads)."""
+    return (config.endpoints, config.key_fingerprint, config.tls_verify, config.ca_bundle, config.model, config.api,
+            config.instruction, config.max_pairs_per_request, config.batch_window_ms, config.max_queued_pairs,
+            config.shed_overload, config.retry_budget, config.max_retries, config.hedging, config.hedge_delay_ms)
 
 
 def breaker_policy(config: RerankerConfig) -> BreakerPolicy:
@@ -97,39 +93,33 @@ class EndpointRegistry:
         self._on_open = on_open
         self._max_endpoints = max_endpoints
         self._max_groups = max_groups
-        self._endpoints: OrderedDict[tuple[str, str], Endpoint] = OrderedDict()
+        self._endpoints: OrderedDict[tuple[object, ...], Endpoint] = OrderedDict()
         self._groups: OrderedDict[Hashable, _Group] = OrderedDict()
 
     def endpoint(self, config: RerankerConfig, url: str) -> Endpoint:
-        """The state of the server at ``url``, configured from these settings (created on first use)."""
-        key = (url, config.key_fingerprint)
+        """The state of the server at ``url`` as these settings see it (created on first use)."""
+        key = (url, config.key_fingerprint, config.max_concurrency, breaker_policy(config))
         found = self._endpoints.get(key)
         if found is None:
             self._make_room_for_endpoint()
             found = self._endpoints[key] = self._new_endpoint(config, url)
         else:
             self._endpoints.move_to_end(key)
-            if found.state.limiter.capacity != config.max_concurrency:
-                found.state.limiter.resize(config.max_concurrency)
-            if (policy := breaker_policy(config)) != found.state.breaker.policy:
-                found.state.breaker.configure(policy)
         return found
 
-    def group(self, key: Hashable, config: RerankerConfig, binding: Binding,
+    def group(self, config: RerankerConfig, to_probability: bool, bound_to: Sequence[tuple[str, object, object]],
               members: Callable[[], Members]) -> MicroBatcher:
-        """The route's batcher. Built from ``members()`` the first time; afterwards brought up to date
-        only when ``binding`` (the settings and the routes and endpoints it is bound to) changed, so a
-        warm recall with the same settings rebuilds and reconfigures nothing."""
+        """The batcher for these settings and for the routes and endpoint states in ``bound_to`` (url,
+        route, state), built from ``members()`` the first time; a route detected again, or an endpoint
+        made anew, is another group. A warm recall with the same settings builds nothing."""
+        key = (*_batching_settings(config), to_probability,
+               *((url, id(route), id(state)) for url, route, state in bound_to))
         group = self._groups.get(key)
         if group is None:
             _forget(self._groups, self._max_groups - 1, _idle_group)
-            batcher = self._new_batcher(config, members())
-            self._groups[key] = _Group(batcher, binding)
-            return batcher
-        self._groups.move_to_end(key)
-        if not binding.same_as(group.binding):
-            self._rebind(group.batcher, config, members())
-            group.binding = binding
+            group = self._groups[key] = _Group(self._new_batcher(config, members()), tuple(bound_to))
+        else:
+            self._groups.move_to_end(key)
         return group.batcher
 
     def _new_batcher(self, config: RerankerConfig, members: Members) -> MicroBatcher:
@@ -139,18 +129,10 @@ class EndpointRegistry:
             max_pairs=members.max_pairs, window=config.batch_window_ms / 1000.0,
             max_queued_pairs=config.max_queued_pairs, shed=config.shed_overload, on_idle=self._trim_groups)
 
-    @staticmethod
-    def _rebind(batcher: MicroBatcher, config: RerankerConfig, members: Members) -> None:
-        batcher.dispatch.replicas.update(members.replicas)
-        batcher.dispatch.replicas.budget.configure(ratio=config.retry_budget)
-        batcher.dispatch.policy = dispatch_policy(config)
-        batcher.configure(mixes_queries=members.mixes_queries, max_pairs=members.max_pairs,
-                          window=config.batch_window_ms / 1000.0, max_queued_pairs=config.max_queued_pairs,
-                          shed=config.shed_overload)
-
     def live_state(self) -> dict[str, object]:
+        latest = {key[:2]: e for key, e in self._endpoints.items()}  # per URL and key: the settings last used
         breakers: dict[str, str] = {}
-        for endpoint in self._endpoints.values():  # one entry per URL, whatever the keys
+        for endpoint in latest.values():  # one entry per URL, the worst of its keys
             state = endpoint.state.breaker.state
             if _SEVERITY[state] > _SEVERITY.get(breakers.get(endpoint.url, ""), -1):
                 breakers[endpoint.url] = state
@@ -188,8 +170,8 @@ class EndpointRegistry:
 
     def _make_room_for_endpoint(self) -> None:
         """Forget the least recently used endpoint with nothing worth keeping, or failing that, the least
-        recently used idle one. A group still naming it gets the state that replaces it on its next call
-        (``ReplicaSet.update``); idle, the old one holds no slot."""
+        recently used idle one. A group still naming it is another group from the next call on (see
+        ``group``); idle, the old one holds no slot."""
         _forget(self._endpoints, self._max_endpoints - 1, _forgettable_endpoint, _idle_endpoint)
 
     def _trim_groups(self) -> None:

@@ -30,7 +30,7 @@ from ..core.scores import PROBABILITY, ScoreScale, cut_head, normalize, ranked, 
 from ..core.statistics import RerankerStatistics, StatsRecorder
 from ..process.registry import PerProcess
 from .detection import Route, probe_endpoint, tls_of
-from .endpoints import Binding, Endpoint, EndpointRegistry, Members
+from .endpoints import Endpoint, EndpointRegistry, Members
 from .routes import RouteBook
 from .transport import HttpTransport
 
@@ -154,14 +154,11 @@ class RerankService:
 
     def _batcher(self, config: RerankerConfig, routes: dict[str, Route], endpoints: dict[str, Endpoint],
                  to_probability: bool) -> MicroBatcher:
-        """The route group's batcher (per replicas, model, instruction, key and TLS settings), its
-        members brought up to date when what they are built from changed: the replicas whose route is
-        known, each with its own dialect (and, when their scales differ, each sending back probabilities)."""
-        key = (config.endpoints, config.key_fingerprint, str(config.tls_verify), config.ca_bundle, config.model,
-               config.api, config.instruction)
-        binding = Binding(config, to_probability,
-                          tuple((url, route, endpoints[url].state) for url, route in routes.items()))
-        return self._registry.group(key, config, binding,
+        """The batcher of this route group (replicas, model, instruction, key, TLS and batching settings)
+        and of the replicas whose route is known, each with its own dialect (and, when their scales
+        differ, each sending back probabilities)."""
+        bound_to = [(url, route, endpoints[url].state) for url, route in routes.items()]
+        return self._registry.group(config, to_probability, bound_to,
                                     functools.partial(self._members, config, routes, endpoints, to_probability))
 
     def _members(self, config: RerankerConfig, routes: dict[str, Route], endpoints: dict[str, Endpoint],

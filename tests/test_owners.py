@@ -140,6 +140,18 @@ def calls_on(tree: ast.Module, holder: str, methods: set[str]) -> set[str]:
     return found
 
 
+def assigned(tree: ast.Module) -> set[str]:
+    """``a.b`` for every assignment to an attribute ``x.a.b`` or ``a.b``."""
+    found = set()
+    for node in ast.walk(tree):
+        for target in getattr(node, "targets", [getattr(node, "target", None)]):
+            if isinstance(target, ast.Attribute):
+                owner = target.value
+                name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")
+                found.add(f"{name}.{target.attr}")
+    return found
+
+
 def writers(test: Callable[[ast.Module], bool]) -> set[str]:
     return {module for module, tree in product_modules() if test(tree)}
 
@@ -154,16 +166,17 @@ def endpoint_state_fields() -> set[str]:
 OWNERS: dict[str, tuple[Callable[[ast.Module], bool], set[str]]] = {
     "slots: leases are kept by the limiter alone": (
         lambda t: "_leases" in mutated_attributes(t), {"batching/limiter.py"}),
-    "slots: taken by the dispatcher, leased by the replica set, resized with the settings": (
-        lambda t: bool(calls_on(t, "limiter", {"take", "acquire", "release", "resize"})),
-        {"batching/batcher.py", "batching/replicas.py", "service/endpoints.py"}),
+    "slots: taken by the dispatcher, leased by the replica set": (
+        lambda t: bool(calls_on(t, "limiter", {"take", "acquire", "release"})),
+        {"batching/batcher.py", "batching/replicas.py"}),
     "a replica's load, speed and failures: its state alone (the dispatch step reports through it)": (
         lambda t: bool(mutated_attributes(t) & endpoint_state_fields()), {"batching/endpoint_state.py"}),
     "the retry budget: spent and refunded where requests are made": (
         lambda t: bool(calls_on(t, "budget", {"record_request", "try_spend", "refund"})),
         {"batching/dispatch.py"}),
-    "breaker thresholds: set from the settings by the registry": (
-        lambda t: bool(calls_on(t, "breaker", {"configure"})), {"service/endpoints.py"}),
+    "settings: never changed in place (new settings build new state; the old drains)": (
+        lambda t: any(calls_on(t, holder, {"configure", "resize", "update"}) or f"{holder}.policy" in assigned(t)
+                      for holder in ("breaker", "limiter", "budget", "replicas", "batcher", "dispatch")), set()),
     "the route cache: the route book alone": (
         lambda t: bool(calls_on(t, "_detect", {"cache_invalidate", "cache_clear", "cache_close"})),
         {"service/routes.py"}),

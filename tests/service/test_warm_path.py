@@ -1,8 +1,9 @@
 """The warm path: a recall with the settings of the last one rebuilds and reconfigures nothing, and a
 recall with changed settings gets them at once.
 
-A group's batcher is bound to the settings and to the routes and endpoint states it was built from;
-only a change of one of them rebuilds its members (a new send function per replica, a new policy).
+A group's batcher is keyed by the settings it is built from and by the routes and endpoint states it
+is bound to; a change of one of them makes another group (configuration by replacement), and the
+old one drains and is forgotten when idle.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from usr.plugins.a0_reranker.batching.limiter import EndpointLimiter
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.core.statistics import StatsRecorder
 from usr.plugins.a0_reranker.service import runtime
-from usr.plugins.a0_reranker.service.endpoints import Binding, EndpointRegistry, Members, breaker_policy
+from usr.plugins.a0_reranker.service.endpoints import EndpointRegistry, Members, breaker_policy
 
 pytestmark = pytest.mark.anyio
 
@@ -46,25 +47,51 @@ def state() -> EndpointState:
 
 async def test_a_group_is_built_again_only_when_what_it_is_bound_to_changes() -> None:
     registry = EndpointRegistry(StatsRecorder())
-    built: list[Binding] = []
+    built: list[tuple[RerankerConfig, bool, object, EndpointState]] = []
     config, route, first = RerankerConfig(endpoint="http://h:1"), object(), state()
 
-    def group(binding: Binding) -> object:
+    def group(config: RerankerConfig, to_probability: bool, route: object, state: EndpointState) -> object:
         def members() -> Members:
-            built.append(binding)
+            built.append((config, to_probability, route, state))
             return Members((), mixes_queries=True, max_pairs=8)
-        return registry.group("key", binding.config, binding, members)
+        return registry.group(config, to_probability, [("http://h:1", route, state)], members)
 
-    same = Binding(config, False, (("http://h:1", route, first),))
-    batcher = group(same)
-    for _ in range(3):  # equal bindings, each a new object, as each recall makes its own
-        assert group(Binding(config.replace(), False, (("http://h:1", route, first),))) is batcher
-    assert built == [same]
-    changes = [Binding(config.replace(max_retries=0), False, (("http://h:1", route, first),)),
-               Binding(config.replace(max_retries=0), True, (("http://h:1", route, first),)),
-               Binding(config.replace(max_retries=0), True, (("http://h:1", object(), first),)),
-               Binding(config.replace(max_retries=0), True, (("http://h:1", route, state()),))]
-    for changed in changes:
-        assert group(changed) is batcher
-    assert built == [same, *changes]
+    batcher = group(config, False, route, first)
+    for unrelated in ({}, {"timeout": 3.0}, {"min_score": 0.5}, {"candidates": 7}):  # what each call brings
+        assert group(config.replace(**unrelated), False, route, first) is batcher
+    assert len(built) == 1
+    changes = [(config.replace(max_retries=0), False, route, first),
+               (config.replace(max_retries=0), True, route, first),
+               (config.replace(max_retries=0), True, object(), first),
+               (config.replace(max_retries=0), True, route, state())]
+    batchers = [group(*change) for change in changes]
+    assert len({id(b) for b in [batcher, *batchers]}) == 5  # each change: a batcher of its own
+    assert [entry[1:] for entry in built[1:]] == [change[1:] for change in changes]
+    assert group(config, False, route, first) is batcher  # the first settings again: its batcher again
     await registry.close()
+
+
+def test_changed_slot_or_breaker_settings_get_new_endpoint_state_and_the_old_keeps_its_own() -> None:
+    registry = EndpointRegistry(StatsRecorder())
+    config = RerankerConfig(endpoint="http://h:1", max_concurrency=2)
+    old = registry.endpoint(config, "http://h:1")
+    assert registry.endpoint(config.replace(timeout=3.0), "http://h:1") is old
+    wider = registry.endpoint(config.replace(max_concurrency=5), "http://h:1")
+    stricter = registry.endpoint(config.replace(breaker_failures=1), "http://h:1")
+    assert len({id(old), id(wider), id(stricter)}) == 3
+    assert (old.state.limiter.capacity, wider.state.limiter.capacity) == (2, 5)
+    assert (old.state.breaker.policy.consecutive, stricter.state.breaker.policy.consecutive) == (3, 1)
+    assert registry.endpoint(config, "http://h:1") is old
+
+
+def test_status_shows_the_breaker_of_the_settings_last_used_for_each_key() -> None:
+    registry = EndpointRegistry(StatsRecorder())
+    config = RerankerConfig(endpoint="http://h:1", breaker_failures=1)
+    old = registry.endpoint(config, "http://h:1")
+    old.state.breaker.attempt().report("down")
+    assert registry.live_state()["breakers"] == {"http://h:1": "open"}
+    registry.endpoint(config.replace(breaker_failures=2), "http://h:1")  # settings changed: a fresh breaker
+    assert registry.live_state()["breakers"] == {"http://h:1": "closed"}
+    other_key = registry.endpoint(config.replace(api_key="k2"), "http://h:1")
+    other_key.state.breaker.attempt().report("down")  # another key's view of the server: the worst shows
+    assert registry.live_state()["breakers"] == {"http://h:1": "open"}
