@@ -9,12 +9,15 @@ no task is torn apart mid-step (which leaves "Task exception was never retrieved
 it raises ``Stopped``, a KeyboardInterrupt, in the main thread. The line saying so is printed at once.
 Any further signal means "now": the process exits at once with the first signal's code, leaving no
 traceback of an interrupted clean-up behind (and no wait on a clean-up that hangs); what it started
-stops by itself, since its servers end when their pipe to this process closes.
+stops by itself, since its servers end when their pipe to this process closes. Once every exit hook
+has run, further signals are ignored: Python puts the default handlers back late in its teardown,
+and one arriving then would kill the process by the signal instead of letting it exit with the code.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import os
 import signal
@@ -50,6 +53,18 @@ class _State:
 
 
 _STATE = _State()
+
+
+def _ignore_signals_at_the_end() -> None:
+    """The last exit hook (registered first): after a signal stopped the command, the exit code stays
+    its code whatever comes during the teardown that follows."""
+    if _STATE.received is not None:
+        for signum in SIGNALS:
+            with contextlib.suppress(ValueError):  # not the main thread: nothing to protect
+                signal.signal(signum, signal.SIG_IGN)
+
+
+atexit.register(_ignore_signals_at_the_end)
 
 
 def stopping() -> bool:
