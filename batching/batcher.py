@@ -23,28 +23,17 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from ..core import deadline as clock
 from ..core.config import BATCH_WINDOW_SHARE
 from ..core.errors import DeadlineExceeded, Overloaded, QueueFull, RerankError
+from ..core.scores import RerankResult, ranked
 from . import overload
 from .dispatch import Dispatch
 from .endpoint_state import PIPELINE_DEPTH
 from .limiter import Lease
 from .queue import Job, PendingQueue, Plan
 from .replicas import Replica, balanced_shares
-
-
-@dataclass(frozen=True)
-class Scored:
-    """One job's scores, in document order, how many retries the requests carrying it needed, the
-    replica that answered, and that replica again when a request had to go on to it (a failover)."""
-
-    scores: list[float]
-    retries: int = 0
-    answered_by: str = ""
-    failover_to: str = ""
 
 
 class MicroBatcher:
@@ -83,10 +72,11 @@ class MicroBatcher:
         """Nothing queued, nothing in flight, no dispatcher: safe to forget."""
         return not self._queue and not self._plans and (self._dispatcher is None or self._dispatcher.done())
 
-    async def score(self, query: str, documents: Sequence[str], deadline: float) -> Scored:
-        """One score per document, in order. Raises a ``RerankError`` naming why it could not."""
+    async def score(self, query: str, documents: Sequence[str], deadline: float) -> RerankResult:
+        """The documents ranked by their scores, and how the requests went. Raises a ``RerankError``
+        naming why it could not."""
         if not documents:
-            return Scored([])
+            return RerankResult([])
         loop = asyncio.get_running_loop()
         if self._closed:
             raise RerankError("the batcher is closed")
@@ -103,7 +93,8 @@ class MicroBatcher:
         self._ensure_dispatcher()
         timer = loop.call_at(deadline, self._expire, job)
         try:
-            return Scored(await job.future, job.retries, job.answered_by, job.failover_to)
+            return RerankResult(ranked(await job.future), retries=job.retries, answered_by=job.answered_by,
+                                failover_to=job.failover_to)
         finally:
             timer.cancel()
             self._finish(job, at_deadline=False)

@@ -72,7 +72,26 @@ RETRY_QUERY_CHARS: Final = 500
 RETRY_DOC_CHARS: Final = 1200
 
 
-def ranked(scores: Sequence[float]) -> list[tuple[int, float]]:
+Ranking = list[tuple[int, float]]
+
+
+@dataclass(frozen=True)
+class RerankResult:
+    """The engine's one result, from the batcher up to the caller: the ranking, or None with the fallback
+    reason and its message. The batcher fills in the ranking and how its requests went; the service the
+    API and the scale of the replica that answered."""
+
+    ranking: Ranking | None
+    api: str = ""
+    reason: str = ""
+    message: str = ""
+    retries: int = 0  # requests sent again before the ranking came
+    scale: ScoreScale = PROBABILITY  # what the ranking's scores are (``normalize`` puts them on one scale)
+    failover_to: str = ""  # the replica that answered, when a request had to go on to another one
+    answered_by: str = ""  # the replica whose answer it is
+
+
+def ranked(scores: Sequence[float]) -> Ranking:
     """``(original_index, score)`` best-first; equal scores keep their original order."""
     return sorted(enumerate(scores), key=lambda item: (-item[1], item[0]))
 

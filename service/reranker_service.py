@@ -14,10 +14,9 @@ import dataclasses
 import functools
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Final
 
-from ..batching.batcher import MicroBatcher, Scored
+from ..batching.batcher import MicroBatcher
 from ..batching.replicas import Replica
 from ..core import deadline as clock
 from ..core.config import RerankerConfig
@@ -26,7 +25,7 @@ from ..core.dialects.wire import read_answer
 from ..core.errors import BreakerOpen, InputTooLong, RateLimited, RerankError, ServerError
 from ..core.probe_report import ProbeReport
 from ..core.redaction import shown
-from ..core.scores import PROBABILITY, ScoreScale, cut_head, normalize, ranked, shared_scale, tighter_limits
+from ..core.scores import PROBABILITY, RerankResult, cut_head, normalize, shared_scale, tighter_limits
 from ..core.statistics import RerankerStatistics, StatsRecorder
 from ..process.registry import PerProcess
 from .detection import Route, probe_endpoint, tls_of
@@ -46,22 +45,6 @@ def stats_recorder() -> StatsRecorder:
 
 
 TIMEOUT_MESSAGE: Final = "no answer before rerank_timeout"
-
-Ranking = list[tuple[int, float]]
-
-
-@dataclass(frozen=True)
-class RerankResult:
-    """A rerank's outcome: the ranking, or None with the fallback reason and its message."""
-
-    ranking: Ranking | None
-    api: str = ""
-    reason: str = ""
-    message: str = ""
-    retries: int = 0  # requests sent again before the ranking came
-    scale: ScoreScale = PROBABILITY  # what the ranking's scores are (core.scores puts them on one scale)
-    failover_to: str = ""  # the replica that answered, when a request had to go on to another one
-
 
 class RerankService:
     """Use from the owner loop only (the runtime module is how other threads and loops reach it)."""
@@ -132,13 +115,12 @@ class RerankService:
                 self._routes.forget(config)
             raise
         answered = routes.get(scored.answered_by) or next(iter(routes.values()))
-        return RerankResult(ranked(scored.scores), answered.dialect.api, retries=scored.retries,
-                            scale=scale or PROBABILITY, failover_to=scored.failover_to)
+        return dataclasses.replace(scored, api=answered.dialect.api, scale=scale or PROBABILITY)
 
     async def _score(
         self, config: RerankerConfig, routes: dict[str, Route], endpoints: dict[str, Endpoint], query: str,
         documents: Sequence[str], deadline: float, *, to_probability: bool,
-    ) -> Scored:
+    ) -> RerankResult:
         batcher = self._batcher(config, routes, endpoints, to_probability)
         query_chars, doc_chars = config.max_query_chars, config.max_doc_chars
         try:

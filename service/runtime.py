@@ -21,10 +21,11 @@ from ..core import deadline as clock
 from ..core.config import RerankerConfig
 from ..core.deadline import backstop_remaining, deadline_in
 from ..core.probe_report import ProbeReport
+from ..core.scores import Ranking
 from ..core.statistics import RerankerStatistics
 from ..process.owner_loop import OwnerLoop
 from ..process.registry import PerProcess
-from .reranker_service import TIMEOUT_MESSAGE, Ranking, RerankResult, RerankService, stats_recorder
+from .reranker_service import TIMEOUT_MESSAGE, RerankResult, RerankService, stats_recorder
 
 log = logging.getLogger("a0_reranker")
 T = TypeVar("T")

@@ -71,7 +71,9 @@ def make_batcher(server: Server, *, mixes: bool = True, cap: int = 4, max_pairs:
 
 
 async def score(batcher: MicroBatcher, query: str, documents: list[str], deadline: float) -> list[float]:
-    return (await batcher.score(query, documents, deadline)).scores
+    ranking = (await batcher.score(query, documents, deadline)).ranking
+    assert ranking is not None
+    return [score for _, score in sorted(ranking)]  # back in document order
 
 
 def later(seconds: float = 30.0) -> float:

@@ -65,11 +65,11 @@ def test_retry_backoff_and_a_retry_after_are_waited_out_on_the_engine_clock() ->
     server = ScriptedServer("only", [ServerError(503, "busy"), RateLimited(429, "slow down", retry_after=30.0)])
     engine = batcher(server, policy=DispatchPolicy(max_retries=2))
 
-    async def main() -> tuple[list[float], int]:
+    async def main() -> tuple[list[tuple[int, float]] | None, int]:
         scored = await recall(engine)
-        return scored.scores, scored.retries
+        return scored.ranking, scored.retries
 
-    assert run_virtual(main()) == ([1.0, 0.99], 2)
+    assert run_virtual(main()) == ([(0, 1.0), (1, 0.99)], 2)
     first, second, third = server.sent_at
     assert 0.025 <= second - first <= 0.05
     assert third - second == pytest.approx(30.0, abs=1e-6)
@@ -95,7 +95,7 @@ def test_an_open_breaker_admits_its_probe_exactly_when_its_cooldown_ends() -> No
         seen.append(state.breaker.state)
         await asyncio.sleep(opened + HOUR - clock.now())
         for _ in range(2):
-            assert (await recall(engine)).scores == [1.0, 0.99]
+            assert (await recall(engine)).ranking == [(0, 1.0), (1, 0.99)]
             seen.append(state.breaker.state)
         assert server.sent_at[-1] - opened == pytest.approx(HOUR, abs=1e-6)
         return seen
@@ -113,7 +113,7 @@ def test_a_hedge_goes_out_exactly_at_its_delay_and_its_answer_wins() -> None:
 
     async def main() -> float:
         started = clock.now()
-        assert (await recall(engine, timeout=10.0)).scores == [1.0, 0.99]
+        assert (await recall(engine, timeout=10.0)).ranking == [(0, 1.0), (1, 0.99)]
         return clock.now() - started
 
     took = run_virtual(main())
