@@ -46,6 +46,7 @@ def stats_recorder() -> StatsRecorder:
 
 TIMEOUT_MESSAGE: Final = "no answer before rerank_timeout"
 
+
 class RerankService:
     """Use from the owner loop only (the runtime module is how other threads and loops reach it)."""
 

@@ -37,8 +37,6 @@ SECRET_KEY = "sk-test-a0r-7f3c9e1d4b"
 MEMORY_APIS = ("v1.7", "newer")  # the stand-in's A0_STANDIN_MEMORY_API values
 
 
-
-
 def prio_scorer(query: str, document: str) -> float:
     """The test servers' relevance: documents marked ``prioNN`` rank by NN (higher first), above
     everything else; other documents (the detection probe's) by the lexical scorer, halved."""

@@ -21,8 +21,6 @@ pytestmark = pytest.mark.anyio
 METHOD = "search_similarity_threshold"
 
 
-
-
 async def recalled(a0: A0, agent: Any, message: str) -> str:
     agent.hist_add_user_message(message)
     loop_data = await agent.run_message_loop()

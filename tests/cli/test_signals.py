@@ -190,3 +190,36 @@ def test_timeout_ends_bench_quick_with_143(package_path, tmp_path) -> None:
     assert not [word for word in NOT_ON_STDERR if word in timeout.stderr], timeout.stderr
     lines = [line for line in timeout.stderr.splitlines() if not line.startswith("[")]  # progress steps aside
     assert lines in ([], [f"{BENCH_PROG}: terminated"]), timeout.stderr
+
+
+AFTER_EXIT_HOOKS = """
+import atexit, os, signal, sys
+from a0_reranker.cli import signals
+stop = sys.argv[1] == "stop"
+try:
+    with signals.stop_on_signals("x"):
+        if stop:
+            os.kill(os.getpid(), signal.SIGTERM)
+except signals.Stopped:
+    pass
+def shown(handler):
+    names = {signal.SIG_IGN: "ignored", signal.SIG_DFL: "default"}
+    return names.get(handler) or handler.__name__
+before = [shown(signal.getsignal(s)) for s in (signal.SIGINT, signal.SIGTERM)]
+atexit._run_exitfuncs()
+after = [shown(signal.getsignal(s)) for s in (signal.SIGINT, signal.SIGTERM)]
+print(*before, *after)
+"""
+
+
+@pytest.mark.parametrize(("stop", "handlers"), [
+    ("stop", "_again _again ignored ignored"),  # until the teardown a further signal exits at once
+    ("run", "default_int_handler default default_int_handler default"),  # no signal: left as they were
+], ids=["stopped", "not stopped"])
+def test_after_a_stop_the_last_exit_hook_ignores_further_signals(package_path, stop: str, handlers: str) -> None:
+    """Python puts the default handlers back late in its teardown, after every exit hook; a second Ctrl-C
+    arriving then killed a stopped command by the signal (exit -2) instead of letting it exit 130."""
+    result = subprocess.run([sys.executable, "-c", AFTER_EXIT_HOOKS, stop], env=cli_env(package_path),
+                            capture_output=True, text=True, timeout=EXIT_WITHIN_S)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == handlers.split()

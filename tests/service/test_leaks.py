@@ -28,6 +28,7 @@ from usr.plugins.a0_reranker.service.endpoints import MAX_ENDPOINTS, MAX_GROUPS
 
 pytestmark = pytest.mark.anyio
 
+
 def drained(stats: RerankerStatistics) -> bool:
     return stats.in_flight == 0 and stats.queued_pairs == 0
 

@@ -102,8 +102,6 @@ def browser(alpine_js: Path) -> Iterator[Any]:
         playwright.stop()
 
 
-
-
 @dataclass
 class A0Root:
     root: Path
@@ -206,6 +204,7 @@ def panel(browser: Any, host: PanelHost, a0_root: A0Root) -> Iterator[Panel]:
     page = context.new_page()
     page.set_default_timeout(10_000)
     current = Panel(page, host)
+
     def on_console(message: Any) -> None:
         if message.type == "error":
             current.errors.append(f"console: {message.text}")
