@@ -8,8 +8,12 @@ old one drains and is forgotten when idle.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+
 import pytest
 
+from support.counters import owner_call, stats_until
 from support.encoding import recall
 from support.servers import RunningServer
 from usr.plugins.a0_reranker.batching.breaker import CircuitBreaker
@@ -95,3 +99,26 @@ def test_status_shows_the_breaker_of_the_settings_last_used_for_each_key() -> No
     other_key = registry.endpoint(config.replace(api_key="k2"), "http://h:1")
     other_key.state.breaker.attempt().report("down")  # another key's view of the server: the worst shows
     assert registry.live_state()["breakers"] == {"http://h:1": "open"}
+
+
+async def test_settings_changed_mid_request_leave_nothing_held_once_both_are_done_or_cancelled(
+        vllm_server: RunningServer) -> None:
+    """A request under the old settings drains on its own slot while the new settings get new state; one
+    caller leaves (cancelled) while held: afterwards no slot is held, nothing queued, every batcher idle."""
+    old = RerankerConfig(endpoint=vllm_server.url, api="rerank", timeout=30.0, max_concurrency=2)
+    new = old.replace(max_concurrency=3, max_pairs_per_request=64)
+    assert await runtime.rerank_async(*recall(0, 4), config=old) is not None  # the route is known
+    vllm_server.gate.hold(lambda request: request.method == "POST")
+    draining = asyncio.create_task(runtime.rerank_async(*recall(1, 4), config=old))
+    leaving = asyncio.create_task(runtime.rerank_async(*recall(2, 4), config=new))
+    await vllm_server.gate.wait_held(2)
+    in_flight = await owner_call(lambda service: {e.state.limiter.capacity: e.state.limiter.in_flight
+                                                  for e in service._registry._endpoints.values()})
+    assert (in_flight[2], in_flight[3]) == (1, 1)  # each settings' own state holds its own slot
+    leaving.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await leaving
+    vllm_server.gate.release()
+    assert await draining is not None
+    await stats_until(lambda stats: stats.in_flight == 0 and stats.queued_pairs == 0)
+    assert await owner_call(lambda service: all(g.batcher.idle for g in service._registry._groups.values()))
