@@ -9,7 +9,8 @@ is counted against the breaker and a server which answers late is remembered.
 
 With several replicas each is detected on its own (its path and dialect may differ). A call uses the
 replicas whose route is known now, and waits only while none is: a replica being detected (or one
-that is down) never holds up a call that others can answer.
+that is down) never holds up a call that others can answer. A route already known is read without a
+task or a turn of the loop, so the recalls of a burst reach their queue together.
 """
 
 from __future__ import annotations
@@ -74,9 +75,19 @@ class RouteBook:
         detections = [_Detection.of(config.for_replica(e.url), deadline, e) for e in endpoints]
         # One shared with an earlier caller runs to that caller's deadline: leave it at ours.
         outlasts_us = any(self._running.get(d.key, deadline) > deadline for d in detections)
-        tasks = {self._detection_task(d): d.endpoint.url for d in detections if d.endpoint is not None}
         routes: dict[str, Route] = {}
         errors: dict[str, BaseException] = {}
+        tasks: dict[asyncio.Task[Route], str] = {}
+        for detection in detections:
+            assert detection.endpoint is not None
+            url = detection.endpoint.url
+            if self._known(detection):  # a finished detection: its result comes back without a task or a wait
+                try:
+                    routes[url] = await self._detect(detection)
+                except Exception as exc:  # a failed one not yet evicted from the cache
+                    errors[url] = exc
+            else:
+                tasks[self._detection_task(detection)] = url
         pending = set(tasks)
         while pending and not routes:
             timeout = max(0.0, deadline - clock.now()) if outlasts_us else None
@@ -103,10 +114,16 @@ class RouteBook:
     async def close(self) -> None:
         await self._detect.cache_close()
 
+    def _known(self, detection: _Detection) -> bool:
+        """Cached and no longer running: awaiting it returns at once."""
+        return self._detect.cache_contains(detection) and detection.key not in self._running
+
     def _detection_task(self, detection: _Detection) -> asyncio.Task[Route]:
         """A task of its own, so a caller who leaves does not cancel a detection others may share."""
         assert detection.endpoint is not None
         detection.endpoint.route_keys.add(detection.key)
+        if not self._detect.cache_contains(detection):  # this call starts it (or joins one just started)
+            self._running.setdefault(detection.key, detection.deadline)
         task = asyncio.ensure_future(self._detect(detection))
         task.add_done_callback(lambda t: None if t.cancelled() else t.exception())
         return task

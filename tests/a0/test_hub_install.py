@@ -168,7 +168,7 @@ def test_without_the_ignore_rule_an_update_that_brings_a_thumbnail_stops(
 def test_a_dependency_pip_cannot_install_deletes_the_folder_and_says_what_to_run(
         a0_root: Path, upstream: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     requirements = upstream / "requirements.txt"
-    requirements.write_text(requirements.read_text().replace("async-lru>=2.0.4", UNSATISFIABLE), encoding="utf-8")
+    requirements.write_text(requirements.read_text().replace("async-lru>=2.3", UNSATISFIABLE), encoding="utf-8")
     commit_all(upstream, "needs a release that does not exist")
     monkeypatch.setenv("PIP_NO_INDEX", "1")  # a real pip, offline: it fails at once, installs nothing
 

@@ -20,9 +20,12 @@ from usr.plugins.a0_reranker.batching.breaker import CircuitBreaker
 from usr.plugins.a0_reranker.batching.endpoint_state import EndpointState
 from usr.plugins.a0_reranker.batching.limiter import EndpointLimiter
 from usr.plugins.a0_reranker.core.config import RerankerConfig
+from usr.plugins.a0_reranker.core.deadline import deadline_in
 from usr.plugins.a0_reranker.core.statistics import StatsRecorder
 from usr.plugins.a0_reranker.service import runtime
 from usr.plugins.a0_reranker.service.endpoints import EndpointRegistry, Members, breaker_policy
+from usr.plugins.a0_reranker.service.routes import RouteBook
+from usr.plugins.a0_reranker.service.transport import HttpTransport
 
 pytestmark = pytest.mark.anyio
 
@@ -42,6 +45,31 @@ async def test_a_changed_setting_reaches_the_next_recall_and_the_old_one_comes_b
         assert await runtime.rerank_async(*recall(len(sent), 6), config=config) is not None
         sent.append(posts(vllm_server) - before)
     assert sent == [1, 1, 3, 1]
+
+
+async def test_known_routes_come_back_without_a_task_or_a_wait(vllm_server: RunningServer) -> None:
+    """Once detected, a recall's routes are read at once: no task, no turn of the loop (the recalls of a
+    burst then reach the queue together, before its first request is formed)."""
+    config = RerankerConfig(endpoint=vllm_server.url, timeout=10.0)
+    transport, registry = HttpTransport(), EndpointRegistry(StatsRecorder())
+    book = RouteBook(transport)
+    endpoints = [registry.endpoint(config, vllm_server.url)]
+    detected = await book.routes(config, deadline_in(10.0), endpoints)  # the first call detects
+    assert book.cached == 1 and book.running == 0
+    tasks = len(asyncio.all_tasks())
+    warm = book.routes(config, deadline_in(10.0), endpoints)
+    with pytest.raises(StopIteration) as finished:  # ran to its end in one step: it never suspended
+        warm.send(None)
+    assert finished.value.value == detected and len(asyncio.all_tasks()) == tasks
+    book.forget(config)  # forgotten: the next call detects again, and waits for it
+    again = asyncio.ensure_future(book.routes(config, deadline_in(10.0), endpoints))
+    await asyncio.sleep(0)
+    assert book.running == 1 and not again.done()
+    assert [r.dialect for r in (await again).values()] == [r.dialect for r in detected.values()]
+    assert book.running == 0
+    await book.close()
+    await registry.close()
+    await transport.close()
 
 
 def state() -> EndpointState:
