@@ -168,10 +168,6 @@ class PendingQueue:
             job.unsent.clear()
         return jobs
 
-    @property
-    def oldest_enqueued_at(self) -> float | None:
-        return self._jobs[0].enqueued_at if self._jobs else None
-
     def take(self, *, max_pairs: int, mixes_queries: bool, share: float | None = None) -> Plan | None:
         """Remove up to ``max_pairs`` distinct pairs for one request, or None when nothing is queued.
         With ``share``, stop before the next job that would take it further past the share than short

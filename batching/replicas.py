@@ -96,12 +96,6 @@ class ReplicaSet:
             busy.append(state.busy_for(cost.fixed_s, cost.per_pair_s, now) + cost.fixed_s)
         return per_pair, busy
 
-    def speeds(self, members: Sequence[Replica]) -> list[float]:
-        """Each member's pairs per second, from its seconds per pair, lowered by its recent failures as
-        its cost is raised; one not yet measured counts as the fastest of the set."""
-        fastest = self._fastest_seconds_per_pair() or 1.0
-        return [1.0 / ((r.state.seconds_per_pair_now() or fastest) * r.state.failure_factor()) for r in members]
-
     def _fastest_seconds_per_pair(self) -> float | None:
         return min((s for r in self.replicas if (s := r.state.seconds_per_pair_now()) is not None), default=None)
 

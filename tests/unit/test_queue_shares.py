@@ -60,20 +60,6 @@ def replica(name: str, seconds_per_pair: float | None = None, cap: int = 4) -> R
     return Replica(f"http://{name}", state, send)
 
 
-def test_speeds_are_pairs_per_second_and_an_unmeasured_member_counts_as_the_fastest() -> None:
-    fast, slow, new = replica("fast", 0.001), replica("slow", 0.004), replica("new")
-    cold, failing = replica("cold"), replica("failing", 0.001)
-    members = ReplicaSet([fast, slow, new, cold, failing], budget=RetryBudget())
-    assert members.speeds([fast, slow, new]) == pytest.approx([1000.0, 250.0, 1000.0], rel=1e-3)
-    unmeasured = [replica("a"), replica("b")]
-    assert ReplicaSet(unmeasured, budget=RetryBudget()).speeds(unmeasured) == [1.0, 1.0]
-    cold.state.answered(0.5, 10)  # one slow first answer (a cold start) is no measure of it yet
-    assert members.speeds([cold]) == pytest.approx([1000.0], rel=1e-3)
-    failing.state.failed()  # its recent failures lower its speed as they raise its cost
-    speed = members.speeds([failing])[0]
-    assert speed == pytest.approx(1000.0 / failing.state.failure_factor(), rel=1e-3) and speed < 1000.0 / 2
-
-
 def test_a_busy_replica_not_yet_measured_costs_more_than_an_idle_measured_one() -> None:
     measured, new = replica("measured", 0.001), replica("new")
     members = ReplicaSet([measured, new], budget=RetryBudget())
