@@ -17,13 +17,14 @@ from typing import Any
 
 from ..cli.errors import FAILED, CliError
 from ..cli.main import Parser
-from ..cli.options import config_problem, int_list, positive_int
+from ..cli.options import config_problem, positive_int
 from ..core.errors import ConfigError
 from ..service import runtime
 from . import PROG, overload_command, replicas_command
 from .batching_bench import DEFAULT_CONCURRENCY, BenchResult, batched_config, run_benchmark
 from .cost_model_server import CostModel
 from .harness import enough_recalls, measured, output_folder, start_cost_model, write_file
+from .list_options import int_list
 from .report import INSTALL_HINT, bench_document, bench_table, write_plot
 
 QUICK_CONCURRENCY = (1, 4, 16)

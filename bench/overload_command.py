@@ -21,9 +21,9 @@ from typing import Any
 
 from ..cli.errors import CliError
 from ..cli.formatting import table
-from ..cli.options import int_list, positive_float_list
 from .burst_bench import WaveRun, compare
 from .harness import measured, output_folder, start_cost_model, write_file
+from .list_options import int_list, positive_float_list
 from .overload_bench import GOODPUT_GOAL, ONE_GPU, SHED_GOAL_MS, OverloadRun, goals_met, run_one
 from .replicas_bench import BIG_MODEL, slower
 from .report import bench_document
