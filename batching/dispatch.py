@@ -207,7 +207,8 @@ class Dispatch:
             self.replicas.budget.refund()  # the resend after a stale connection cost the server nothing
         elapsed = clock.now() - started
         state.answered(elapsed, len(batch), started)
-        self.replicas.latency.record(elapsed)
+        if self.policy.hedge and self.policy.hedge_delay_s is None:  # the one reader of the window
+            self.replicas.latency.record(elapsed)
         request.answered_by = replica.url
         return scores
 

@@ -267,3 +267,17 @@ async def test_a_request_held_back_earns_no_retry_budget() -> None:
     healthy = make_batcher(Server())
     assert await score(healthy, "q0", ["d1"], later()) == [1]
     assert healthy.dispatch.replicas.budget.try_spend()  # one sent: within the reserve, as before
+
+
+@pytest.mark.parametrize(("policy", "kept"), [(DispatchPolicy(), False), (DispatchPolicy(hedge=True), True),
+                                              (DispatchPolicy(hedge=True, hedge_delay_s=0.5), False)])
+async def test_answer_times_are_kept_only_where_a_hedge_delay_is_read_from_them(policy: DispatchPolicy,
+                                                                                kept: bool) -> None:
+    server = Server()
+    state = EndpointState(EndpointLimiter(4), CircuitBreaker(BreakerPolicy(cooldown=60)))
+    replicas = ReplicaSet([Replica("http://server", state, server.send)], budget=RetryBudget())
+    batcher = MicroBatcher(Dispatch(replicas, StatsRecorder(), policy), mixes_queries=True, max_pairs=100,
+                           window=0.01, max_queued_pairs=10_000)
+    for q in range(20):  # enough answers for the window to say its percentile
+        assert await score(batcher, f"q{q}", ["d1", "d2"], later()) == [q * 1000 + 1, q * 1000 + 2]
+    assert (replicas.latency.percentile(0.95) is not None) == kept
