@@ -57,7 +57,7 @@ class RouteBook:
         self._transport = transport
         self._on_detection = on_detection  # counted: detections that keep coming say health is forgotten
         self._detect = alru_cache(maxsize=128, ttl=DETECTION_TTL_S)(self._detect_uncached)
-        self._running: dict[tuple[object, ...], float] = {}  # key -> deadline of a detection under way
+        self._running: dict[tuple[object, ...], _Detection] = {}  # key -> the detection under way
 
     @property
     def cached(self) -> int:
@@ -74,7 +74,7 @@ class RouteBook:
         others; waits only while none is known. Raises the first replica's error when none works."""
         detections = [_Detection.of(config.for_replica(e.url), deadline, e) for e in endpoints]
         # One shared with an earlier caller runs to that caller's deadline: leave it at ours.
-        outlasts_us = any(self._running.get(d.key, deadline) > deadline for d in detections)
+        outlasts_us = any(d.key in self._running and self._running[d.key].deadline > deadline for d in detections)
         routes: dict[str, Route] = {}
         errors: dict[str, BaseException] = {}
         tasks: dict[asyncio.Task[Route], str] = {}
@@ -123,7 +123,7 @@ class RouteBook:
         assert detection.endpoint is not None
         detection.endpoint.route_keys.add(detection.key)
         if not self._detect.cache_contains(detection):  # this call starts it (or joins one just started)
-            self._running.setdefault(detection.key, detection.deadline)
+            self._running.setdefault(detection.key, detection)
         task = asyncio.ensure_future(self._detect(detection))
         task.add_done_callback(lambda t: None if t.cancelled() else t.exception())
         return task
@@ -131,7 +131,7 @@ class RouteBook:
     async def _detect_uncached(self, detection: _Detection) -> Route:
         assert detection.endpoint is not None
         state = detection.endpoint.state
-        self._running[detection.key] = detection.deadline
+        self._running[detection.key] = detection
         try:
             await state.wait_out_retry_after(detection.deadline)
             with state.breaker.attempt():  # detection is an attempt too: a probe while half-open
@@ -141,8 +141,9 @@ class RouteBook:
             wait = exc.retry_after if exc.retry_after is not None else RATE_LIMIT_DEFAULT_S
             state.hold_off(clock.now() + wait)
             raise
-        finally:
-            self._running.pop(detection.key, None)
+        finally:  # a detection forgotten (cancelled) may end after its successor began: clear only its own mark
+            if self._running.get(detection.key) is detection:
+                del self._running[detection.key]
 
 
 def _collect(task: asyncio.Task[Route], url: str, routes: dict[str, Route], errors: dict[str, BaseException]

@@ -21,6 +21,7 @@ from usr.plugins.a0_reranker.batching.endpoint_state import EndpointState
 from usr.plugins.a0_reranker.batching.limiter import EndpointLimiter
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.core.deadline import deadline_in
+from usr.plugins.a0_reranker.core.errors import RerankError
 from usr.plugins.a0_reranker.core.statistics import StatsRecorder
 from usr.plugins.a0_reranker.service import runtime
 from usr.plugins.a0_reranker.service.endpoints import EndpointRegistry, Members, breaker_policy
@@ -67,6 +68,35 @@ async def test_known_routes_come_back_without_a_task_or_a_wait(vllm_server: Runn
     assert book.running == 1 and not again.done()
     assert [r.dialect for r in (await again).values()] == [r.dialect for r in detected.values()]
     assert book.running == 0
+    await book.close()
+    await registry.close()
+    await transport.close()
+
+
+async def test_a_detection_forgotten_while_running_leaves_only_its_successor_running(
+        vllm_server: RunningServer) -> None:
+    """A route forgotten mid-detection (a breaker opened) leaves that detection to run to its deadline; a
+    call right after starts another. The first one's end must not clear the second's mark: while the
+    second runs a call waits for it (it is not taken for a known route), and nothing stays marked after."""
+    config = RerankerConfig(endpoint=vllm_server.url, timeout=10.0)
+    transport, registry = HttpTransport(), EndpointRegistry(StatsRecorder())
+    book = RouteBook(transport)
+    endpoints = [registry.endpoint(config, vllm_server.url)]
+    vllm_server.gate.hold()
+    first = asyncio.ensure_future(book.routes(config, deadline_in(1.0), endpoints))
+    await vllm_server.gate.wait_held(1)
+    book.forget(config)  # the cache forgets it; the detection itself runs on
+    second = asyncio.ensure_future(book.routes(config, deadline_in(60.0), endpoints))
+    await vllm_server.gate.wait_held(2)  # the second detection's first request, beside the first's
+    with pytest.raises(RerankError):
+        await first  # the first detection ends at its deadline, held at the server all along
+    assert book.running == 1 and not second.done()
+    waiting = asyncio.ensure_future(book.routes(config, deadline_in(60.0), endpoints))
+    await asyncio.sleep(0)
+    assert not waiting.done()  # the running detection is waited for, not read as known
+    vllm_server.gate.release()
+    assert (await second).keys() == (await waiting).keys() == {vllm_server.url}
+    assert book.running == 0 and book.cached == 1
     await book.close()
     await registry.close()
     await transport.close()
