@@ -80,6 +80,10 @@ class DispatchPolicy:
     hedge_percentile: float = 0.95
     hedges: int = 2  # duplicates per attempt: one after the delay, one more if that one fails
 
+    @property
+    def delay_from_latency(self) -> bool:  # the hedge delay is a percentile of the set's answer times
+        return self.hedge and self.hedge_delay_s is None
+
 
 class Dispatch:
     """Carries out the requests of one batcher over its replica set; lives on the owner loop."""
@@ -207,7 +211,7 @@ class Dispatch:
             self.replicas.budget.refund()  # the resend after a stale connection cost the server nothing
         elapsed = clock.now() - started
         state.answered(elapsed, len(batch), started)
-        if self.policy.hedge and self.policy.hedge_delay_s is None:  # the one reader of the window
+        if self.policy.delay_from_latency:  # only then is the window read
             self.replicas.latency.record(elapsed)
         request.answered_by = replica.url
         return scores
@@ -260,7 +264,7 @@ class Dispatch:
         if not self.policy.hedge:
             return None
         delay = self.policy.hedge_delay_s
-        if delay is None:
+        if self.policy.delay_from_latency:
             delay = self.replicas.latency.percentile(self.policy.hedge_percentile)
         return None if delay is None else max(delay, self.policy.hedge_floor_s)
 
