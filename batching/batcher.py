@@ -162,12 +162,12 @@ class MicroBatcher:
     def _start_shares(self, replica: Replica, lease: Lease) -> bool:
         """Start the request for ``replica``, which holds a slot; False when it is not used. While
         other replicas that cost no more are short of work (fewer than two requests in flight, so
-        their GPU would soon wait), the queue is shared out over them at once, in whole recalls, so
-        that each finishes what it has in flight and its share at about the same time (a burst of
-        recalls awaited together ends with the last share), instead of all going to one replica while
-        the others run dry; ``replica`` takes a share only when it was short of work too (its new slot
-        aside). The cheapest go first, so that fewer recalls than replicas go where they are answered
-        soonest."""
+        their GPU would soon wait), the queue is shared out over them at once (a recall split at a
+        share's edge, see ``PendingQueue.take``), so that each finishes what it has in flight and its
+        share at about the same time (a burst of recalls awaited together ends with the last share),
+        instead of all going to one replica while the others run dry; ``replica`` takes a share only
+        when it was short of work too (its new slot aside). The cheapest go first, so that fewer
+        recalls than replicas go where they are answered soonest."""
         if self._shed:
             self._shed_hopeless(replica)
         peers = self._slots.peers_short_of_work(replica, self._queue.pairs)

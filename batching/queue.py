@@ -170,8 +170,10 @@ class PendingQueue:
 
     def take(self, *, max_pairs: int, mixes_queries: bool, share: float | None = None) -> Plan | None:
         """Remove up to ``max_pairs`` distinct pairs for one request, or None when nothing is queued.
-        With ``share``, stop before the next job that would take it further past the share than short
-        of it (whole jobs, so a recall shared out over several replicas waits for one of them only)."""
+        With ``share``, take whole jobs while they fit and then the part of the next one that fills the
+        share, so that replicas sharing a burst out finish together (a recall split at a share's edge
+        waits for two replicas that finish about together); a first job larger than the share is taken
+        whole, so a lone recall is never split."""
         if not self._jobs:
             return None
         first_query = self._jobs[0].query
@@ -181,13 +183,16 @@ class PendingQueue:
         for job in list(self._jobs):
             if not mixes_queries and job.query != first_query:
                 continue
-            if share is not None and pairs and len(pairs) + len(job.unsent) / 2 > share:
-                break  # whole jobs, as near the share as they come
+            limit = max_pairs
+            if share is not None and pairs and len(pairs) + len(job.unsent) > share:
+                limit = min(max_pairs, round(share))
+                if len(pairs) >= limit:
+                    break
             taken = 0
             for document in job.unsent:
                 key = (job.query, document)
                 if key not in routes:
-                    if len(pairs) >= max_pairs:
+                    if len(pairs) >= limit:
                         break
                     qi = queries.setdefault(job.query, len(queries))
                     pairs.append((qi, document))
@@ -197,7 +202,7 @@ class PendingQueue:
             del job.unsent[:taken]
             if not job.unsent:
                 self._jobs.remove(job)
-            if len(pairs) >= max_pairs and job.unsent:
+            if len(pairs) >= limit and job.unsent:
                 break
         batch = ScoreBatch(queries=tuple(queries), pairs=tuple(pairs))
         return Plan(batch=batch, routes=routes)

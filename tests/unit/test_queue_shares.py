@@ -1,4 +1,4 @@
-"""Sharing a queue out over idle replicas: ``take`` stops at a share in whole jobs, the replica set
+"""Sharing a queue out over idle replicas: ``take`` fills a share (splitting the job at its edge), the replica set
 says which idle members to share with and how fast each is. Real queue, real replica states."""
 
 from __future__ import annotations
@@ -28,18 +28,29 @@ def queue_of(*sizes: int) -> PendingQueue:
     return queue
 
 
-def taken_jobs(batch: ScoreBatch) -> list[int]:
-    return sorted({int(batch.queries[qi][1:]) for qi, _ in batch.pairs})
+def pairs_of(batch: ScoreBatch) -> dict[int, int]:
+    """Pairs taken per job."""
+    counts: dict[int, int] = {}
+    for qi, _ in batch.pairs:
+        job = int(batch.queries[qi][1:])
+        counts[job] = counts.get(job, 0) + 1
+    return counts
 
 
-async def test_a_share_stops_before_the_next_job_and_never_splits_one() -> None:
+async def test_a_share_takes_whole_jobs_then_the_part_of_the_next_that_fills_it() -> None:
     queue = queue_of(4, 4, 4, 4, 4)
     first = queue.take(max_pairs=100, mixes_queries=True, share=6)
-    assert first is not None and taken_jobs(first.batch) == [0, 1]  # 8 pairs: the second job is whole
+    assert first is not None and pairs_of(first.batch) == {0: 4, 1: 2}  # the second job split at the share
     second = queue.take(max_pairs=100, mixes_queries=True, share=4)
-    assert second is not None and taken_jobs(second.batch) == [2]
+    assert second is not None and pairs_of(second.batch) == {1: 2, 2: 2}
     rest = queue.take(max_pairs=100, mixes_queries=True)
-    assert rest is not None and taken_jobs(rest.batch) == [3, 4] and not queue
+    assert rest is not None and pairs_of(rest.batch) == {2: 2, 3: 4, 4: 4} and not queue
+
+
+async def test_a_first_job_larger_than_the_share_is_taken_whole() -> None:
+    queue = queue_of(10, 4)
+    plan = queue.take(max_pairs=100, mixes_queries=True, share=3)
+    assert plan is not None and pairs_of(plan.batch) == {0: 10} and queue.pairs == 4  # a lone recall is never split
 
 
 async def test_max_pairs_still_bounds_a_share() -> None:
