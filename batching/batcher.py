@@ -30,8 +30,7 @@ from ..core.errors import DeadlineExceeded, Overloaded, QueueFull, RerankError
 from ..core.scores import RerankResult, ranked
 from . import overload
 from .dispatch import Dispatch
-from .endpoint_state import PIPELINE_DEPTH
-from .limiter import Lease
+from .endpoint_state import PIPELINE_DEPTH, Lease
 from .queue import Job, PendingQueue, Plan
 from .replicas import Replica, balanced_shares
 

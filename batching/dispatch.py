@@ -25,9 +25,8 @@ from ..core.dialects import ScoreBatch
 from ..core.errors import BreakerOpen, DeadlineExceeded, MalformedAnswer, RateLimited, RerankError
 from . import overload
 from .breaker import Permit, RetryKind, health_of, retry_kind
-from .endpoint_state import EndpointState
+from .endpoint_state import EndpointState, Lease
 from .hedging import race
-from .limiter import Lease
 from .replicas import Replica, ReplicaSet
 
 

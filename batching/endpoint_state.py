@@ -1,18 +1,26 @@
 """Everything the dispatch step keeps per endpoint (one server: base URL and API key): its concurrency
 slots, breaker, the time before which a 429 asked us not to send, the load and speed the balancer
 reads (pairs in flight, seconds per pair as an exponentially weighted moving average), and the rate
-at which it serves pairs, which shedding and the breaker's fair-chance rule read (``overload``)."""
+at which it serves pairs, which shedding and the breaker's fair-chance rule read (``overload``).
+
+Each slot taken is a ``Lease`` that knows its holder: the limiter keeps the leases it has out, and
+giving back one it does not hold (twice, or another limiter's) raises ``SlotNotHeld`` instead of
+silently freeing a slot someone else holds (as anyio's ``CapacityLimiter`` does). The dispatcher takes
+a lease, then hands it to the request it starts (``hand_to``), whose task gives it back in a done
+callback: that runs even when the task is cancelled before its first step, where a ``finally`` inside
+the coroutine would not. A hedge or a failover asks with priority: the next free slot is its.
+"""
 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Final
 
 from ..core import deadline as clock
 from ..core.errors import RateLimited
 from .breaker import CircuitBreaker
-from .limiter import EndpointLimiter
 from .overload import ServiceRate
 
 EWMA_WEIGHT: Final = 0.3  # of the newest answer: a replica that slows down is noticed within a few requests
@@ -22,6 +30,91 @@ WARM_UP_ANSWERS: Final = 5  # a replica's first answers (a cold start among them
 PIPELINE_DEPTH: Final = 2  # requests in flight that keep a replica's GPU busy through the client's turnaround
 FAILURE_WEIGHT: Final = 20.0  # a replica failing every request looks 21 times as costly to the balancer
 FAILING_ABOVE: Final = 0.1  # a failure score above this (one failure, for about 8 s) keeps shares away
+
+
+class SlotNotHeld(RuntimeError):
+    """A lease was given back that the limiter does not hold: a bug in whoever gave it back."""
+
+
+class Lease:
+    """One slot of one limiter, held by ``holder`` until given back."""
+
+    __slots__ = ("_limiter", "holder")
+
+    def __init__(self, limiter: EndpointLimiter, holder: object) -> None:
+        self._limiter = limiter
+        self.holder = holder
+
+    @property
+    def held(self) -> bool:
+        return self in self._limiter._leases
+
+    def hand_to(self, holder: object) -> Lease:
+        """The same slot, now held by ``holder``."""
+        if not self.held:
+            raise SlotNotHeld(f"cannot hand over a slot that is not held (held by a {type(self.holder).__name__})")
+        self.holder = holder
+        return self
+
+    def release(self) -> None:
+        self._limiter.release(self)
+
+
+class EndpointLimiter:
+    """At most ``capacity`` requests in flight to one endpoint; ``in_flight`` is the leases out."""
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._leases: set[Lease] = set()
+        self._waiters: deque[tuple[asyncio.Future[None], Lease]] = deque()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._leases)
+
+    @property
+    def capacity(self) -> int:
+        return self._capacity
+
+    def has_room(self) -> bool:
+        """A slot is free and nobody queued before us wants it."""
+        return self.in_flight < self._capacity and all(w.done() for w, _ in self._waiters)
+
+    def take(self, holder: object) -> Lease:
+        """A slot at once, for ``holder`` (the caller has checked ``has_room``, or must have one)."""
+        lease = Lease(self, holder)
+        self._leases.add(lease)
+        return lease
+
+    async def acquire(self, holder: object, *, priority: bool = False) -> Lease:
+        """Wait for a slot and take it for ``holder``. Cancelled while waiting it takes nothing, also
+        when a slot was handed over in the same instant."""
+        if self.has_room():
+            return self.take(holder)
+        waiter = asyncio.get_running_loop().create_future()
+        entry = (waiter, Lease(self, holder))
+        (self._waiters.appendleft if priority else self._waiters.append)(entry)
+        try:
+            await waiter  # resolved only together with taking the slot for us (see release)
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                entry[1].release()  # granted as we were cancelled: give it back
+            raise
+        finally:
+            if entry in self._waiters:
+                self._waiters.remove(entry)
+        return entry[1]
+
+    def release(self, lease: Lease) -> None:
+        """Give ``lease`` back and hand free slots to the waiters in order, each taken in the same step."""
+        if lease not in self._leases:
+            raise SlotNotHeld(f"a slot was given back that is not held (by a {type(lease.holder).__name__})")
+        self._leases.remove(lease)
+        while self._waiters and self.in_flight < self._capacity:
+            waiter, granted = self._waiters.popleft()
+            if not waiter.done():
+                self._leases.add(granted)
+                waiter.set_result(None)
 
 
 @dataclass(eq=False)
@@ -113,7 +206,7 @@ class EndpointState:
 
     def failed(self) -> None:
         """An attempt failed here (not a 429, a stale connection or a cancellation)."""
-        self.failure_score = self.recent_failures() + EWMA_WEIGHT * (1.0 - self.recent_failures())
+        self.failure_score = _ewma(self.recent_failures(), 1.0)
         self.failure_at = clock.now()
 
     def recent_failures(self) -> float:

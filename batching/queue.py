@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from ..core import deadline as clock
 from ..core.dialects import ScoreBatch
-from .limiter import Lease
+from .endpoint_state import Lease
 from .replicas import Replica
 
 PairKey = tuple[str, str]

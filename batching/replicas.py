@@ -29,9 +29,8 @@ from typing import Final
 
 from ..core import deadline as clock
 from ..core.dialects import ScoreBatch
-from .endpoint_state import EndpointState
+from .endpoint_state import EndpointState, Lease
 from .hedging import LatencyWindow
-from .limiter import Lease
 from .overload import ServiceCost
 
 MIN_SECONDS_PER_PAIR: Final = 1e-6  # a rate from answers that came all at once is not infinite

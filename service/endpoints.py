@@ -30,8 +30,7 @@ from typing import Final, TypeVar
 from ..batching.batcher import MicroBatcher
 from ..batching.breaker import BreakerPolicy, CircuitBreaker
 from ..batching.dispatch import Dispatch, DispatchEvents, DispatchPolicy
-from ..batching.endpoint_state import EndpointState
-from ..batching.limiter import EndpointLimiter
+from ..batching.endpoint_state import EndpointLimiter, EndpointState
 from ..batching.replicas import Replica, ReplicaSet, RetryBudget
 from ..core import deadline as clock
 from ..core.config import RerankerConfig

@@ -8,8 +8,7 @@ import pytest
 
 from usr.plugins.a0_reranker.batching import overload
 from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreaker
-from usr.plugins.a0_reranker.batching.endpoint_state import EndpointState
-from usr.plugins.a0_reranker.batching.limiter import EndpointLimiter
+from usr.plugins.a0_reranker.batching.endpoint_state import EndpointLimiter, EndpointState
 from usr.plugins.a0_reranker.batching.overload import FADE_HALF_LIFE_S, ServiceRate
 from usr.plugins.a0_reranker.batching.replicas import Replica, ReplicaSet, RetryBudget, balanced_shares
 from usr.plugins.a0_reranker.core.detail_statistics import RecentRates
