@@ -96,7 +96,8 @@ class ServiceRate:
         line would have a negative part. None until the first answer."""
         if not self._n:
             return None
-        per_pair = self._t / self._n * self._fade(now)
+        fade = self._fade(now)
+        per_pair = self._t / self._n * fade
         mean_n, mean_t = self._n / self._weight, self._t / self._weight
         variance = self._nn / self._weight - mean_n * mean_n
         if variance <= (SPREAD * mean_n) ** 2:
@@ -105,7 +106,6 @@ class ServiceRate:
         fixed = mean_t - slope * mean_n
         if slope <= 0 or fixed < 0:
             return ServiceCost(0.0, per_pair)
-        fade = self._fade(now)
         return ServiceCost(fixed * fade, slope * fade)
 
     def _fade(self, now: float) -> float:

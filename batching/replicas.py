@@ -76,14 +76,15 @@ class ReplicaSet:
 
     def cost(self, member: Replica) -> float:
         """The member's cost to the balancer; one not yet measured counts as fast as the fastest."""
-        return member.state.cost(self._fastest_seconds_per_pair() or 0.0)
+        speeds = (s for r in self.replicas if (s := r.state.seconds_per_pair_now()) is not None)
+        return member.state.cost(min(speeds, default=0.0))
 
     def share_costs(self, members: Sequence[Replica], now: float) -> tuple[list[float], list[float]]:
         """For sharing a queue out over ``members``: each one's seconds per pair (from the line through
         its recent answers, raised by its recent failures as its cost is) and how long it is busy before
         a new request's pairs (what it has in flight, less what has gone by since it began, and the new
-        request's fixed cost). One not yet
-        measured counts as the fastest measured member; with none measured, all alike."""
+        request's fixed cost). One not yet measured counts as the fastest measured member; with none
+        measured, all alike."""
         costs = [r.state.service.cost(now) for r in members]
         fastest = min((c for c in costs if c is not None), key=lambda c: c.per_pair_s,
                       default=ServiceCost(0.0, 1.0))
@@ -95,9 +96,6 @@ class ReplicaSet:
             busy.append(state.busy_for(cost.fixed_s, cost.per_pair_s, now) + cost.fixed_s)
         return per_pair, busy
 
-    def _fastest_seconds_per_pair(self) -> float | None:
-        return min((s for r in self.replicas if (s := r.state.seconds_per_pair_now()) is not None), default=None)
-
     def expected_wait(self, queued_pairs: int, pairs: int, now: float) -> float | None:
         """How long a recall of ``pairs`` pairs queued behind ``queued_pairs`` should take to be answered:
         the queue at the pace the ready members serve together (``overload``), then its own request
@@ -107,12 +105,12 @@ class ReplicaSet:
         if not queued_pairs and not any(r.state.outstanding_pairs for r in members):
             return None
         latencies = [latency for r in members if (latency := r.state.expected_latency(pairs, now)) is not None]
-        known = [spp for r in members if (spp := r.state.service.seconds_per_pair(now)) is not None]
+        paces = [r.state.service.seconds_per_pair(now) for r in members]
+        known = [pace for pace in paces if pace is not None]
         if not latencies or not known:
             return None
         fastest = min(known)  # a member not yet measured counts as fast as the fastest
-        pairs_per_s = sum(1.0 / max(r.state.service.seconds_per_pair(now) or fastest, MIN_SECONDS_PER_PAIR)
-                          for r in members)
+        pairs_per_s = sum(1.0 / max(pace or fastest, MIN_SECONDS_PER_PAIR) for pace in paces)
         return queued_pairs / pairs_per_s + min(latencies)
 
     def pick(self, candidates: Sequence[Replica]) -> Replica:
