@@ -26,8 +26,7 @@ from ..core.errors import BreakerOpen, DeadlineExceeded, MalformedAnswer, RateLi
 from . import overload
 from .breaker import Permit, RetryKind, health_of, retry_kind
 from .endpoint_state import EndpointState, Lease
-from .hedging import race
-from .replicas import Replica, ReplicaSet
+from .replicas import Replica, ReplicaSet, race
 
 
 class DispatchEvents(Protocol):

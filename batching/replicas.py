@@ -1,4 +1,5 @@
-"""The replicas one batcher's requests can go to, and how one is chosen for each attempt.
+"""The replicas one batcher's requests can go to, how one is chosen for each attempt, the retry budget
+and the latency window the set keeps, and the race between an attempt and its hedges.
 
 Power of two choices (as Finagle's and Envoy's least-request balancers do): of the replicas that can
 take a request now (breaker admitting, no Retry-After pending), pick two at random and take the one
@@ -16,10 +17,17 @@ requests first sent in that window, or ``reserve``, whichever is more (so a lone
 retried once or twice). This is the bound Finagle's and gRPC's retry budgets give: a server failing
 every request gets at most ``1 + ratio`` times the requests it would get with no retries at all, once
 more than ``reserve / ratio`` requests pass in a window. Counts are kept in one-second buckets.
+
+Hedging (``race``): one duplicate of an attempt goes out after ``delay`` without an answer (a
+percentile of the set's recent answer times, ``LatencyWindow``); when a duplicate fails while the
+first attempt is still out, the next one goes out at once, up to ``hedges`` in all. The first answer
+wins and the others are cancelled; if every attempt fails, the first attempt's error is the request's
+(so the retry rules see what the server said to it).
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 import random
 from collections import deque
@@ -29,15 +37,17 @@ from typing import Final
 
 from ..core import deadline as clock
 from ..core.dialects import ScoreBatch
+from ..core.statistics import percentile as nearest_rank
 from .endpoint_state import EndpointState, Lease
-from .hedging import LatencyWindow
 from .overload import ServiceCost
 
 MIN_SECONDS_PER_PAIR: Final = 1e-6  # a rate from answers that came all at once is not infinite
+MIN_SAMPLES: Final = 20  # fewer answers than this say nothing reliable about the tail
 
 # send(batch, deadline, may_resend): one HTTP exchange; ``may_resend()`` says whether it may be sent once
 # more, at once on a fresh connection, when the pooled one it went out on turns out stale
 SendFn = Callable[[ScoreBatch, float, Callable[[], bool]], Awaitable[list[float]]]
+Attempt = asyncio.Task[list[float]]
 
 
 @dataclass(eq=False)
@@ -190,3 +200,46 @@ class RetryBudget:
         if not self._window or self._window[-1][0] != number:
             self._window.append([number, 0, 0])
         return self._window[-1]
+
+
+class LatencyWindow:
+    """The last ``size`` successful attempts' latencies of a replica set, in seconds."""
+
+    def __init__(self, size: int = 256) -> None:
+        self._samples: deque[float] = deque(maxlen=size)
+
+    def record(self, seconds: float) -> None:
+        self._samples.append(seconds)
+
+    def percentile(self, fraction: float) -> float | None:
+        """Nearest-rank percentile, or None while too few answers were seen."""
+        if len(self._samples) < MIN_SAMPLES:
+            return None
+        return nearest_rank(sorted(self._samples), fraction)
+
+
+async def race(first: Attempt, start_hedge: Callable[[], Attempt | None], *, delay: float, hedges: int
+               ) -> list[float]:
+    pending = {first}
+    sent = 0
+    timeout: float | None = delay
+    try:
+        while pending:
+            done, pending = await asyncio.wait(pending, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                if not task.cancelled() and task.exception() is None:
+                    return task.result()
+            timeout = None  # from now on only an answer or a failure moves the race on
+            if pending == {first} and sent < hedges and (hedge := start_hedge()) is not None:
+                pending.add(hedge)
+                sent += 1
+        return first.result()  # every attempt failed: raise the first one's error
+    finally:
+        for task in pending:
+            _cancel_quietly(task)
+
+
+def _cancel_quietly(task: Attempt) -> None:
+    """Cancel a losing attempt; its outcome is reported by the attempt itself, its error is not ours."""
+    task.cancel()
+    task.add_done_callback(lambda t: None if t.cancelled() else t.exception())
