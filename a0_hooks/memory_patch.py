@@ -23,7 +23,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any, Final
 
-from ..process.registry import PerProcess
+from ..process.singletons import PerProcess
 from . import query_embedding
 
 log = logging.getLogger("a0_reranker")

@@ -5,7 +5,7 @@ it just after; ``_50`` starts its search task in between, and the task keeps a c
 (ContextVars are copied into ``create_task``). Deletion, consolidation, the dashboard and the
 background memorize thread never see it, so the memory wrapper passes those straight through.
 
-The ContextVar lives in the process registry (``process.registry``), not in this module: A0
+The ContextVar lives in the process-wide anchor (``process.singletons``), not in this module: A0
 purges ``usr.plugins.*`` modules at runtime, and the wrapper installed before a purge must read the
 same variable our freshly imported extensions write after it.
 """
@@ -18,7 +18,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from ..process.registry import PerProcess
+from ..process.singletons import PerProcess
 
 Source = Literal["recall", "memory_load"]
 
