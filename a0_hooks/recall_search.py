@@ -8,7 +8,7 @@ the caller's own arguments and nothing else happens. Inside it, when the plugin 
    stock by construction (the same objects in the same order). Nothing found: nothing is returned
    and nothing else is asked.
 2. the pool search (``pool_search``), which reuses the query embedding of the first
-   (``query_embedding``).
+   (``memory_patch.shared_query_embedding``).
 
 Everything the plugin adds fits in ``rerank_timeout``: its work before A0's call comes out of it, and
 one deadline, set when A0's answer is in, bounds the pool search and the rerank together. The pool
@@ -39,7 +39,7 @@ from ..core.config import RerankerConfig
 from ..core.errors import ConfigError
 from ..service.recall_pool import RecallOutcome, rerank_pool
 from ..service.reranker_service import stats_recorder
-from . import pool_search, query_embedding, recall_scope, settings
+from . import memory_patch, pool_search, recall_scope, settings
 from .pool_search import SearchCall
 from .recall_scope import RecallScope
 
@@ -77,7 +77,7 @@ async def search(original: Callable[..., Any], memory: Any, args: tuple[Any, ...
     if plan is None:
         return await original(memory, *args, **kwargs)
     call, config = plan
-    with recall_scope.suspended(), query_embedding.shared(memory):
+    with recall_scope.suspended(), memory_patch.shared_query_embedding(memory):
         asked = clock.now()
         stock = await original(memory, *args, **kwargs)
         if not stock:
