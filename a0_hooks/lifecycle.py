@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from ..process import registry
+from ..process import singletons
 from . import memory_patch, settings
 
 log = logging.getLogger("a0_reranker")
@@ -83,7 +83,7 @@ def pre_update() -> None:
     """Before ``git pull``: unwrap and stop, then forget the old code, so that what A0 imports after the
     pull (``install``, the extensions, the API handlers) is the new code."""
     uninstall()
-    registry.forget_all()
+    singletons.forget_all()
     dropped = drop_our_modules()
     log.info("a0_reranker: %d module(s) dropped for the update", dropped)
 

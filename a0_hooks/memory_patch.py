@@ -1,4 +1,6 @@
-"""Wrap ``Memory.search_similarity_threshold`` (a plain async method in A0: no seam to hook).
+"""Our patches on A0's memory: ``Memory.search_similarity_threshold`` wrapped (a plain async method in
+A0: no seam to hook), and each store's query-embedding step tapped, so that a reranked search embeds its
+query once. Standard library only, so ``uninstall`` works without our dependencies.
 
 The wrapper is deliberately thin and stable: on every call it looks up the current recall code by
 module name and hands it the original method. So a wrapper installed before A0 purged our modules
@@ -8,23 +10,34 @@ keeps working with the code imported after the purge, and if our code can no lon
 ``ensure_installed`` is idempotent and cheap; our seams call it at startup, for every new agent and
 before every recall. It wraps the ``Memory`` class A0 uses now (a purge of the ``plugins`` namespace
 creates a new one), and replaces a wrapper made by an older copy of this module, keeping the
-original it wrapped. ``uninstall`` puts the original back on every class we patched, and gives
-their stores back their own query embedding (``query_embedding``).
+original it wrapped. ``uninstall`` puts the original back on every class we patched, and takes the
+taps off their stores.
+
+The tap: A0's FAISS store embeds the query on every text search, in A0 often through a remote embedding
+API, so the pool search would embed the same query a second time, and wait for it. A tap on the store's
+``_aembed_query`` (which FAISS awaits before each text search) keeps, for the span of one reranked search
+only (``shared_query_embedding``), the vector A0's own call computed, and gives it to the pool search's
+identical request. Outside that span, and for anything but one query string, it calls straight through.
+The tap carries its own ContextVar, so the recall code of any module copy and of any process (after a
+fork) uses the one on the store. A store without that step, or one that takes no attribute, is left
+alone: its pool search embeds again, within the plugin's deadline.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
+import inspect
 import logging
 import sys
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Final
 
-from ..process.registry import PerProcess
-from . import query_embedding
+from ..process.singletons import PerProcess
 
 log = logging.getLogger("a0_reranker")
 
@@ -33,10 +46,15 @@ METHOD: Final = "search_similarity_threshold"
 MARKER: Final = "__a0_reranker_wrapper__"
 WRAPPER_CODE_NAME: Final = "_a0_reranker_search"  # co_name survives functools.wraps: how we know our own
 RECALL_MODULE: Final = __name__.rsplit(".", 1)[0] + ".recall_search"
+EMBED_METHOD: Final = "_aembed_query"
+TAP_CODE_NAME: Final = "_a0_reranker_embed_query"
+MEMO: Final = "__a0_reranker_query_embedding__"  # on the tap: its ContextVar
+OWN: Final = "__a0_reranker_replaced_own__"  # on the tap: the store had its own ``_aembed_query`` before
 
 _THIS_COPY: Final = object()  # identity of this module copy: a wrapper carrying another one is stale
 
 SearchMethod = Callable[..., Any]
+Vectors = dict[str, Any]  # query text -> the vector A0's own call got for it
 
 
 def make_wrapper(original: SearchMethod) -> SearchMethod:
@@ -71,8 +89,7 @@ def _recall_code(name: str, warned: list[bool]) -> Any | None:
 
 def is_ours(func: Any) -> bool:
     """A wrapper made by any copy of this module (another plugin's ``functools.wraps`` copy is not)."""
-    code = getattr(func, "__code__", None)
-    return hasattr(func, MARKER) and getattr(code, "co_name", "") == WRAPPER_CODE_NAME
+    return hasattr(func, MARKER) and getattr(getattr(func, "__code__", None), "co_name", "") == WRAPPER_CODE_NAME
 
 
 def is_current(func: Any) -> bool:
@@ -94,10 +111,6 @@ _LOCK: Final[PerProcess[threading.Lock]] = PerProcess("memory_patch_lock", threa
 _PATCHED: Final[PerProcess[weakref.WeakSet[type]]] = PerProcess("memory_patch_classes", weakref.WeakSet)
 
 
-def _lock() -> threading.Lock:
-    return _LOCK.get()
-
-
 def _patched() -> weakref.WeakSet[type]:
     """Every Memory class we wrapped in this process (old ones too, for uninstall)."""
     return _PATCHED.get()
@@ -108,14 +121,12 @@ def ensure_installed() -> bool:
     cls = memory_class()
     if cls is None:
         return False
-    with _lock():
+    with _LOCK.get():
         current = getattr(cls, METHOD, None)
         if current is None:
             return False
-        if is_current(current):
-            return True
-        if _ours_below_top(current):
-            return True  # another wrapper sits on ours; ours re-resolves its code on every call
+        if is_current(current) or _ours_below_top(current):
+            return True  # another wrapper on ours is left alone: ours re-resolves its code on every call
         original = current.__wrapped__ if is_ours(current) else current
         setattr(cls, METHOD, make_wrapper(original))
         _patched().add(cls)
@@ -143,31 +154,94 @@ def is_installed() -> bool:
 
 
 def uninstall() -> int:
-    """Put the original method back wherever ours is on top; returns how many classes were restored."""
+    """Put the original method back wherever ours is on top, and untap the stores of every class we
+    patched; returns how many classes were restored."""
     restored = 0
-    with _lock():
+    with _LOCK.get():
         classes = set(_patched())
         current_class = memory_class()
         if current_class is not None:
             classes.add(current_class)
         for cls in classes:
-            current = getattr(cls, METHOD, None)
+            current: Any = getattr(cls, METHOD, None)
             if is_ours(current):
-                setattr(cls, METHOD, _innermost_original(current))
+                while is_ours(current):  # a stale wrapper under a current one never happens, but be sure
+                    current = current.__wrapped__
+                setattr(cls, METHOD, current)
                 restored += 1
-            query_embedding.untap(_stores(cls))
+            index = getattr(cls, "index", None)  # the class's stores, one per memory subdir
+            untap(index.values() if isinstance(index, dict) else ())
             _patched().discard(cls)
     return restored
 
 
-def _stores(cls: type) -> list[Any]:
-    """The stores a ``Memory`` class holds (one per memory subdir), read defensively."""
-    index = getattr(cls, "index", None)
-    return list(index.values()) if isinstance(index, dict) else []
+# --- one query embedding per reranked search ---------------------------------------------------------
 
 
-def _innermost_original(func: Any) -> Any:
-    """Unwrap consecutive wrappers of ours (a stale one under a current one never happens, but be sure)."""
-    while is_ours(func):
-        func = func.__wrapped__
-    return func
+def _make_tap(embed: Callable[..., Any], replaced_own: bool) -> Callable[..., Any]:
+    memo: ContextVar[Vectors | None] = ContextVar("a0_reranker_query_embedding", default=None)
+
+    async def _a0_reranker_embed_query(text: Any, *args: Any, **kwargs: Any) -> Any:
+        vectors = memo.get()
+        if vectors is None or args or kwargs or not isinstance(text, str):
+            return await embed(text, *args, **kwargs)
+        if text not in vectors:
+            vectors[text] = await embed(text)
+        return vectors[text]
+
+    tap = functools.update_wrapper(_a0_reranker_embed_query, embed, updated=())
+    setattr(tap, MEMO, memo)
+    setattr(tap, OWN, replaced_own)
+    return tap
+
+
+def _is_tap(func: Any) -> bool:
+    """A tap made by any copy of this module (another wrapper's ``functools.wraps`` copy is not)."""
+    code = getattr(func, "__code__", None)
+    return isinstance(getattr(func, MEMO, None), ContextVar) and getattr(code, "co_name", "") == TAP_CODE_NAME
+
+
+def _memo_of(store: Any) -> ContextVar[Vectors | None] | None:
+    """The ContextVar of the tap on ``store``, tapping it first if need be; None where it cannot be."""
+    current = getattr(store, EMBED_METHOD, None)
+    memo = getattr(current, MEMO, None)
+    if isinstance(memo, ContextVar):
+        return memo
+    if current is None or not inspect.iscoroutinefunction(current):
+        return None
+    tap = _make_tap(current, replaced_own=EMBED_METHOD in vars(store))
+    setattr(store, EMBED_METHOD, tap)
+    return getattr(tap, MEMO)  # type: ignore[no-any-return]
+
+
+@contextmanager
+def shared_query_embedding(memory: Any) -> Iterator[None]:
+    """Inside the block, the store of ``memory`` embeds each query text once. Never raises of its own."""
+    try:
+        memo = _memo_of(getattr(memory, "db", None))
+    except Exception:  # a store that takes no attribute, or a descriptor that fails: embed as usual
+        log.debug("a0_reranker: cannot share the query embedding on this store", exc_info=True)
+        memo = None
+    if memo is None:
+        yield
+        return
+    token = memo.set({})
+    try:
+        yield
+    finally:
+        memo.reset(token)
+
+
+def untap(stores: Iterable[Any]) -> int:
+    """Give these stores back their own query embedding (uninstall); returns how many were tapped."""
+    untapped = 0
+    for store in stores:
+        tap: Any = getattr(store, "__dict__", {}).get(EMBED_METHOD)
+        if not _is_tap(tap):
+            continue  # not tapped, or another wrapper on top of ours: leave it be
+        if getattr(tap, OWN, False):
+            setattr(store, EMBED_METHOD, tap.__wrapped__)
+        else:
+            delattr(store, EMBED_METHOD)
+        untapped += 1
+    return untapped

@@ -7,15 +7,24 @@ the caller's own arguments and nothing else happens. Inside it, when the plugin 
 1. the caller's own call, unchanged: A0's answer, which is also the fallback, so the fallback is
    stock by construction (the same objects in the same order). Nothing found: nothing is returned
    and nothing else is asked.
-2. the pool search (``pool_search``), which reuses the query embedding of the first
-   (``query_embedding``).
+2. the pool search: the same call asking for ``max(limit, rerank_candidates)`` memories at
+   ``rerank_pool_threshold`` (never above the caller's threshold), which reuses the query embedding
+   of the first (``memory_patch.shared_query_embedding``).
 
 Everything the plugin adds fits in ``rerank_timeout``: its work before A0's call comes out of it, and
-one deadline, set when A0's answer is in, bounds the pool search and the rerank together. The pool
-goes to ``rerank_pool`` with A0's answer first, and as many memories come back as A0's own call
-returned: A0 decides how many, the reranker which. Every failure returns A0's answer, and the log line
-gives the whole time the plugin added. Exceptions raised by the store in the first search propagate
-unchanged; nothing of ours raises past this module.
+one deadline, set when A0's answer is in, bounds the pool search and the rerank together: a store that
+hangs or an embedding API that does not answer must not hold a recall whose stock answer is ready.
+The pool goes to ``rerank_pool`` with A0's answer first, and as many memories come back as A0's own
+call returned: A0 decides how many, the reranker which. Every failure returns A0's answer, and the log
+line gives the whole time the plugin added. Exceptions raised by the store in the first search
+propagate unchanged; nothing of ours raises past this module.
+
+``SearchCall`` repeats the caller's call in its own shape. A0's callers mix positional and keyword
+arguments (``delete_documents_by_query`` passes the query positionally) and newer A0 adds keywords such
+as ``embedding=``. We read ``query``, ``limit`` and ``threshold`` by binding the call to the original's
+signature, and repeat it changing nothing else: a positional argument stays positional, unknown
+keywords (a precomputed ``embedding`` included) pass through untouched, so every search we make uses
+the caller's embedding.
 
 The log line: one short line in the agent's A0 log per reranked or shadow-scored recall, so a user
 can watch it work. It says how many candidates were scored, how many were returned, how long the
@@ -29,18 +38,20 @@ body may echo documents) and never the key.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..core import deadline as clock
 from ..core.config import RerankerConfig
 from ..core.errors import ConfigError
-from ..service.recall_pool import RecallOutcome, rerank_pool
+from ..core.redaction import shown
+from ..service.recall_pool import RecallOutcome, page_content, rerank_pool
 from ..service.reranker_service import stats_recorder
-from . import pool_search, query_embedding, recall_scope, settings
-from .pool_search import SearchCall
+from . import memory_patch, recall_scope, settings
 from .recall_scope import RecallScope
 
 log = logging.getLogger("a0_reranker")
@@ -77,13 +88,13 @@ async def search(original: Callable[..., Any], memory: Any, args: tuple[Any, ...
     if plan is None:
         return await original(memory, *args, **kwargs)
     call, config = plan
-    with recall_scope.suspended(), query_embedding.shared(memory):
+    with recall_scope.suspended(), memory_patch.shared_query_embedding(memory):
         asked = clock.now()
         stock = await original(memory, *args, **kwargs)
         if not stock:
             return stock
         added = AddedTime.since(entered, asked, config)
-        pool = await pool_search.fetch(original, memory, call, config, stock, added.deadline)
+        pool = await fetch_pool(original, memory, call, config, stock, added.deadline)
     if pool.members is None:
         _fallback(scope, pool.reason, len(stock), len(stock), added, pool.message)
         return stock
@@ -138,6 +149,96 @@ def _note_bad_settings(scope: RecallScope, exc: ConfigError) -> None:
     keys = ", ".join(sorted({problem.split(":", 1)[0] for problem in exc.problems}))
     stats_recorder().fell_back("config", f"invalid settings: {keys}")
     write_line(scope.agent, f"Reranker skipped, recall runs stock: invalid settings ({keys})")
+
+
+# --- the pool search ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SearchCall:
+    """One call of ``search_similarity_threshold``, read and repeated in the caller's own shape."""
+
+    args: tuple[Any, ...]  # without ``self``
+    kwargs: dict[str, Any]
+    query: str
+    limit: int
+    threshold: float | None  # None when the caller's threshold is not a number (it is then kept as given)
+    positions: dict[str, int]  # where ``limit`` and ``threshold`` sit in ``args`` when passed positionally
+
+    @classmethod
+    def read(cls, original: Callable[..., Any], memory: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+             ) -> SearchCall | None:
+        """The call's query, limit and threshold, or None when they are not what a rerank can work with."""
+        try:
+            signature = inspect.signature(original)
+            bound = signature.bind(memory, *args, **kwargs)
+        except (TypeError, ValueError):
+            return None
+        query, limit = bound.arguments.get("query"), bound.arguments.get("limit")
+        if not isinstance(query, str) or not isinstance(limit, int) or isinstance(limit, bool) or limit <= 0:
+            return None
+        threshold = bound.arguments.get("threshold")
+        number = float(threshold) if isinstance(threshold, int | float) and not isinstance(threshold, bool) else None
+        names = [p.name for p in signature.parameters.values()][1:]  # without self
+        positions: dict[str, int] = {name: names.index(name) for name in ("limit", "threshold")
+                                     if name in names and name not in kwargs and names.index(name) < len(args)}
+        return cls(args=tuple(args), kwargs=dict(kwargs), query=query, limit=limit, threshold=number,
+                   positions=positions)
+
+    def pool_threshold(self, wanted: float) -> float | None:
+        """The threshold of the pool search: ``wanted``, but never above the caller's own."""
+        return None if self.threshold is None else min(wanted, self.threshold)
+
+    def replaced(self, *, limit: int, threshold: float | None) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The same call asking for ``limit`` results at ``threshold`` (None keeps the caller's)."""
+        args, kwargs = list(self.args), dict(self.kwargs)
+        changes: dict[str, Any] = {"limit": limit} if threshold is None else {"limit": limit, "threshold": threshold}
+        for name, value in changes.items():
+            if name in self.positions:
+                args[self.positions[name]] = value
+            else:
+                kwargs[name] = value
+        return tuple(args), kwargs
+
+
+@dataclass(frozen=True)
+class Pool:
+    """A0's answer and then the pool's other memories; or, when the search gave none, why not."""
+
+    members: list[Any] | None
+    reason: str = ""
+    message: str = ""
+
+
+async def fetch_pool(original: Callable[..., Any], memory: Any, call: SearchCall, config: RerankerConfig,
+                stock: Sequence[Any], deadline: float) -> Pool:
+    """The pool by ``deadline`` (monotonic), or A0's answer alone when it would ask for nothing more. Past
+    the deadline the search is cancelled (``pool_search_timeout``); when it raises, ``pool_search``: either
+    way ``members`` is None, and ``message`` says why for ``last_error`` without query or memory text."""
+    limit, threshold = max(call.limit, config.candidates), call.pool_threshold(config.pool_threshold)
+    if limit == call.limit and threshold == call.threshold:
+        return Pool(list(stock))
+    bound = asyncio.timeout(max(0.0, deadline - clock.now()))
+    try:
+        args, kwargs = call.replaced(limit=limit, threshold=threshold)
+        async with bound:
+            found = await original(memory, *args, **kwargs)
+        return Pool(stock_first(stock, found))
+    except Exception as exc:  # A0's own call succeeded, so stock A0 would not have failed: keep its answer
+        if isinstance(exc, TimeoutError) and bound.expired():
+            return Pool(None, "pool_search_timeout", f"the pool search (the plugin's wider store search) took "
+                        f"longer than rerank_timeout ({config.timeout:g} s); the recall kept A0's answer")
+        log.warning("a0_reranker: the pool search failed (recall keeps its stock result)", exc_info=True)
+        said = shown(f"{type(exc).__name__}: {exc}", call.query, *(page_content(d) for d in stock))
+        return Pool(None, "pool_search", f"the pool search (the plugin's wider store search) raised {said}; "
+                    "the recall kept A0's answer")
+
+
+def stock_first(stock: Sequence[Any], found: Sequence[Any]) -> list[Any]:
+    """A0's answer, then the pool's other memories in embedding order (by identity: Documents compare
+    by value, and two memories may hold the same text)."""
+    seen = {id(document) for document in stock}
+    return [*stock, *(document for document in found if id(document) not in seen)]
 
 
 # --- the recall's log line ---------------------------------------------------------------------

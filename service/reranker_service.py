@@ -27,7 +27,7 @@ from ..core.probe_report import ProbeReport
 from ..core.redaction import shown
 from ..core.scores import PROBABILITY, RerankResult, cut_head, normalize, shared_scale, tighter_limits
 from ..core.statistics import RerankerStatistics, StatsRecorder
-from ..process.registry import PerProcess
+from ..process.singletons import PerProcess
 from .detection import Route, probe_endpoint, tls_of
 from .endpoints import Endpoint, EndpointRegistry, Members
 from .routes import RouteBook

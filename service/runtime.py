@@ -23,8 +23,7 @@ from ..core.deadline import backstop_remaining, deadline_in
 from ..core.probe_report import ProbeReport
 from ..core.scores import Ranking
 from ..core.statistics import RerankerStatistics
-from ..process.owner_loop import OwnerLoop
-from ..process.registry import PerProcess
+from ..process.singletons import OwnerLoop, PerProcess
 from .reranker_service import TIMEOUT_MESSAGE, RerankResult, RerankService, stats_recorder
 
 log = logging.getLogger("a0_reranker")

@@ -1,6 +1,6 @@
 """Imports point down: ``core`` <- ``batching`` <- ``service`` <- ``a0_hooks`` <- A0's thin entry
 points, with the command line, its demo server and the benches beside the A0 side, and the process-wide
-infrastructure (``process/``: the owner loop, the registry) in a room of its own that only ``service`` and
+infrastructure (``process/``: the owner loop, the singletons) in a room of its own that only ``service`` and
 ``a0_hooks`` use; and only ``a0_hooks/`` and the entry points know A0.
 
 Read from the source with ``ast``, nothing imported: every ``import`` and ``from ... import`` (also under
@@ -249,13 +249,14 @@ def found(file: str, source: str) -> list[Imported]:
     ("core/dialects/__init__.py", "from ..errors import RerankError\nfrom ...cli import main\n", "cli"),
     ("batching/batcher.py", "from usr.plugins.a0_reranker.service import runtime\n", "service"),
     ("batching/batcher.py", "import a0_reranker.a0_hooks.settings\n", "a0_hooks"),
-    ("batching/batcher.py", "from ..process.owner_loop import OwnerLoop\n", "process"),
+    ("batching/batcher.py", "from ..process.singletons import OwnerLoop\n", "process"),
     ("a0_hooks/settings.py", "from ..batching import breaker\n", "batching"),
-    ("process/registry.py", "from ..core.config import RerankerConfig\n", "core"),
+    ("process/singletons.py", "from ..core.config import RerankerConfig\n", "core"),
     ("service/runtime.py", "def later():\n    from ..a0_hooks import settings\n", "a0_hooks"),
     ("core/config.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..cli.options import x\n",
      "cli"),
-    ("bench/x.py", 'import importlib\nP = "usr.plugins.a0_reranker"\nimportlib.import_module(f"{P}.a0_hooks.seams")\n',
+    ("bench/x.py",
+     'import importlib\nP = "usr.plugins.a0_reranker"\nimportlib.import_module(f"{P}.a0_hooks.recall_scope")\n',
      "a0_hooks"),
 ])
 def test_the_checker_sees_an_upward_import(file: str, source: str, target: str) -> None:
@@ -281,7 +282,7 @@ def test_the_checker_sees_a0_outside_the_a0_side(file: str, source: str) -> None
     ("service/runtime.py", "from .. import __version__\nfrom ..core import config\nfrom . import routes\n"),
     ("a0_hooks/memory_patch.py", "import helpers.extension\n"),
     ("helpers/reranker.py", "from ..service import runtime\n"),
-    ("extensions/python/agent_init/_10_x.py", "from usr.plugins.a0_reranker.a0_hooks import seams\n"),
+    ("extensions/python/agent_init/_10_x.py", "from usr.plugins.a0_reranker.a0_hooks import recall_scope\n"),
 ])
 def test_the_checker_lets_a_downward_import_pass(file: str, source: str) -> None:
     imports = found(file, source)

@@ -4,9 +4,9 @@ from typing import Any
 
 from helpers.extension import Extension
 
-from usr.plugins.a0_reranker.a0_hooks import seams
+from usr.plugins.a0_reranker.a0_hooks import recall_scope
 
 
 class A0RerankerRecallScopeClear(Extension):
     async def execute(self, **kwargs: Any) -> None:
-        seams.on_monologue_end(self.agent)
+        recall_scope.on_monologue_end(self.agent)

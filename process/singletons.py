@@ -1,0 +1,181 @@
+"""What is one per process: the anchor that holds each such object where A0's module purges cannot split
+it (rebuilt after ``fork``), and the owner loop, the one daemon thread that runs our asyncio work.
+
+A0 drops every ``usr.plugins.*`` module from ``sys.modules`` when a plugin is installed or deleted or
+an extension file changes; the next import builds fresh module objects. State kept in a module global
+would then split in two: the memory wrapper installed earlier would read the old copy while our
+freshly imported extensions write the new one. So each such object lives in one anchor module under a
+name outside ``usr.plugins``, and is reached through a typed ``PerProcess`` declared where it is used:
+
+    STATS: Final = PerProcess("stats", StatsRecorder)
+    STATS.get()  # the process's one recorder, created on first use
+
+A forked child finds an empty anchor: the parent's threads (the owner loop) do not exist there.
+
+Everything bound to a loop (the aiohttp session, the batchers, the detection cache) is created and used
+on the owner loop only, which is how sessions never cross event loops. Standard library only at import
+(anyio is imported when the loop starts): ``a0_hooks.memory_patch`` uses ``PerProcess``, and uninstall
+must work when our dependencies do not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import os
+import sys
+import threading
+import types
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, cast
+
+if TYPE_CHECKING:
+    from anyio.from_thread import BlockingPortal
+
+ANCHOR_MODULE: Final = "_a0_reranker_process_state"
+T = TypeVar("T")
+
+
+class _Anchor(types.ModuleType):
+    """The one module, outside ``usr.plugins``, that holds the process-wide objects."""
+
+    def __init__(self) -> None:
+        super().__init__(ANCHOR_MODULE, "a0_reranker's process-wide state (see process/singletons.py)")
+        self.reset()
+
+    def reset(self) -> None:
+        self.lock = threading.RLock()
+        self.values: dict[str, object] = {}
+        self.pid = os.getpid()
+
+
+def _anchor() -> _Anchor:
+    module = sys.modules.get(ANCHOR_MODULE)
+    if module is None:
+        fresh = _Anchor()
+        module = sys.modules.setdefault(ANCHOR_MODULE, fresh)  # atomic: one anchor even if threads race
+        if module is fresh and hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=_forget_after_fork)
+    anchor = cast(_Anchor, module)  # made by this module or by an earlier copy of it (the same shape)
+    if anchor.pid != os.getpid():  # forked without the at-fork hook having run
+        anchor.reset()
+    return anchor
+
+
+def forget_all() -> None:
+    """Drop every process-wide object. Before an update in place replaces our code: the new modules must make
+    their own objects (counters, scope variable, locks), not use ones built by the old classes."""
+    anchor = _anchor()
+    with anchor.lock:
+        anchor.values.clear()
+
+
+def _forget_after_fork() -> None:
+    module = sys.modules.get(ANCHOR_MODULE)
+    if module is not None:
+        cast(_Anchor, module).reset()
+
+
+class PerProcess(Generic[T]):
+    """One process-wide object of type ``T``, made by ``factory`` on first use."""
+
+    def __init__(self, name: str, factory: Callable[[], T]) -> None:
+        self.name = name
+        self._factory = factory
+
+    def get(self) -> T:
+        return self.get_or_put(self._factory)
+
+    def get_or_put(self, factory: Callable[[], T]) -> T:
+        """The object, made by ``factory`` (instead of its own factory) if there is none yet."""
+        anchor = _anchor()
+        with anchor.lock:
+            if self.name not in anchor.values:
+                anchor.values[self.name] = factory()
+            return cast(T, anchor.values[self.name])
+
+    def peek(self) -> T | None:
+        """The object if it exists, without making it."""
+        anchor = _anchor()
+        with anchor.lock:
+            return cast("T | None", anchor.values.get(self.name))
+
+    def discard(self) -> T | None:
+        """Remove and return the object (shutdown and tests use this to start afresh)."""
+        anchor = _anchor()
+        with anchor.lock:
+            return cast("T | None", anchor.values.pop(self.name, None))
+
+
+class OwnerLoop:
+    """One daemon thread running asyncio, started with anyio's ``start_blocking_portal`` and kept until
+    ``stop``, so that callers on any thread or loop can hand it work. Work goes over with asyncio's
+    ``run_coroutine_threadsafe``: cancelling the future it returns cancels the task on the owner loop,
+    whatever instant the cancel arrives (also just as the task finishes)."""
+
+    def __init__(self, name: str = "a0-reranker-owner") -> None:
+        self._name = name
+        self._stack = contextlib.ExitStack()
+        self._portal: BlockingPortal | None = None
+        self._thread: threading.Thread | None = None
+        self._running: set[asyncio.Task[Any]] = set()  # work handed over, still running (owner thread only)
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def start(self) -> OwnerLoop:
+        from anyio.from_thread import start_blocking_portal
+
+        self._portal = self._stack.enter_context(start_blocking_portal(backend="asyncio"))
+        self.loop, self._thread = self._portal.call(_adopt, self._name)
+        return self
+
+    @property
+    def alive(self) -> bool:
+        return self._portal is not None and self._thread is not None and self._thread.is_alive()
+
+    def is_current_thread(self) -> bool:
+        return self._thread is not None and threading.get_ident() == self._thread.ident
+
+    def submit(self, func: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> concurrent.futures.Future[T]:
+        """Start ``func(*args)`` on the owner loop; cancelling the returned future cancels the task."""
+        assert self.loop is not None
+        return asyncio.run_coroutine_threadsafe(self._tracked(func(*args)), self.loop)
+
+    async def _tracked(self, work: Coroutine[Any, Any, T]) -> T:
+        task = asyncio.current_task()
+        assert task is not None
+        self._running.add(task)
+        try:
+            return await work
+        finally:
+            self._running.discard(task)
+
+    async def cancel_running(self, wait_s: float) -> None:
+        """Cancel the work handed over that still runs (its caller was interrupted while it waited, say)
+        and give it up to ``wait_s`` to unwind: run on the owner loop before its resources close, so that no
+        request left behind opens a new HTTP session after the old one closed."""
+        tasks = [task for task in self._running if not task.done()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=wait_s)
+
+    def call(self, func: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """Run ``func(*args)`` on the owner loop and block for its result (never from the owner thread)."""
+        assert self._portal is not None
+        return self._portal.call(func, *args)
+
+    def stop(self) -> None:
+        """Stop the loop (tasks still running are cancelled); safe to call twice or from atexit."""
+        if self._portal is None:
+            return
+        self._portal = None
+        with contextlib.suppress(RuntimeError):  # the portal is already shut
+            self._stack.close()
+
+
+async def _adopt(name: str) -> tuple[asyncio.AbstractEventLoop, threading.Thread]:
+    """Name the portal's thread ours, and say which loop and thread it is."""
+    thread = threading.current_thread()
+    thread.name = name
+    return asyncio.get_running_loop(), thread
