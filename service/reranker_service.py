@@ -4,7 +4,7 @@ It is the fail-safe boundary: ``rerank`` returns the ranking or None and why, an
 cancellation leaves it. ``rerank_endpoint`` names one server or several replicas of one model;
 each replica has its own state (slots, breaker) and route, and one batcher per route group forms
 the batches that the dispatch step balances over the replicas (see ``batching.replicas``). Routes
-are detected per replica and cached (``routes``); they are forgotten when a replica's breaker opens
+are detected per replica and cached (``endpoints``); they are forgotten when a replica's breaker opens
 or a status says the route is gone.
 """
 
@@ -29,8 +29,7 @@ from ..core.scores import PROBABILITY, RerankResult, cut_head, normalize, shared
 from ..core.statistics import RerankerStatistics, StatsRecorder
 from ..process.registry import PerProcess
 from .detection import Route, probe_endpoint, tls_of
-from .endpoints import Endpoint, EndpointRegistry, Members
-from .routes import RouteBook
+from .endpoints import Endpoint, EndpointRegistry, Members, RouteBook
 from .transport import HttpTransport
 
 log = logging.getLogger("a0_reranker")
