@@ -29,7 +29,7 @@ from typing import Any
 from ..core import deadline as clock
 from ..core.config import RerankerConfig
 from ..core.redaction import shown
-from ..service.recall_pool import page_content
+from ..service.runtime import page_content
 
 log = logging.getLogger("a0_reranker")
 

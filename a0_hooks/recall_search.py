@@ -37,8 +37,7 @@ from typing import Any
 from ..core import deadline as clock
 from ..core.config import RerankerConfig
 from ..core.errors import ConfigError
-from ..service.recall_pool import RecallOutcome, rerank_pool
-from ..service.reranker_service import stats_recorder
+from ..service.runtime import RecallOutcome, rerank_pool, stats_recorder
 from . import pool_search, query_embedding, recall_scope, settings
 from .pool_search import SearchCall
 from .recall_scope import RecallScope

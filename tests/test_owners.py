@@ -45,8 +45,8 @@ COUNTED_BY = {
                                                      "on_hedge", "on_budget_spent")},
     "on_queue_wait": {"batching/batcher.py"},
     # a recall's pool and its shadow comparison, by the recall path
-    "pool": {"service/recall_pool.py", "a0_hooks/recall_search.py"},
-    "shadow": {"service/recall_pool.py"},
+    "pool": {"service/runtime.py", "a0_hooks/recall_search.py"},
+    "shadow": {"service/runtime.py"},
 }
 
 
