@@ -49,8 +49,7 @@ from ..core import deadline as clock
 from ..core.config import RerankerConfig
 from ..core.errors import ConfigError
 from ..core.redaction import shown
-from ..service.recall_pool import RecallOutcome, page_content, rerank_pool
-from ..service.reranker_service import stats_recorder
+from ..service.runtime import RecallOutcome, page_content, rerank_pool, stats_recorder
 from . import memory_patch, recall_scope, settings
 from .recall_scope import RecallScope
 

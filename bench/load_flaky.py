@@ -34,7 +34,7 @@ from typing import Any
 from ..core.config import RerankerConfig
 from ..demo.word_overlap import word_overlap_score
 from ..service import runtime
-from ..service.recall_pool import RecallOutcome, rerank_pool
+from ..service.runtime import RecallOutcome, rerank_pool
 from .load_flaky_server import Flakiness, FlakyServer
 
 WORDS = ("deploy", "database", "backup", "upgrade", "network", "billing", "login", "cache", "queue", "search",

@@ -29,7 +29,7 @@ import aiohttp
 
 from ..core.config import RerankerConfig
 from ..service import runtime
-from ..service.recall_pool import RecallOutcome, rerank_pool
+from ..service.runtime import RecallOutcome, rerank_pool
 from .cost_model_server import CostModel, CostModelServer, cheap_score
 
 ONE_GPU: Final = CostModel(request_ms=1.0, forward_ms=30.0, pair_ms=0.5)

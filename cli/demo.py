@@ -19,7 +19,7 @@ from ..demo import memories
 from ..demo.embedding_order import embedding_order
 from ..demo.server import LABEL, DemoServer
 from ..service import runtime
-from ..service.recall_pool import rerank_pool
+from ..service.runtime import rerank_pool
 from . import signals
 from .demo_view import DemoRun, render
 from .errors import FAILED, CliError

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from ..core.probe_report import ProbeReport
 from ..core.statistics import PoolStatistics
 from ..demo import memories
-from ..service.recall_pool import RecallOutcome
+from ..service.runtime import RecallOutcome
 from .formatting import bold, table, terminal_width
 
 

@@ -214,9 +214,9 @@ def _unreachable(attempts: Sequence[det.ProbeOutcome], described: Sequence[str])
 
 
 def _server_name(identity: det.ServerIdentity, outcome: det.ProbeOutcome) -> str:
-    if identity.kind not in ("unknown", "xinference"):
+    if det.is_known(identity):
         return identity.kind
-    return outcome.dialect.name if outcome.dialect.name not in ("rerank",) else "rerank-compatible"
+    return outcome.dialect.name if outcome.dialect.name != "rerank" else "rerank-compatible"
 
 
 def _nothing_answered(attempts: Sequence[str]) -> str:

@@ -1,31 +1,38 @@
-"""The service's per-server and per-route state, built from the settings and kept bounded.
+"""What the service keeps between recalls (on the owner loop only), built from the settings and bounded:
+each server's state, each replica's detected route, and the route groups a call goes to.
 
 One ``Endpoint`` per base URL, API key and the settings its state is built from (concurrency cap,
-breaker thresholds): its dispatch state (slots, breaker, Retry-After, recent failures, load and
-speed), which is small and is the server's health as this key sees it (a 401 or a per-key rate limit
-says nothing about the server for another key). One group per route: the endpoint or endpoints
-(replicas of one model) a call goes to, with the model, key, TLS settings, instruction and batching
-settings, holding one batcher (a queue, a dispatcher task while one is queued, a replica set).
+breaker thresholds): its dispatch state (slots, breaker, Retry-After, recent failures, load and speed),
+the server's health as this key sees it (a 401 or a per-key rate limit says nothing of it for another
+key). One group per route: the replicas of one model a call goes to, with the model, key, TLS,
+instruction and batching settings, holding one batcher. Nothing is reconfigured in place: each key holds
+everything its state is built from, so changed settings get new state, and the old drains (its requests
+finish with the settings they started with) and is forgotten like any idle entry. Both are bounded, or
+every key or instruction a process ever sees would stay: endpoints forget first the least recently used
+whose health holds nothing worth keeping (a server that is down keeps its open breaker however many
+replicas and keys share the process, so it gets its breaker's probes and nothing else); groups are a
+hard bound once the load is over, an idle batcher past it forgotten as it becomes idle.
 
-Configuration by replacement: nothing is reconfigured in place. Each key holds everything its state
-is built from, so settings that change get new state, and the old state drains (its requests finish
-with the settings they started with) and is forgotten like any idle entry.
-
-Every distinct key or instruction a process ever sees would otherwise stay for the life of the
-process, so both are bounded, with bounds of their own. Endpoints: ``max_endpoints`` (256, far more
-than the replicas times the keys in use), forgetting first the least recently used whose health
-holds nothing worth keeping, and only past that an idle one that does: a server that is down keeps
-its open breaker between recalls however many replicas and keys share the process, so it gets its
-breaker's probes and nothing else. Groups: ``max_groups``, a hard bound once the load is over: an
-idle batcher past it is forgotten as it becomes idle, not when the next new one is made.
+Routes (``RouteBook``) are detected per replica (its path and dialect may differ) and cached per
+endpoint, API mode, model, key and TLS settings (async-lru with a TTL; concurrent identical detections
+share one run); the timeout and the instruction do not change which API wins. A detection is an attempt
+like any other: it asks the endpoint's breaker for a permit (a probe while half-open) and waits out a
+Retry-After. It runs to its own end even when its callers leave (its deadline bounds it), so a server
+that never answers is counted against the breaker and one that answers late is remembered. A call uses
+the replicas whose route is known now and waits only while none is (a replica being detected, or down,
+never holds up a call others can answer); a known route is read without a task or a turn of the loop,
+so the recalls of a burst reach their queue together.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, TypeVar
+
+from async_lru import alru_cache
 
 from ..batching.batcher import MicroBatcher
 from ..batching.breaker import BreakerPolicy, CircuitBreaker
@@ -35,9 +42,20 @@ from ..batching.replicas import Replica, ReplicaSet, RetryBudget
 from ..core import deadline as clock
 from ..core.config import RerankerConfig
 from ..core.detail_statistics import ReplicaStatistics
+from ..core.errors import DeadlineExceeded, RateLimited, RerankError
+from .detection import Route, resolve_route
+from .transport import HttpTransport
 
 MAX_ENDPOINTS: Final = 256  # pairs of server and key: 16 replicas for each of 16 agent profiles' keys
 MAX_GROUPS: Final = 32
+DETECTION_TTL_S: Final = 600.0
+RATE_LIMIT_DEFAULT_S: Final = 1.0  # a 429 during detection without Retry-After holds the endpoint this long
+_ROUTE_FIELDS: Final = ("endpoint", "api", "model", "api_key", "tls_verify", "ca_bundle")
+# What a group's batcher, replica set and dispatch step are built from (not the timeout, which each call
+# brings, nor what only the recall path reads).
+_GROUP_FIELDS: Final = ("endpoints", "key_fingerprint", "tls_verify", "ca_bundle", "model", "api", "instruction",
+                        "max_pairs_per_request", "batch_window_ms", "max_queued_pairs", "shed_overload",
+                        "retry_budget", "max_retries", "hedging", "hedge_delay_ms")
 _SEVERITY: Final = {"closed": 0, "half_open": 1, "open": 2}  # status shows an endpoint's worst breaker
 
 
@@ -63,59 +81,45 @@ class Members:
     max_pairs: int
 
 
-def _batching_settings(config: RerankerConfig) -> tuple[object, ...]:
-    """What a group's batcher, replica set and dispatch step are built from (not the timeout, which each
-    call brings, nor what only the recall path reads)."""
-    return (config.endpoints, config.key_fingerprint, config.tls_verify, config.ca_bundle, config.model, config.api,
-            config.instruction, config.max_pairs_per_request, config.batch_window_ms, config.max_queued_pairs,
-            config.shed_overload, config.retry_budget, config.max_retries, config.hedging, config.hedge_delay_ms)
-
-
 def breaker_policy(config: RerankerConfig) -> BreakerPolicy:
     return BreakerPolicy(consecutive=config.breaker_failures, failure_rate=config.breaker_failure_rate,
                          cooldown=config.breaker_cooldown)
 
 
-def dispatch_policy(config: RerankerConfig) -> DispatchPolicy:
-    delay = config.hedge_delay_ms / 1000.0 if config.hedge_delay_ms > 0 else None
-    return DispatchPolicy(max_retries=config.max_retries, hedge=config.hedging, hedge_delay_s=delay)
-
-
 class EndpointRegistry:
-    """Use on the owner loop only."""
-
     def __init__(self, events: DispatchEvents, *, clock: Callable[[], float] = clock.now,
                  on_open: Callable[[Endpoint], None] = lambda endpoint: None,
                  max_endpoints: int = MAX_ENDPOINTS, max_groups: int = MAX_GROUPS) -> None:
-        self._events = events
-        self._clock = clock
-        self._on_open = on_open
-        self._max_endpoints = max_endpoints
-        self._max_groups = max_groups
+        self._events, self._clock, self._on_open = events, clock, on_open
+        self._max_endpoints, self._max_groups = max_endpoints, max_groups
         self._endpoints: OrderedDict[tuple[object, ...], Endpoint] = OrderedDict()
         self._groups: OrderedDict[Hashable, _Group] = OrderedDict()
 
     def endpoint(self, config: RerankerConfig, url: str) -> Endpoint:
-        """The state of the server at ``url`` as these settings see it (created on first use)."""
+        """The state of the server at ``url`` as these settings see it (created on first use). Room is
+        made by forgetting the least recently used endpoint with nothing worth keeping, or failing that
+        the least recently used idle one: a group still naming it is another group from the next call on
+        (see ``group``); idle, the old one holds no slot."""
         key = (url, config.key_fingerprint, config.max_concurrency, breaker_policy(config))
         found = self._endpoints.get(key)
-        if found is None:
-            self._make_room_for_endpoint()
-            found = self._endpoints[key] = self._new_endpoint(config, url)
-        else:
+        if found is not None:
             self._endpoints.move_to_end(key)
-        return found
+            return found
+        _forget(self._endpoints, self._max_endpoints - 1, lambda e: e.state.forgettable, lambda e: e.state.idle)
+        breaker = CircuitBreaker(breaker_policy(config), clock=self._clock, on_open=lambda: self._on_open(made))
+        made = self._endpoints[key] = Endpoint(url, EndpointState(EndpointLimiter(config.max_concurrency), breaker))
+        return made
 
     def group(self, config: RerankerConfig, to_probability: bool, bound_to: Sequence[tuple[str, object, object]],
               members: Callable[[], Members]) -> MicroBatcher:
         """The batcher for these settings and for the routes and endpoint states in ``bound_to`` (url,
         route, state), built from ``members()`` the first time; a route detected again, or an endpoint
         made anew, is another group. A warm recall with the same settings builds nothing."""
-        key = (*_batching_settings(config), to_probability,
+        key = (*(getattr(config, name) for name in _GROUP_FIELDS), to_probability,
                *((url, id(route), id(state)) for url, route, state in bound_to))
         group = self._groups.get(key)
         if group is None:
-            _forget(self._groups, self._max_groups - 1, _idle_group)
+            _forget(self._groups, self._max_groups - 1, lambda g: g.batcher.idle)
             group = self._groups[key] = _Group(self._new_batcher(config, members()), tuple(bound_to))
         else:
             self._groups.move_to_end(key)
@@ -123,10 +127,16 @@ class EndpointRegistry:
 
     def _new_batcher(self, config: RerankerConfig, members: Members) -> MicroBatcher:
         replicas = ReplicaSet(members.replicas, budget=RetryBudget(ratio=config.retry_budget, clock=self._clock))
+        policy = DispatchPolicy(max_retries=config.max_retries, hedge=config.hedging,
+                                hedge_delay_s=config.hedge_delay_ms / 1000.0 if config.hedge_delay_ms > 0 else None)
         return MicroBatcher(
-            Dispatch(replicas, self._events, dispatch_policy(config)), mixes_queries=members.mixes_queries,
+            Dispatch(replicas, self._events, policy), mixes_queries=members.mixes_queries,
             max_pairs=members.max_pairs, window=config.batch_window_ms / 1000.0,
             max_queued_pairs=config.max_queued_pairs, shed=config.shed_overload, on_idle=self._trim_groups)
+
+    def _trim_groups(self) -> None:
+        """A batcher went idle: keep the groups within their bound now, not when the next one is made."""
+        _forget(self._groups, self._max_groups, lambda g: g.batcher.idle)
 
     def live_state(self) -> dict[str, object]:
         latest = {key[:2]: e for key, e in self._endpoints.items()}  # per URL and key: the settings last used
@@ -135,11 +145,15 @@ class EndpointRegistry:
             state = endpoint.state.breaker.state
             if _SEVERITY[state] > _SEVERITY.get(breakers.get(endpoint.url, ""), -1):
                 breakers[endpoint.url] = state
+        by_url: dict[str, list[EndpointState]] = {}  # replicas: one entry per server URL, all its keys together
+        for endpoint in self._endpoints.values():
+            by_url.setdefault(endpoint.url, []).append(endpoint.state)
+        total = sum(e.state.pairs_sent for e in self._endpoints.values()) or 1
         return {
             "breakers": breakers,
             "queued_pairs": sum(group.batcher.queued_pairs for group in self._groups.values()),
             "in_flight": sum(e.state.limiter.in_flight for e in self._endpoints.values()),
-            "replicas": self._replica_statistics(breakers),
+            "replicas": tuple(_replica_statistics(url, breakers[url], states, total) for url, states in by_url.items()),
         }
 
     def footprint(self) -> dict[str, int]:
@@ -152,31 +166,6 @@ class EndpointRegistry:
         self._groups.clear()
         self._endpoints.clear()
 
-    def _replica_statistics(self, breakers: dict[str, str]) -> tuple[ReplicaStatistics, ...]:
-        """One entry per server URL (all its keys together)."""
-        by_url: dict[str, list[EndpointState]] = {}
-        for endpoint in self._endpoints.values():
-            by_url.setdefault(endpoint.url, []).append(endpoint.state)
-        total = sum(s.pairs_sent for states in by_url.values() for s in states) or 1
-        return tuple(_replica_statistics(url, breakers[url], states, total) for url, states in by_url.items())
-
-    def _new_endpoint(self, config: RerankerConfig, url: str) -> Endpoint:
-        holder: list[Endpoint] = []
-        breaker = CircuitBreaker(breaker_policy(config), clock=self._clock,
-                                 on_open=lambda: self._on_open(holder[0]))
-        holder.append(Endpoint(url, EndpointState(EndpointLimiter(config.max_concurrency), breaker)))
-        return holder[0]
-
-    def _make_room_for_endpoint(self) -> None:
-        """Forget the least recently used endpoint with nothing worth keeping, or failing that, the least
-        recently used idle one. A group still naming it is another group from the next call on (see
-        ``group``); idle, the old one holds no slot."""
-        _forget(self._endpoints, self._max_endpoints - 1, _forgettable_endpoint, _idle_endpoint)
-
-    def _trim_groups(self) -> None:
-        """A batcher went idle: keep the groups within their bound now, not when the next one is made."""
-        _forget(self._groups, self._max_groups, _idle_group)
-
 
 def _replica_statistics(url: str, breaker: str, states: list[EndpointState], total: int) -> ReplicaStatistics:
     pairs = sum(s.pairs_sent for s in states)
@@ -186,18 +175,6 @@ def _replica_statistics(url: str, breaker: str, states: list[EndpointState], tot
     return ReplicaStatistics(url=url, breaker=breaker, pairs=pairs, share=pairs / total,
                              in_flight=sum(s.limiter.in_flight for s in states), latency_ms=latency,
                              ms_per_pair=per_pair)
-
-
-def _forgettable_endpoint(endpoint: Endpoint) -> bool:
-    return endpoint.state.forgettable
-
-
-def _idle_endpoint(endpoint: Endpoint) -> bool:
-    return endpoint.state.idle
-
-
-def _idle_group(group: _Group) -> bool:
-    return group.batcher.idle
 
 
 K = TypeVar("K")
@@ -213,3 +190,110 @@ def _forget(entries: OrderedDict[K, V], keep: int, *tests: Callable[[V], bool]) 
                 return
             if test(entries[key]):
                 del entries[key]
+
+
+@dataclass(frozen=True)
+class _Detection:
+    """One detection's arguments; equal (and cached together) when only the deadline or the other
+    settings differ, which do not change the answer."""
+
+    key: tuple[object, ...]
+    config: RerankerConfig = field(compare=False)
+    deadline: float = field(compare=False, default=0.0)
+    endpoint: Endpoint | None = field(compare=False, default=None)
+
+    @classmethod
+    def of(cls, config: RerankerConfig, deadline: float = 0.0, endpoint: Endpoint | None = None) -> _Detection:
+        return cls(tuple(getattr(config, name) for name in _ROUTE_FIELDS), config, deadline, endpoint)
+
+
+class RouteBook:
+    def __init__(self, transport: HttpTransport, on_detection: Callable[[], None] = lambda: None) -> None:
+        self._transport = transport
+        self._on_detection = on_detection  # counted: detections that keep coming say health is forgotten
+        self._detect = alru_cache(maxsize=128, ttl=DETECTION_TTL_S)(self._detect_uncached)
+        self._running: dict[tuple[object, ...], _Detection] = {}  # key -> the detection under way
+
+    @property
+    def cached(self) -> int:
+        return self._detect.cache_info().currsize
+
+    @property
+    def running(self) -> int:  # detections under way (each ends by its deadline at the latest)
+        return len(self._running)
+
+    async def routes(self, config: RerankerConfig, deadline: float, endpoints: Sequence[Endpoint]
+                     ) -> dict[str, Route]:
+        """The known routes of ``endpoints`` (replica URL -> route, at least one), detecting the
+        others; waits only while none is known. Raises the first replica's error when none works."""
+        detections = [_Detection.of(config.for_replica(e.url), deadline, e) for e in endpoints]
+        # One shared with an earlier caller runs to that caller's deadline: leave it at ours.
+        outlasts_us = any(d.key in self._running and self._running[d.key].deadline > deadline for d in detections)
+        routes: dict[str, Route] = {}
+        errors: dict[str, BaseException] = {}
+        tasks: dict[asyncio.Task[Route], str] = {}
+        for detection, endpoint in zip(detections, endpoints, strict=True):
+            if self._detect.cache_contains(detection) and detection.key not in self._running:
+                # a finished detection: its result comes back without a task or a wait
+                try:
+                    routes[endpoint.url] = await self._detect(detection)
+                except Exception as exc:  # a failed one not yet evicted from the cache
+                    errors[endpoint.url] = exc
+            else:
+                tasks[self._detection_task(detection, endpoint)] = endpoint.url
+        pending = set(tasks)
+        while pending and not routes:
+            timeout = max(0.0, deadline - clock.now()) if outlasts_us else None
+            done, pending = await asyncio.wait(pending, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            if not done:
+                raise DeadlineExceeded("no replica's API was known before the deadline (detection still running)")
+            for task in done:
+                if task.cancelled():
+                    errors[tasks[task]] = RerankError("detection was cancelled")
+                elif (error := task.exception()) is not None:
+                    errors[tasks[task]] = error
+                else:
+                    routes[tasks[task]] = task.result()
+        if not routes:
+            raise next(errors[e.url] for e in endpoints if e.url in errors)
+        return {e.url: routes[e.url] for e in endpoints if e.url in routes}
+
+    def forget(self, config: RerankerConfig) -> None:
+        """Every replica's cached route (a status said a route no longer holds, or a probe failed)."""
+        for url in config.endpoints:
+            self._detect.cache_invalidate(_Detection.of(config.for_replica(url)))
+
+    def forget_endpoint(self, endpoint: Endpoint) -> None:
+        """The endpoint's breaker opened: when the server is back, detect again (it may be another now)."""
+        for key in endpoint.route_keys:
+            self._detect.cache_invalidate(_Detection(key, RerankerConfig()))
+        endpoint.route_keys.clear()
+
+    async def close(self) -> None:
+        await self._detect.cache_close()
+
+    def _detection_task(self, detection: _Detection, endpoint: Endpoint) -> asyncio.Task[Route]:
+        """A task of its own, so a caller who leaves does not cancel a detection others may share."""
+        endpoint.route_keys.add(detection.key)
+        if not self._detect.cache_contains(detection):  # this call starts it (or joins one just started)
+            self._running.setdefault(detection.key, detection)
+        task = asyncio.ensure_future(self._detect(detection))
+        task.add_done_callback(lambda t: None if t.cancelled() else t.exception())
+        return task
+
+    async def _detect_uncached(self, detection: _Detection) -> Route:
+        assert detection.endpoint is not None
+        state = detection.endpoint.state
+        self._running[detection.key] = detection
+        try:
+            await state.wait_out_retry_after(detection.deadline)
+            with state.breaker.attempt():  # detection is an attempt too: a probe while half-open
+                self._on_detection()
+                return await resolve_route(self._transport, detection.config, detection.deadline)
+        except RateLimited as exc:
+            wait = exc.retry_after if exc.retry_after is not None else RATE_LIMIT_DEFAULT_S
+            state.hold_off(clock.now() + wait)
+            raise
+        finally:  # a detection forgotten (cancelled) may end after its successor began: clear only its own mark
+            if self._running.get(detection.key) is detection:
+                del self._running[detection.key]

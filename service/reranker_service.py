@@ -1,25 +1,32 @@
-"""The composition root on the owner loop: config -> endpoints -> routes -> batcher -> ranking.
+"""The service on the owner loop, the one per process, and the hop that reaches it from other threads.
 
-It is the fail-safe boundary: ``rerank`` returns the ranking or None and why, and nothing but
-cancellation leaves it. ``rerank_endpoint`` names one server or several replicas of one model;
-each replica has its own state (slots, breaker) and route, and one batcher per route group forms
-the batches that the dispatch step balances over the replicas (see ``batching.replicas``). Routes
-are detected per replica and cached (``routes``); they are forgotten when a replica's breaker opens
-or a status says the route is gone.
+``RerankService`` is the composition root (config -> endpoints -> routes -> batcher -> ranking) and the
+fail-safe boundary: ``rerank`` returns the ranking or None and why, and nothing but cancellation
+leaves it. ``rerank_endpoint`` names one server or several replicas of one model; each replica has its
+own state (slots, breaker) and route, and one batcher per route group forms the batches that the
+dispatch step balances over the replicas (see ``batching.replicas``). Routes are detected per replica
+and cached (``endpoints``); they are forgotten when a replica's breaker opens or a status says the
+route is gone. ``runtime()`` is the process's owner loop with its service, started on first use;
+``Handover`` is the one wait for work handed to it (the public API, ``runtime``, is its caller).
 """
 
 from __future__ import annotations
 
+import asyncio
+import atexit
+import concurrent.futures
 import dataclasses
 import functools
 import logging
-from collections.abc import Callable, Sequence
-from typing import Final
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Generic, TypeVar
 
 from ..batching.batcher import MicroBatcher
 from ..batching.replicas import Replica
 from ..core import deadline as clock
 from ..core.config import RerankerConfig
+from ..core.deadline import backstop_remaining
 from ..core.dialects import ScoreBatch
 from ..core.dialects.wire import read_answer
 from ..core.errors import BreakerOpen, InputTooLong, RateLimited, RerankError, ServerError
@@ -27,13 +34,13 @@ from ..core.probe_report import ProbeReport
 from ..core.redaction import shown
 from ..core.scores import PROBABILITY, RerankResult, cut_head, normalize, shared_scale, tighter_limits
 from ..core.statistics import RerankerStatistics, StatsRecorder
-from ..process.singletons import PerProcess
+from ..process.singletons import OwnerLoop, PerProcess
 from .detection import Route, probe_endpoint, tls_of
-from .endpoints import Endpoint, EndpointRegistry, Members
-from .routes import RouteBook
+from .endpoints import Endpoint, EndpointRegistry, Members, RouteBook
 from .transport import HttpTransport
 
 log = logging.getLogger("a0_reranker")
+T = TypeVar("T")
 
 _STATS: Final = PerProcess("stats", StatsRecorder)
 
@@ -45,6 +52,7 @@ def stats_recorder() -> StatsRecorder:
 
 
 TIMEOUT_MESSAGE: Final = "no answer before rerank_timeout"
+CANCEL_WAIT_S: Final = 2.0  # on shutdown, what work still running gets to unwind before the session closes
 
 
 class RerankService:
@@ -175,3 +183,101 @@ def _with_instruction(route: Route, instruction: str) -> Route:
 # Not 5xx: an overloaded or crashing server still speaks the same API, and forgetting the route there
 # makes every waiting recall re-run detection against that server, which then fails too.
 _ROUTE_GONE_STATUSES: Final = frozenset({401, 403, 404, 405, 501})
+
+
+@dataclass(frozen=True)
+class Runtime:
+    owner: OwnerLoop
+    service: RerankService
+
+
+def _start(clock: Callable[[], float] = clock.now) -> Runtime:
+    owner = OwnerLoop().start()
+    current = Runtime(owner, RerankService(stats_recorder(), clock=clock))
+    atexit.register(_stop, current)
+    return current
+
+
+_RUNTIME: Final = PerProcess("runtime", _start)
+
+
+def runtime() -> Runtime:
+    """The process's owner loop and service, started on first use (and again after a fork)."""
+    current = _RUNTIME.get()
+    if not current.owner.alive:
+        _RUNTIME.discard()
+        current = _RUNTIME.get()
+    return current
+
+
+def running() -> Runtime | None:
+    """The runtime if one is running, without starting one."""
+    current = _RUNTIME.peek()
+    return current if current is not None and current.owner.alive else None
+
+
+def restart(*, clock: Callable[[], float]) -> Runtime:
+    """A fresh owner loop and service whose breakers and retry budgets read ``clock``: tests move it on
+    instead of waiting out a real cooldown."""
+    shutdown()
+    return _RUNTIME.get_or_put(lambda: _start(clock))
+
+
+def shutdown() -> None:
+    """Stop the owner loop and close its HTTP session (tests, uninstall). The next call starts afresh."""
+    current = _RUNTIME.discard()
+    if current is not None:
+        _stop(current)
+
+
+def _stop(current: Runtime) -> None:
+    if current.owner.alive and not current.owner.is_current_thread():
+        for step in (lambda: current.owner.call(current.owner.cancel_running, CANCEL_WAIT_S),
+                     lambda: current.owner.call(current.service.close)):
+            try:
+                step()
+            except Exception:  # shutting down: nothing useful to do with the error
+                log.debug("a0_reranker: error while closing the service", exc_info=True)
+        current.owner.stop()
+
+
+@dataclass(frozen=True)
+class Handover(Generic[T]):
+    """Work handed to the owner loop, and the one wait for its outcome, blocking or awaited: until the
+    deadline plus the backstop grace (``core.deadline``); past it the caller gets ``late`` and the owner's
+    work is cancelled."""
+
+    future: concurrent.futures.Future[T]
+    deadline: float
+    late: T
+
+    @classmethod
+    def start(cls, current: Runtime, deadline: float, late: T, func: Callable[..., Coroutine[Any, Any, T]],
+              *args: Any) -> Handover[T]:
+        return cls(current.owner.submit(func, *args), deadline, late)
+
+    def result(self) -> T:
+        try:
+            return self.future.result(timeout=backstop_remaining(self.deadline))
+        except (TimeoutError, concurrent.futures.CancelledError):  # past the backstop, or the owner stopped
+            return self._delivered_or_late()
+
+    async def result_async(self) -> T:
+        try:
+            return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(self.future)),
+                                          backstop_remaining(self.deadline))
+        except TimeoutError:
+            return self._delivered_or_late()
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is None or task.cancelling():
+                self.future.cancel()  # the caller left: so does its work on the owner loop
+                raise
+            return self.late  # nobody cancelled the caller: the owner loop stopped (shutdown, update)
+
+    def _delivered_or_late(self) -> T:
+        """What the owner loop delivered just as the backstop fired, else ``late`` (its work is cancelled)."""
+        future = self.future
+        if future.cancel() or future.cancelled() or future.exception() is not None:
+            return self.late
+        return future.result()

@@ -1,93 +1,55 @@
-"""The public engine API: reach the one owner loop of this process from any thread or event loop.
+"""The public engine API: reach the one owner loop of this process from any thread or event loop, and
+what a reranked recall returns.
 
 ``rerank_async`` and ``rerank`` compute the deadline once and hand the work to the owner loop, which
 enforces it. The caller waits one grace longer as a backstop against a stuck loop (``core.deadline``);
-both forms share that one wait (``_Handover``), and each counts the outcome it returns, once, where it
-returns it. They return None instead of raising. The sync form has no logic of its own, and
-refuses to run on the owner thread, where it would deadlock.
+both forms share that one wait (``Handover``), and each counts the outcome it returns, once, where it
+returns it. They return None instead of raising. The sync form has no logic of its own, and refuses to
+run on the owner thread, where it would deadlock. The owner loop's lifecycle (``runtime``, ``restart``,
+``shutdown``) is the service module's; callers find it here.
+
+``rerank_pool`` is what a recall returns, given the candidate pool in stock order (no A0 knowledge
+here): A0's own result first, then the memories a wider search found below A0's threshold. It gives
+back the reranker's best ``limit`` of the whole pool when reranking applies, without those it scores
+below ``rerank_min_score``; the stock top-``limit`` in shadow mode (with the order change recorded) and
+on any failure, where the floor never applies. It never mutates the documents, only picks among them,
+and counts every pool it is given (size, whether it left anything to choose, memories rescued from
+outside the stock result, memories the floor dropped). The demo and the CLI use it too, so they show
+what the plugin does.
 """
 
 from __future__ import annotations
 
 import asyncio
-import atexit
-import concurrent.futures
 import logging
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
 from ..core import deadline as clock
 from ..core.config import RerankerConfig
-from ..core.deadline import backstop_remaining, deadline_in
+from ..core.deadline import deadline_in
 from ..core.probe_report import ProbeReport
-from ..core.scores import Ranking
+from ..core.scores import OrderChange, Ranking, normalize, order_change
 from ..core.statistics import RerankerStatistics
-from ..process.singletons import OwnerLoop, PerProcess
-from .reranker_service import TIMEOUT_MESSAGE, RerankResult, RerankService, stats_recorder
+from .reranker_service import (
+    TIMEOUT_MESSAGE,
+    Handover,
+    RerankResult,
+    RerankService,
+    Runtime,
+    running,
+    runtime,
+    stats_recorder,
+)
+from .reranker_service import restart as restart
+from .reranker_service import shutdown as shutdown
 
 log = logging.getLogger("a0_reranker")
-T = TypeVar("T")
+D = TypeVar("D")
 
 TIMED_OUT: Final = RerankResult(None, reason="timeout", message=TIMEOUT_MESSAGE)
-CANCEL_WAIT_S: Final = 2.0  # on shutdown, what work still running gets to unwind before the session closes
 STATISTICS_WAIT_S: Final = 1.0  # the live state is worth this much wait; after it, the counters alone
-
-
-@dataclass(frozen=True)
-class Runtime:
-    owner: OwnerLoop
-    service: RerankService
-
-
-def _start(clock: Callable[[], float] = clock.now) -> Runtime:
-    owner = OwnerLoop().start()
-    current = Runtime(owner, RerankService(stats_recorder(), clock=clock))
-    atexit.register(_stop, current)
-    return current
-
-
-_RUNTIME: Final = PerProcess("runtime", _start)
-
-
-def runtime() -> Runtime:
-    """The process's owner loop and service, started on first use (and again after a fork)."""
-    current = _RUNTIME.get()
-    if not current.owner.alive:
-        _RUNTIME.discard()
-        current = _RUNTIME.get()
-    return current
-
-
-def running() -> Runtime | None:
-    """The runtime if one is running, without starting one."""
-    current = _RUNTIME.peek()
-    return current if current is not None and current.owner.alive else None
-
-
-def restart(*, clock: Callable[[], float]) -> Runtime:
-    """A fresh owner loop and service whose breakers and retry budgets read ``clock``: tests move it on
-    instead of waiting out a real cooldown."""
-    shutdown()
-    return _RUNTIME.get_or_put(lambda: _start(clock))
-
-
-def shutdown() -> None:
-    """Stop the owner loop and close its HTTP session (tests, uninstall). The next call starts afresh."""
-    current = _RUNTIME.discard()
-    if current is not None:
-        _stop(current)
-
-
-def _stop(current: Runtime) -> None:
-    if current.owner.alive and not current.owner.is_current_thread():
-        for step in (lambda: current.owner.call(current.owner.cancel_running, CANCEL_WAIT_S),
-                     lambda: current.owner.call(current.service.close)):
-            try:
-                step()
-            except Exception:  # shutting down: nothing useful to do with the error
-                log.debug("a0_reranker: error while closing the service", exc_info=True)
-        current.owner.stop()
 
 
 def _valid_input(query: Any, documents: Any) -> bool:
@@ -115,47 +77,6 @@ def _refusal(query: Any, documents: Any, config: Any) -> RerankResult | None:
     if not _valid_input(query, documents):
         return _settled(RerankResult(None, reason="bad_input", message="needs a query string and a list of strings"))
     return None
-
-
-@dataclass(frozen=True)
-class _Handover(Generic[T]):
-    """Work handed to the owner loop, and the one wait for its outcome, blocking or awaited: until the
-    deadline plus the backstop grace; past it the caller gets ``late`` and the owner's work is cancelled."""
-
-    future: concurrent.futures.Future[T]
-    deadline: float
-    late: T
-
-    @classmethod
-    def start(cls, current: Runtime, deadline: float, late: T, func: Callable[..., Coroutine[Any, Any, T]],
-              *args: Any) -> _Handover[T]:
-        return cls(current.owner.submit(func, *args), deadline, late)
-
-    def result(self) -> T:
-        try:
-            return self.future.result(timeout=backstop_remaining(self.deadline))
-        except (TimeoutError, concurrent.futures.CancelledError):  # past the backstop, or the owner stopped
-            return self._delivered_or_late()
-
-    async def result_async(self) -> T:
-        try:
-            return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(self.future)),
-                                          backstop_remaining(self.deadline))
-        except TimeoutError:
-            return self._delivered_or_late()
-        except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if task is None or task.cancelling():
-                self.future.cancel()  # the caller left: so does its work on the owner loop
-                raise
-            return self.late  # nobody cancelled the caller: the owner loop stopped (shutdown, update)
-
-    def _delivered_or_late(self) -> T:
-        """What the owner loop delivered just as the backstop fired, else ``late`` (its work is cancelled)."""
-        future = self.future
-        if future.cancel() or future.cancelled() or future.exception() is not None:
-            return self.late
-        return future.result()
 
 
 def _started() -> float:
@@ -197,7 +118,7 @@ async def _rerank_from_any_loop(query: str, documents: list[str], config: Rerank
         current = runtime()
         if current.owner.is_current_thread():
             return await current.service.rerank(query, documents, config, deadline)
-        handover = _Handover.start(current, deadline, TIMED_OUT, current.service.rerank, query, documents, config,
+        handover = Handover.start(current, deadline, TIMED_OUT, current.service.rerank, query, documents, config,
                                    deadline)
     except Exception:
         log.exception("a0_reranker: could not reach the reranker's event loop")
@@ -228,7 +149,7 @@ def rerank_result(query: str, documents: Sequence[str], *, config: RerankerConfi
             log.error("a0_reranker: rerank() was called on the reranker's own loop; use rerank_async()")
             result = RerankResult(None, reason="error", message="rerank() was called on the reranker's own loop")
         else:
-            result = _Handover.start(current, deadline, TIMED_OUT, current.service.rerank, query, list(documents),
+            result = Handover.start(current, deadline, TIMED_OUT, current.service.rerank, query, list(documents),
                                      config, deadline).result()
     except Exception:
         log.exception("a0_reranker: unexpected error in rerank()")
@@ -241,6 +162,86 @@ def rerank(query: str, documents: Sequence[str], *, config: RerankerConfig) -> R
     return rerank_result(query, documents, config=config).ranking
 
 
+def page_content(document: Any) -> str:
+    """The text A0 stores in a memory ``Document``."""
+    text = getattr(document, "page_content", document)
+    return text if isinstance(text, str) else str(text)
+
+
+@dataclass(frozen=True)
+class RecallOutcome(Generic[D]):
+    """The documents to return and what happened on the way (for the log line and the counters)."""
+
+    documents: list[D]
+    applied: bool  # the reranked order was returned
+    scored: bool  # the reranker answered (also in shadow mode)
+    candidates: int
+    elapsed_s: float
+    api: str = ""
+    change: OrderChange | None = None
+    ranking: list[tuple[int, float]] | None = None  # the server's own scores, best first
+    reason: str = ""  # why the stock order was kept, when the reranker did not answer
+    message: str = ""
+    retries: int = 0  # requests sent again before the reranker answered
+    failover_to: str = ""  # the replica that answered, when a request had to go on to another one
+    relevance: list[float] | None = None  # the ranking's scores on the one 0-1 scale, in ranking order
+    rescued: int = 0  # returned documents from outside the stock top ``limit``
+    floor_dropped: int = 0  # documents of the best ``limit`` left out because they scored below the floor
+
+
+async def rerank_pool(query: str, pool: Sequence[D], *, limit: int, config: RerankerConfig,
+                      text_of: Callable[[D], str] = page_content, deadline: float | None = None) -> RecallOutcome[D]:
+    """Rerank ``pool`` (stock order, best first) for ``query`` and keep at most ``limit`` documents.
+
+    Returns the stock top-``limit`` when the reranker is unavailable or in shadow mode. ``deadline``
+    (monotonic; default ``rerank_timeout`` from now) lets a caller whose own work came first keep
+    the whole of it within one timeout.
+    """
+    started = clock.now()
+    stock = list(pool[:limit])
+    if limit <= 0:
+        return RecallOutcome(stock, applied=False, scored=False, candidates=len(pool), elapsed_s=0.0)
+    if len(pool) < 2:
+        return _counted(RecallOutcome(stock, applied=False, scored=False, candidates=len(pool), elapsed_s=0.0))
+    result = await rerank_result_async(query, [text_of(d) for d in pool], config=config, deadline=deadline)
+    elapsed = clock.now() - started
+    ranking, api = result.ranking, result.api
+    if ranking is None or len(ranking) != len(pool):
+        return _counted(RecallOutcome(stock, applied=False, scored=False, candidates=len(pool), elapsed_s=elapsed,
+                                      reason=result.reason or "error", message=result.message))
+    order = [index for index, _ in ranking]
+    change = order_change(order, len(stock))
+    relevance = normalize([score for _, score in ranking], result.scale)
+    scored = RecallOutcome(stock, applied=False, scored=True, candidates=len(pool), elapsed_s=elapsed,
+                           api=api, change=change, ranking=ranking, relevance=relevance, retries=result.retries,
+                           failover_to=result.failover_to)
+    if not config.apply:
+        stats_recorder().shadow(change.kept / change.limit if change.limit else 1.0, change.mean_displacement)
+        return _counted(scored)
+    return _counted(_choose(scored, pool, result, limit, config.min_score))
+
+
+def _choose(scored: RecallOutcome[D], pool: Sequence[D], result: RerankResult, limit: int, floor: float
+            ) -> RecallOutcome[D]:
+    """The reranker's best ``limit`` of the pool, without those whose relevance is below ``floor``."""
+    relevance = scored.relevance or []
+    order = [index for index, _ in result.ranking or []]
+    kept = [index for index, value in zip(order, relevance, strict=True) if value >= floor][:limit]
+    return RecallOutcome(
+        [pool[index] for index in kept], applied=True, scored=True, candidates=scored.candidates,
+        elapsed_s=scored.elapsed_s, api=scored.api, change=scored.change, ranking=scored.ranking,
+        retries=scored.retries, failover_to=scored.failover_to, relevance=relevance,
+        rescued=sum(1 for index in kept if index >= limit), floor_dropped=len(scored.documents) - len(kept),
+    )
+
+
+def _counted(outcome: RecallOutcome[D]) -> RecallOutcome[D]:
+    """Record the pool behind ``outcome`` (how many the stock answer has is what a recall returns)."""
+    returned = outcome.floor_dropped + len(outcome.documents)
+    stats_recorder().pool(outcome.candidates, returned, outcome.rescued, outcome.floor_dropped)
+    return outcome
+
+
 def _probe_refusal(config: Any) -> ProbeReport | None:
     if not isinstance(config, RerankerConfig):
         return ProbeReport.failure("", "config: expected a RerankerConfig", (), 0.0)
@@ -249,9 +250,9 @@ def _probe_refusal(config: Any) -> ProbeReport | None:
     return None
 
 
-def _probe_handover(current: Runtime, config: RerankerConfig, deadline: float) -> _Handover[ProbeReport]:
+def _probe_handover(current: Runtime, config: RerankerConfig, deadline: float) -> Handover[ProbeReport]:
     late = ProbeReport.failure(config.endpoint, f"no answer within {config.timeout:g} s", (), config.timeout)
-    return _Handover.start(current, deadline, late, current.service.probe, config, deadline)
+    return Handover.start(current, deadline, late, current.service.probe, config, deadline)
 
 
 async def probe_async(config: RerankerConfig) -> ProbeReport:

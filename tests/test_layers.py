@@ -279,7 +279,7 @@ def test_the_checker_sees_a0_outside_the_a0_side(file: str, source: str) -> None
 
 
 @pytest.mark.parametrize(("file", "source"), [
-    ("service/runtime.py", "from .. import __version__\nfrom ..core import config\nfrom . import routes\n"),
+    ("service/runtime.py", "from .. import __version__\nfrom ..core import config\nfrom . import endpoints\n"),
     ("a0_hooks/memory_patch.py", "import helpers.extension\n"),
     ("helpers/reranker.py", "from ..service import runtime\n"),
     ("extensions/python/agent_init/_10_x.py", "from usr.plugins.a0_reranker.a0_hooks import recall_scope\n"),

@@ -45,8 +45,8 @@ COUNTED_BY = {
                                                      "on_hedge", "on_budget_spent")},
     "on_queue_wait": {"batching/batcher.py"},
     # a recall's pool and its shadow comparison, by the recall path
-    "pool": {"service/recall_pool.py", "a0_hooks/recall_search.py"},
-    "shadow": {"service/recall_pool.py"},
+    "pool": {"service/runtime.py", "a0_hooks/recall_search.py"},
+    "shadow": {"service/runtime.py"},
 }
 
 
@@ -98,7 +98,7 @@ def test_the_breaker_admits_through_attempt_alone() -> None:
     admitting = {module for module, tree in product_modules() if "admit" in called_methods(tree)}
     assert admitting == {"batching/breaker.py"}
     attempting = {module for module, tree in product_modules() if "attempt" in called_methods(tree)}
-    assert attempting == {"batching/dispatch.py", "service/routes.py"}  # requests and detections
+    assert attempting == {"batching/dispatch.py", "service/endpoints.py"}  # requests and detections
 
 
 def test_the_deadline_has_one_grace_and_callers_never_count() -> None:
@@ -179,7 +179,7 @@ OWNERS: dict[str, tuple[Callable[[ast.Module], bool], set[str]]] = {
                       for holder in ("breaker", "limiter", "budget", "replicas", "batcher", "dispatch")), set()),
     "the route cache: the route book alone": (
         lambda t: bool(calls_on(t, "_detect", {"cache_invalidate", "cache_clear", "cache_close"})),
-        {"service/routes.py"}),
+        {"service/endpoints.py"}),
     "endpoints and route groups: the registry alone": (
         lambda t: bool({"_groups", "_endpoints"} & mutated_attributes(t)), {"service/endpoints.py"}),
 }

@@ -29,7 +29,7 @@ from usr.plugins.a0_reranker.core.errors import ConfigError
 from usr.plugins.a0_reranker.core.redaction import redact
 from usr.plugins.a0_reranker.helpers import reranker
 from usr.plugins.a0_reranker.service import runtime
-from usr.plugins.a0_reranker.service.recall_pool import rerank_pool
+from usr.plugins.a0_reranker.service.runtime import rerank_pool
 
 pytestmark = pytest.mark.anyio
 

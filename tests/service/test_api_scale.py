@@ -13,7 +13,7 @@ import pytest
 from support.servers import start_server
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.helpers import reranker
-from usr.plugins.a0_reranker.service.recall_pool import rerank_pool
+from usr.plugins.a0_reranker.service.runtime import rerank_pool
 
 from .test_recall_quality import FLOOR_CASES, POOL, QUERY, RELEVANCE, Case, case_id, table_scorer
 

@@ -14,7 +14,7 @@ from support.servers import PREFIX, Respond, lexical_scorer, start_server
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.helpers import reranker
 from usr.plugins.a0_reranker.service import runtime
-from usr.plugins.a0_reranker.service.recall_pool import rerank_pool
+from usr.plugins.a0_reranker.service.runtime import rerank_pool
 
 from .test_every_dialect import CASES, DOCS, QUERY, expected_order, ids
 

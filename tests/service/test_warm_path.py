@@ -23,8 +23,7 @@ from usr.plugins.a0_reranker.core.deadline import deadline_in
 from usr.plugins.a0_reranker.core.errors import RerankError
 from usr.plugins.a0_reranker.core.statistics import StatsRecorder
 from usr.plugins.a0_reranker.service import runtime
-from usr.plugins.a0_reranker.service.endpoints import EndpointRegistry, Members, breaker_policy
-from usr.plugins.a0_reranker.service.routes import RouteBook
+from usr.plugins.a0_reranker.service.endpoints import EndpointRegistry, Members, RouteBook, breaker_policy
 from usr.plugins.a0_reranker.service.transport import HttpTransport
 
 pytestmark = pytest.mark.anyio

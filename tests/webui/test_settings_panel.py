@@ -257,11 +257,11 @@ def test_live_status_counts_the_requests_sent_again(panel: Panel, a0_root: A0Roo
 def starve_a_few_pools(a0_root: A0Root, endpoint: str) -> None:
     """Recalls whose pool holds no more than they return, through the recall path's own function (on
     a thread of its own: Playwright's sync API owns this thread's event loop)."""
-    recall_pool = a0_root.plugin("service.recall_pool")
+    runtime = a0_root.plugin("service.runtime")
     config = a0_root.plugin("core.config").RerankerConfig(endpoint=endpoint, timeout=5)
 
     def recall() -> Any:
-        return asyncio.run(recall_pool.rerank_pool(QUERIES[0], DOCUMENTS, limit=len(DOCUMENTS), config=config))
+        return asyncio.run(runtime.rerank_pool(QUERIES[0], DOCUMENTS, limit=len(DOCUMENTS), config=config))
 
     with concurrent.futures.ThreadPoolExecutor(1) as worker:
         for _ in range(5):
