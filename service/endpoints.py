@@ -35,7 +35,7 @@ from ..batching.limiter import EndpointLimiter
 from ..batching.replicas import Replica, ReplicaSet, RetryBudget
 from ..core import deadline as clock
 from ..core.config import RerankerConfig
-from ..core.detail_statistics import ReplicaStatistics
+from ..core.statistics import ReplicaStatistics
 
 MAX_ENDPOINTS: Final = 256  # pairs of server and key: 16 replicas for each of 16 agent profiles' keys
 MAX_GROUPS: Final = 32
