@@ -17,8 +17,7 @@ from typing import Any
 from ..errors import MalformedAnswer
 from ..qwen3_template import document_text, query_text
 from ..scores import PROBABILITY, ScoreScale
-from .base import read_success_json, scores_from_items
-from .wire import ScoreBatch, WireAnswer, WireRequest
+from .wire import ScoreBatch, WireAnswer, WireRequest, read_success_json, scores_from_items
 
 
 @dataclass(frozen=True)

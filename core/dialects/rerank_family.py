@@ -18,8 +18,7 @@ from typing import Any
 
 from ..errors import MalformedAnswer
 from ..scores import PROBABILITY, ScoreScale
-from .base import read_success_json, scores_from_items
-from .wire import ScoreBatch, WireAnswer, WireRequest
+from .wire import ScoreBatch, WireAnswer, WireRequest, read_success_json, scores_from_items
 
 _SCORE_KEYS = ("relevance_score", "score")
 

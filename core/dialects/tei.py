@@ -9,8 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..scores import PROBABILITY, ScoreScale
-from .base import read_success_json, scores_from_items
-from .wire import ScoreBatch, WireAnswer, WireRequest
+from .wire import ScoreBatch, WireAnswer, WireRequest, read_success_json, scores_from_items
 
 TEI_DEFAULT_MAX_CLIENT_BATCH = 32
 
