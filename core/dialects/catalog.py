@@ -1,8 +1,9 @@
-"""Every dialect we speak, by server. Routes, fields and limits are each server's own: Cohere's API
-reference (docs.cohere.com/reference/rerank), Jina's (jina.ai/reranker), Infinity's OpenAPI schema
-(michaelfeil/infinity, ``fastapi_schemas/pymodels.py``), TEI's (huggingface/text-embeddings-inference,
-``docs/openapi.json``), vLLM's pooling API (docs.vllm.ai, "Score API" and "Re-rank API"), llama.cpp's
-``tools/server/README.md``, and the Voyage, Mixedbread, Together, SiliconFlow and SGLang API references.
+"""Every dialect we speak, by server, and the protocol they share (``Dialect``). Routes, fields and
+limits are each server's own: Cohere's API reference (docs.cohere.com/reference/rerank), Jina's
+(jina.ai/reranker), Infinity's OpenAPI schema (michaelfeil/infinity, ``fastapi_schemas/pymodels.py``),
+TEI's (huggingface/text-embeddings-inference, ``docs/openapi.json``), vLLM's pooling API (docs.vllm.ai,
+"Score API" and "Re-rank API"), llama.cpp's ``tools/server/README.md``, and the Voyage, Mixedbread,
+Together, SiliconFlow and SGLang API references.
 
 Most servers are of the ``/rerank`` family (``RerankDialect``), which takes ``query`` + a list of
 documents and answers with scored indices: Cohere (v1, v2), Jina, Infinity, vLLM, llama.cpp, SGLang and
@@ -23,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from ..errors import MalformedAnswer
 from ..scores import PROBABILITY, RAW, ScoreScale
@@ -33,6 +34,39 @@ from .wire import ScoreBatch, WireAnswer, WireRequest, read_success_json, scores
 UNLIMITED: Final = 100_000  # servers without a documented per-request limit; the batcher's setting governs
 TEI_DEFAULT_MAX_CLIENT_BATCH: Final = 32
 _SCORE_KEYS: Final = ("relevance_score", "score")
+
+
+class Dialect(Protocol):
+    """A wire dialect: how one family of servers wants pairs sent and how it answers."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def api(self) -> str: ...  # ``rerank`` or ``qwen3_score``: the rerank_api setting this dialect serves
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def mixes_queries(self) -> bool: ...  # True when one request may carry pairs of different queries
+
+    @property
+    def max_pairs(self) -> int: ...  # the server's own per-request limit
+
+    @property
+    def score_scale(self) -> ScoreScale: ...  # probabilities, logits, or the model's raw output (core.scores)
+
+    @property
+    def instruction(self) -> str: ...  # the one it sends or renders ("" when none): requests with another differ
+
+    def with_instruction(self, instruction: str) -> Dialect:
+        """This dialect carrying ``instruction`` where it sends or renders one; itself otherwise."""
+        ...
+
+    def build(self, batch: ScoreBatch, model: str) -> WireRequest: ...
+
+    def parse(self, answer: WireAnswer, batch: ScoreBatch) -> list[float]: ...
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """What every dialect shares: the records a dialect and the transport exchange (the pairs of one
-request, the request, the answer), the dialect protocol, strict reading of answers, and the servers'
-error bodies. A dialect does no I/O, so it is tested with plain data.
+request, the request, the answer), strict reading of answers, and the servers' error bodies and
+Retry-After headers. A dialect does no I/O, so it is tested with plain data.
 
 Everything a server sends is foreign data. Anything that is not what the protocol promises raises
 ``MalformedAnswer``: ``read_answer`` turns whatever a parser or a judge raises on a shape it did not
@@ -29,15 +29,16 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, ParamSpec, Protocol, TypeVar
+from datetime import UTC
+from email.utils import parsedate_to_datetime
+from typing import Any, Final, ParamSpec, TypeVar
 
 from ..errors import InputTooLong, MalformedAnswer, RateLimited, RerankError, ServerError
 from ..redaction import ELLIPSES, shown_value
-from ..retry_after import parse_retry_after
-from ..scores import ScoreScale
 
 # The largest finite float has 309 digits: no score, index, count or id a server sends needs more.
 MAX_INT_DIGITS: Final = 320
+MAX_RETRY_AFTER_S: Final = 3600.0
 MAX_MESSAGE_CHARS: Final = 2000  # what is kept of the server's words, before masking shortens them for display
 
 P = ParamSpec("P")
@@ -88,39 +89,6 @@ class WireAnswer:
             kind = self.content_type or "no content type"
             described = f"{len(self.body)} bytes of {kind}" if self.body else f"empty body, {kind}"
             raise MalformedAnswer(f"{exc} ({described})") from None
-
-
-class Dialect(Protocol):
-    """A wire dialect: how one family of servers wants pairs sent and how it answers."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def api(self) -> str: ...  # ``rerank`` or ``qwen3_score``: the rerank_api setting this dialect serves
-
-    @property
-    def path(self) -> str: ...
-
-    @property
-    def mixes_queries(self) -> bool: ...  # True when one request may carry pairs of different queries
-
-    @property
-    def max_pairs(self) -> int: ...  # the server's own per-request limit
-
-    @property
-    def score_scale(self) -> ScoreScale: ...  # probabilities, logits, or the model's raw output (core.scores)
-
-    @property
-    def instruction(self) -> str: ...  # the one it sends or renders ("" when none): requests with another differ
-
-    def with_instruction(self, instruction: str) -> Dialect:
-        """This dialect carrying ``instruction`` where it sends or renders one; itself otherwise."""
-        ...
-
-    def build(self, batch: ScoreBatch, model: str) -> WireRequest: ...
-
-    def parse(self, answer: WireAnswer, batch: ScoreBatch) -> list[float]: ...
 
 
 def read_answer(read: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
@@ -291,3 +259,28 @@ def _text(value: Any) -> str:
 def _bounded(message: str) -> str:
     text = message.strip()
     return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 1] + ELLIPSES[0]
+
+
+# --- Retry-After ---------------------------------------------------------------------------------
+
+
+def parse_retry_after(value: str | None, now_epoch: float) -> float | None:
+    """Seconds to wait from ``now_epoch`` (wall-clock seconds, as HTTP dates are), or None. A 429's
+    ``Retry-After`` holds delay-seconds or an HTTP-date (RFC 9110 §10.2.3): a date in the past means
+    "now", an absurd delay is capped, and text we cannot read counts as no header at all."""
+    text = (value or "").strip()
+    if not text:
+        return None
+    if text.isascii() and text.replace(".", "", 1).isdigit():
+        return _bounded_wait(float(text))
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when.tzinfo is None:  # asctime dates carry no zone; every HTTP date is GMT
+        when = when.replace(tzinfo=UTC)
+    return _bounded_wait(when.timestamp() - now_epoch)
+
+
+def _bounded_wait(seconds: float) -> float | None:
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER_S) if math.isfinite(seconds) else None

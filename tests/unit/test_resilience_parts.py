@@ -12,6 +12,7 @@ from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreak
 from usr.plugins.a0_reranker.batching.endpoint_state import EndpointState
 from usr.plugins.a0_reranker.batching.limiter import EndpointLimiter, SlotNotHeld
 from usr.plugins.a0_reranker.batching.replicas import RetryBudget
+from usr.plugins.a0_reranker.core.dialects.wire import MAX_RETRY_AFTER_S, parse_retry_after
 from usr.plugins.a0_reranker.core.errors import (
     ConfigError,
     DeadlineExceeded,
@@ -25,7 +26,6 @@ from usr.plugins.a0_reranker.core.errors import (
     TlsFailure,
     TransportError,
 )
-from usr.plugins.a0_reranker.core.retry_after import MAX_RETRY_AFTER_S, parse_retry_after
 
 
 class Clock:
