@@ -32,12 +32,9 @@ def to_int(value: Any) -> int:
         raise ValueError(f"expected a whole number, got {shown_value(value)}")
     if isinstance(value, int):
         return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str):
-        text = value.strip()
+    if isinstance(value, float | str):
         try:
-            number = float(text)
+            number = float(value.strip() if isinstance(value, str) else value)
         except ValueError:
             number = math.nan
         if math.isfinite(number) and number.is_integer():

@@ -117,21 +117,12 @@ def _identify_tei(info: dict[str, Any]) -> ServerIdentity:
 
 
 def _identify_listing(owners: set[str], models: tuple[str, ...], listing: Any, prefix: str) -> ServerIdentity:
-    if "vllm" in owners:
-        return ServerIdentity("vllm", models)
-    if "llamacpp" in owners:
-        return ServerIdentity("llamacpp", models)
-    if "infinity" in owners:
-        rerankers = tuple(m["id"] for m in _entries(listing) if _is_model_id(m.get("id")) and _may_rerank(m))
-        if not rerankers:
-            return ServerIdentity("infinity", models, url_prefix=prefix,
-                                  problem="Infinity serves no model with the rerank capability")
-        return ServerIdentity("infinity", rerankers, url_prefix=prefix)
-    if "sglang" in owners:
-        return ServerIdentity("sglang", models)
-    if "xinference" in owners:
-        return ServerIdentity("xinference", models)
-    return ServerIdentity("unknown", models)
+    kind = next((k for k in ("vllm", "llamacpp", "infinity", "sglang", "xinference") if k in owners), "unknown")
+    if kind != "infinity":
+        return ServerIdentity(kind, models)
+    rerankers = tuple(m["id"] for m in _entries(listing) if _is_model_id(m.get("id")) and _may_rerank(m))
+    problem = "" if rerankers else "Infinity serves no model with the rerank capability"
+    return ServerIdentity("infinity", rerankers or models, url_prefix=prefix, problem=problem)
 
 
 def _entries(listing: Any) -> list[dict[str, Any]]:
@@ -167,13 +158,13 @@ def candidates(identity: ServerIdentity, mode: str, instruction: str) -> list[li
     score_group: list[Dialect] = list(cat.qwen3_score_dialects(instruction))
     if mode == "qwen3_score":
         return [score_group]
-    rerank_group = _rerank_dialects(identity.kind, identity, instruction)
+    rerank_group = _rerank_dialects(identity, instruction)
     if mode == "rerank" or identity.kind not in ("vllm", "unknown", "xinference"):
         return [rerank_group]
     return [rerank_group, score_group]
 
 
-def _rerank_dialects(kind: str, identity: ServerIdentity, instruction: str) -> list[Dialect]:
+def _rerank_dialects(identity: ServerIdentity, instruction: str) -> list[Dialect]:
     known: dict[str, list[Dialect]] = {
         "tei": [cat.tei_dialect(identity.max_client_batch)],
         "infinity": [cat.infinity_dialect(identity.url_prefix)],
@@ -185,9 +176,7 @@ def _rerank_dialects(kind: str, identity: ServerIdentity, instruction: str) -> l
         "voyage": [cat.VOYAGE],
         "mixedbread": [cat.MIXEDBREAD],
     }
-    if kind in known:
-        return known[kind]
-    return [*cat.GENERIC_RERANK, cat.tei_dialect(None), cat.MIXEDBREAD]
+    return known.get(identity.kind, [*cat.GENERIC_RERANK, cat.tei_dialect(None), cat.MIXEDBREAD])
 
 
 def is_known(identity: ServerIdentity) -> bool:

@@ -126,8 +126,8 @@ def _quotes(flat: str, form: str) -> list[Span]:
     shorter run of its start cut off by an ellipsis."""
     spans = [(i, i + len(form)) for i in _occurrences(flat, form)]
     if len(form) > MIN_QUOTE_CHARS:
-        spans += [(i, i + _common_head(flat, i, form)) for i in _occurrences(flat, form[:MIN_QUOTE_CHARS])]
-        spans += [(end - _common_tail(flat, end, form), end)
+        spans += [(i, i + _common(flat, form, i, head=True)) for i in _occurrences(flat, form[:MIN_QUOTE_CHARS])]
+        spans += [(end - _common(flat, form, end, head=False), end)
                   for end in (i + MIN_QUOTE_CHARS for i in _occurrences(flat, form[-MIN_QUOTE_CHARS:]))]
     for end in (i for mark in ELLIPSES for i in _occurrences(flat, mark)):
         for size in range(min(len(form) - 1, MIN_QUOTE_CHARS, end), MIN_SECRET_CHARS - 1, -1):
@@ -145,21 +145,14 @@ def _occurrences(text: str, part: str) -> list[int]:
     return found
 
 
-def _common_head(text: str, start: int, form: str) -> int:
-    """How many first characters of ``form`` ``text`` holds from ``start`` on."""
-    low, high = 0, min(len(text) - start, len(form))
+def _common(text: str, form: str, at: int, *, head: bool) -> int:
+    """How many first characters of ``form`` ``text`` holds from ``at`` on (``head``), or how many last
+    ones it holds just before ``at``; found by bisection."""
+    low, high = 0, min(len(text) - at if head else at, len(form))
     while low < high:
         middle = (low + high + 1) // 2
-        low, high = (middle, high) if text.startswith(form[:middle], start) else (low, middle - 1)
-    return low
-
-
-def _common_tail(text: str, end: int, form: str) -> int:
-    """How many last characters of ``form`` ``text`` holds just before ``end``."""
-    low, high = 0, min(end, len(form))
-    while low < high:
-        middle = (low + high + 1) // 2
-        low, high = (middle, high) if text.endswith(form[len(form) - middle :], 0, end) else (low, middle - 1)
+        holds = text.startswith(form[:middle], at) if head else text.endswith(form[len(form) - middle :], 0, at)
+        low, high = (middle, high) if holds else (low, middle - 1)
     return low
 
 

@@ -4,7 +4,8 @@ Each thing is counted where it happens: a rerank's outcome by its caller, the on
 (``service.runtime``), so the counters agree with what callers got; a request's events by the dispatch
 step on the owner loop, where requests are made (the recorder is its ``DispatchEvents``); a pool and
 its shadow comparison by the recall path. Writers are on several threads, so every write takes the
-lock. The UI, the status tool and the CLI all read ``snapshot()`` and nothing else.
+lock. The UI, the status tool and the CLI all read ``snapshot()`` and nothing else: plain frozen data,
+whose JSON form (``as_dict``) rounds the floats.
 """
 
 from __future__ import annotations
@@ -17,11 +18,66 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
 from . import deadline as clock
-from .detail_statistics import LoadStatistics, PoolStatistics, RecentRates, ReplicaStatistics, json_ready
 from .errors import Overloaded, QueueFull
 
 LATENCY_WINDOW: Final = 2048  # recent reranks (and queue waits) kept for the percentiles
 SHED_REASONS: Final = frozenset({Overloaded.reason, QueueFull.reason})  # recalls turned away at once
+_EVENTS: Final = ("cancelled", "retries", "stale_connection_retries", "rate_limit_waits", "hedges",
+                  "retry_budget_exhausted", "reranked_after_retry", "failovers", "detections")
+_RATES: Final = ("offered", "reranked", "shed")  # what ``RecentRates`` counts
+
+
+def json_ready(value: Any, key: str = "") -> Any:
+    """``value`` (a dict from ``asdict``) with its floats rounded for the status panel and the CLI."""
+    if isinstance(value, dict):
+        return {k: json_ready(v, k) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_ready(v, key) for v in value]
+    if isinstance(value, float):
+        return round(value, 3 if key in ("share", "ms_per_pair") else 2)  # small fractions: a digit more
+    return value
+
+
+@dataclass(frozen=True)
+class PoolStatistics:
+    """What the reranker had to choose from: one entry per recall whose pool it was given."""
+
+    recalls: int = 0
+    mean_size: float | None = None
+    starved_fraction: float | None = None  # pool no larger than what the recall returns: nothing to choose
+    rescued: int = 0  # memories returned that stock's result did not contain
+    floor_dropped: int = 0  # memories the recall would have returned, left out by rerank_min_score
+
+    def as_dict(self) -> dict[str, Any]:
+        return json_ready(asdict(self))
+
+
+@dataclass(frozen=True)
+class LoadStatistics:
+    """Recalls asked for, reranked (the goodput) and shed, a second over the last minute; and how long
+    recalls waited in the queue before their request went out (over the recent ones)."""
+
+    offered_per_s: float = 0.0
+    goodput_per_s: float = 0.0
+    shed_per_s: float = 0.0
+    queue_wait_p50_ms: float | None = None
+    queue_wait_p95_ms: float | None = None
+
+
+@dataclass(frozen=True)
+class ReplicaStatistics:
+    """One server of ``rerank_endpoint`` as the balancer sees it."""
+
+    url: str
+    breaker: str  # closed, open, half_open
+    pairs: int  # pairs sent to it
+    share: float  # of all pairs sent
+    in_flight: int
+    latency_ms: float | None  # per request, exponentially weighted
+    ms_per_pair: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return json_ready(asdict(self))
 
 
 @dataclass(frozen=True)
@@ -71,9 +127,8 @@ class RerankerStatistics:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form for the API handlers and the CLI: every field, and the derived figures."""
-        data = asdict(self) | {"mean_pairs_per_request": self.mean_pairs_per_request,
-                               "fallback_total": self.fallback_total, "shed": self.shed}
-        return json_ready(data)
+        return json_ready(asdict(self) | {"mean_pairs_per_request": self.mean_pairs_per_request,
+                                          "fallback_total": self.fallback_total, "shed": self.shed})
 
 
 class StatsRecorder:
@@ -86,25 +141,15 @@ class StatsRecorder:
 
     def reset(self) -> None:
         with self._lock:
-            self._reranks = 0
-            self._reranked = 0
-            self._requests = 0
-            self._pairs = 0
+            self._reranks = self._reranked = self._requests = self._pairs = self._shadow = 0
+            self._pools = self._pool_members = self._starved = self._rescued = self._floor_dropped = 0
+            self._shadow_kept = self._shadow_displacement = 0.0
+            self._last_api = self._last_error = ""
             self._fallbacks: Counter[str] = Counter()
-            self._latencies: deque[float] = deque(maxlen=LATENCY_WINDOW)
-            self._shadow = 0
-            self._shadow_kept = 0.0
-            self._shadow_displacement = 0.0
-            self._last_api = ""
-            self._last_error = ""
             self._events: Counter[str] = Counter()
-            self._pools = 0
-            self._pool_members = 0
-            self._starved = 0
-            self._rescued = 0
-            self._floor_dropped = 0
-            self._rates = RecentRates()
+            self._latencies: deque[float] = deque(maxlen=LATENCY_WINDOW)
             self._queue_waits: deque[float] = deque(maxlen=LATENCY_WINDOW)
+            self._rates = RecentRates()
 
     # --- reranks: counted by their caller, the one that returns the outcome (any thread) ----------
 
@@ -198,56 +243,58 @@ class StatsRecorder:
         replicas: tuple[ReplicaStatistics, ...] = (),
     ) -> RerankerStatistics:
         with self._lock:
-            ordered = sorted(self._latencies)
+            latencies, waits = sorted(self._latencies), sorted(self._queue_waits)
+            pools, shadows = self._pools, self._shadow
+            rates = self._rates.per_second(self._clock())
             return RerankerStatistics(
-                reranks=self._reranks,
-                reranked=self._reranked,
-                http_requests=self._requests,
-                pairs_scored=self._pairs,
-                fallbacks=dict(self._fallbacks),
-                latency_p50_ms=percentile(ordered, 0.50),
-                latency_p95_ms=percentile(ordered, 0.95),
-                breakers=dict(breakers or {}),
-                replicas=replicas,
-                queued_pairs=queued_pairs,
-                in_flight=in_flight,
-                shadow_recalls=self._shadow,
-                shadow_mean_kept_fraction=self._shadow_kept / self._shadow if self._shadow else None,
-                shadow_mean_displacement=self._shadow_displacement / self._shadow if self._shadow else None,
-                last_api=self._last_api,
-                last_error=self._last_error,
+                reranks=self._reranks, reranked=self._reranked, http_requests=self._requests,
+                pairs_scored=self._pairs, fallbacks=dict(self._fallbacks),
+                latency_p50_ms=percentile(latencies, 0.50), latency_p95_ms=percentile(latencies, 0.95),
+                breakers=dict(breakers or {}), replicas=replicas, queued_pairs=queued_pairs, in_flight=in_flight,
+                shadow_mean_kept_fraction=self._shadow_kept / shadows if shadows else None,
+                shadow_mean_displacement=self._shadow_displacement / shadows if shadows else None,
+                last_api=self._last_api, last_error=self._last_error, shadow_recalls=shadows,
                 **{name: self._events[name] for name in _EVENTS},
-                pool=self._pool_snapshot(),
-                load=self._load_snapshot(),
+                pool=PoolStatistics(recalls=pools, mean_size=self._pool_members / pools if pools else None,
+                                    starved_fraction=self._starved / pools if pools else None,
+                                    rescued=self._rescued, floor_dropped=self._floor_dropped),
+                load=LoadStatistics(offered_per_s=rates["offered"], goodput_per_s=rates["reranked"],
+                                    shed_per_s=rates["shed"], queue_wait_p50_ms=percentile(waits, 0.50),
+                                    queue_wait_p95_ms=percentile(waits, 0.95)),
             )
-
-    def _load_snapshot(self) -> LoadStatistics:
-        """Called with the lock held."""
-        rates = self._rates.per_second(self._clock())
-        waits = sorted(self._queue_waits)
-        return LoadStatistics(offered_per_s=rates["offered"], goodput_per_s=rates["reranked"],
-                              shed_per_s=rates["shed"], queue_wait_p50_ms=percentile(waits, 0.50),
-                              queue_wait_p95_ms=percentile(waits, 0.95))
-
-    def _pool_snapshot(self) -> PoolStatistics:
-        """Called with the lock held."""
-        pools = self._pools
-        return PoolStatistics(
-            recalls=pools,
-            mean_size=self._pool_members / pools if pools else None,
-            starved_fraction=self._starved / pools if pools else None,
-            rescued=self._rescued,
-            floor_dropped=self._floor_dropped,
-        )
-
-
-_EVENTS: Final = ("cancelled", "retries", "stale_connection_retries", "rate_limit_waits", "hedges",
-                  "retry_budget_exhausted", "reranked_after_retry", "failovers", "detections")
 
 
 def percentile(ordered: list[float], fraction: float) -> float | None:
     """Nearest-rank percentile of an already sorted list."""
     if not ordered:
         return None
-    rank = max(1, math.ceil(fraction * len(ordered)))
-    return ordered[min(rank, len(ordered)) - 1]
+    return ordered[min(max(1, math.ceil(fraction * len(ordered))), len(ordered)) - 1]
+
+
+class RecentRates:
+    """Each of ``_RATES`` a second over the last minute, so the status can say whether and by how much the
+    server is overloaded now, not on average since the process started. Counted in one-second buckets;
+    not thread-safe (the recorder holds its lock around it)."""
+
+    def __init__(self, window_s: int = 60) -> None:
+        self._window_s = window_s
+        self._buckets: deque[list[int]] = deque()  # [second, offered, reranked, shed], oldest first
+
+    def add(self, kind: str, now: float) -> None:
+        second = int(now)
+        self._forget_before(second - self._window_s + 1)
+        if not self._buckets or self._buckets[-1][0] != second:
+            self._buckets.append([second, 0, 0, 0])
+        self._buckets[-1][1 + _RATES.index(kind)] += 1
+
+    def per_second(self, now: float) -> dict[str, float]:
+        """Each kind's rate over the window, or over the time since the oldest count kept if shorter."""
+        self._forget_before(int(now) - self._window_s + 1)
+        if not self._buckets:
+            return dict.fromkeys(_RATES, 0.0)
+        span = min(float(self._window_s), max(1.0, now - self._buckets[0][0]))
+        return {kind: sum(b[1 + i] for b in self._buckets) / span for i, kind in enumerate(_RATES)}
+
+    def _forget_before(self, second: int) -> None:
+        while self._buckets and self._buckets[0][0] < second:
+            self._buckets.popleft()

@@ -41,8 +41,8 @@ from ..batching.endpoint_state import EndpointLimiter, EndpointState
 from ..batching.replicas import Replica, ReplicaSet, RetryBudget
 from ..core import deadline as clock
 from ..core.config import RerankerConfig
-from ..core.detail_statistics import ReplicaStatistics
 from ..core.errors import DeadlineExceeded, RateLimited, RerankError
+from ..core.statistics import ReplicaStatistics
 from .detection import Route, resolve_route
 from .transport import HttpTransport
 

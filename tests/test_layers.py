@@ -245,7 +245,7 @@ def found(file: str, source: str) -> list[Imported]:
 @pytest.mark.parametrize(("file", "source", "target"), [
     ("core/config.py", "from ..service import runtime\n", "service"),
     ("core/config.py", "from .. import service\n", "service"),
-    ("core/dialects/tei.py", "from ...batching.breaker import CircuitBreaker\n", "batching"),
+    ("core/dialects/catalog.py", "from ...batching.breaker import CircuitBreaker\n", "batching"),
     ("core/dialects/__init__.py", "from ..errors import RerankError\nfrom ...cli import main\n", "cli"),
     ("batching/batcher.py", "from usr.plugins.a0_reranker.service import runtime\n", "service"),
     ("batching/batcher.py", "import a0_reranker.a0_hooks.settings\n", "a0_hooks"),

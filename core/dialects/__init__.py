@@ -1,9 +1,7 @@
 """Wire dialects: build a request for a batch of pairs, parse the answer into one score per pair."""
 
-from .base import Dialect
+from .catalog import Dialect, RerankDialect, TeiDialect
 from .qwen3_score import Qwen3ScoreDialect
-from .rerank_family import RerankDialect
-from .tei import TeiDialect
 from .wire import ScoreBatch, WireAnswer, WireRequest
 
 __all__ = [

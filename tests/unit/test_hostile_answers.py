@@ -13,8 +13,7 @@ from usr.plugins.a0_reranker.core import detection as det
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.core.dialects import ScoreBatch, WireAnswer
 from usr.plugins.a0_reranker.core.dialects import catalog as cat
-from usr.plugins.a0_reranker.core.dialects.base import scores_from_items
-from usr.plugins.a0_reranker.core.dialects.wire import read_answer, read_json
+from usr.plugins.a0_reranker.core.dialects.wire import read_answer, read_json, scores_from_items
 from usr.plugins.a0_reranker.core.endpoint_url import endpoint_problem
 from usr.plugins.a0_reranker.core.errors import BreakerOpen, ConfigError, MalformedAnswer, ServerError
 from usr.plugins.a0_reranker.core.probe_report import ProbeReport

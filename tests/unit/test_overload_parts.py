@@ -11,10 +11,9 @@ from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreak
 from usr.plugins.a0_reranker.batching.endpoint_state import EndpointLimiter, EndpointState
 from usr.plugins.a0_reranker.batching.overload import FADE_HALF_LIFE_S, ServiceRate
 from usr.plugins.a0_reranker.batching.replicas import Replica, ReplicaSet, RetryBudget, balanced_shares
-from usr.plugins.a0_reranker.core.detail_statistics import RecentRates
 from usr.plugins.a0_reranker.core.dialects import ScoreBatch
 from usr.plugins.a0_reranker.core.errors import DeadlineExceeded
-from usr.plugins.a0_reranker.core.statistics import StatsRecorder
+from usr.plugins.a0_reranker.core.statistics import RecentRates, StatsRecorder
 
 
 def gpu(rate: ServiceRate, passes: list[int], *, fixed: float = 0.03, per_pair: float = 0.0005,
