@@ -16,7 +16,7 @@ from typing import Any
 
 from ..core.config import RerankerConfig
 from ..demo import memories
-from ..demo.embedding_order import embedding_order
+from ..demo.scoring import embedding_order
 from ..demo.server import LABEL, DemoServer
 from ..service import runtime
 from ..service.recall_pool import rerank_pool
