@@ -25,8 +25,8 @@ from ..demo.scoring import embedding_order
 from ..demo.server import LABEL, DemoServer
 from ..service import runtime
 from ..service.recall_pool import RecallOutcome, rerank_pool
-from . import signals
-from .errors import FAILED, CliError
+from . import exits
+from .exits import FAILED, CliError
 from .formatting import bold, table, terminal_width
 from .options import add_server_options, positive_int, server_config
 from .probe import report_dict
@@ -68,9 +68,9 @@ def run(args: argparse.Namespace) -> int:
     if args.serve:
         if args.endpoint:
             raise CliError("--serve runs the embedded demo server; it does not take --endpoint")
-        return signals.run(serve(args.port))
+        return exits.run(serve(args.port))
     given = server_config(args, args.endpoint) if args.endpoint else None  # bad input fails before anything starts
-    demo = signals.run(_run(args, given))
+    demo = exits.run(_run(args, given))
     print(json.dumps(as_dict(demo), indent=2) if args.json else render(demo))
     return 0
 

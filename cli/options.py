@@ -9,7 +9,7 @@ from typing import Any
 from ..core.config import API_MODES, RerankerConfig
 from ..core.endpoint_url import shown_endpoints
 from ..core.errors import ConfigError
-from .errors import CliError
+from .exits import CliError
 
 
 def add_server_options(parser: argparse.ArgumentParser) -> None:

@@ -21,8 +21,8 @@ from typing import Any, TextIO
 from ..core.config import RerankerConfig
 from ..service import runtime
 from ..service.reranker_service import RerankResult
-from . import signals
-from .errors import FAILED, CliError
+from . import exits
+from .exits import FAILED, CliError
 from .formatting import table, terminal_width
 from .options import add_server_options, positive_int, server_config
 
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     query = checked_text(args.query, "QUERY")
     documents = read_documents(args.documents, args.file, args.format)
     started = time.monotonic()
-    result = signals.run(runtime.rerank_result_async(query, documents, config=config))
+    result = exits.run(runtime.rerank_result_async(query, documents, config=config))
     elapsed_ms = (time.monotonic() - started) * 1000
     if result.ranking is None:
         hint = " (see --max-queued-pairs)" if result.reason == "queue_full" else ""
