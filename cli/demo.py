@@ -186,7 +186,6 @@ def _verdict(demo: DemoRun) -> str:
     if change is None or not ranking:
         return "The reranker did not change the recall."
     top_was = ranking[0][0] + 1
-    replaced = change.replaced
     top = "kept its top memory" if top_was == 1 else f"the new top memory was #{top_was} in embedding order"
-    return (f"{bold('Result:')} {replaced} of the {change.limit} recalled memories were replaced "
+    return (f"{bold('Result:')} {change.replaced} of the {change.limit} recalled memories were replaced "
             f"(rescued from further down the pool); {top}.")

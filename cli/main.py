@@ -58,45 +58,31 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run_program(prog: str, build: Callable[[], argparse.ArgumentParser], argv: Sequence[str] | None) -> int:
     """Parse with the parser ``build`` makes (after the signal handlers are in place) and run the
     command it chose (``args.run``), with the errors and signals as the module docstring says."""
-    _escape_what_cannot_be_printed()
-    with exits.stop_on_signals(prog):
-        return _run(prog, build, argv)
-
-
-def _run(prog: str, build: Callable[[], argparse.ArgumentParser], argv: Sequence[str] | None) -> int:
-    command = prog
-    try:
-        args = build().parse_args(argv)
-        command = f"{prog} {args.command_name}" if getattr(args, "command_name", None) else prog
-        exits.name_command(command)
-        return int(args.run(args))
-    except exits.CliError as exc:
-        print(f"{command}: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except exits.Stopped as stopped:
-        return exits.announce(stopped)
-    except KeyboardInterrupt:  # raised by other code than the handlers (not expected): still one line
-        return exits.announce(exits.Stopped(signal.SIGINT))
-    except BrokenPipeError:  # e.g. piped into head: stop quietly
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
-    finally:
-        _close_engine()
-
-
-def _close_engine() -> None:
-    """Close the engine's HTTP session and loop before the interpreter exits, if a command started it."""
-    runtime = sys.modules.get(f"{__package__.rpartition('.')[0]}.service.runtime")
-    if runtime is not None:
-        runtime.shutdown()
-
-
-def _escape_what_cannot_be_printed() -> None:
-    """A lone surrogate (from undecodable argv bytes or a JSON escape) or a character the terminal's
-    encoding lacks is printed as a backslash escape instead of failing the command."""
+    # a lone surrogate (undecodable argv bytes, a JSON escape) or a character the terminal lacks: printed escaped
     for stream in (sys.stdout, sys.stderr):
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="backslashreplace")
+    command = prog
+    with exits.stop_on_signals(prog):
+        try:
+            args = build().parse_args(argv)
+            command = f"{prog} {args.command_name}" if getattr(args, "command_name", None) else prog
+            exits.name_command(command)
+            return int(args.run(args))
+        except exits.CliError as exc:
+            print(f"{command}: {exc}", file=sys.stderr)
+            return exc.exit_code
+        except exits.Stopped as stopped:
+            return exits.announce(stopped)
+        except KeyboardInterrupt:  # raised by other code than the handlers (not expected): still one line
+            return exits.announce(exits.Stopped(signal.SIGINT))
+        except BrokenPipeError:  # e.g. piped into head: stop quietly
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
+        finally:  # close the engine's HTTP session and loop before the interpreter exits, if a command started it
+            runtime = sys.modules.get(f"{__package__.rpartition('.')[0]}.service.runtime")
+            if runtime is not None:
+                runtime.shutdown()
 
 
 if __name__ == "__main__":
