@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..cli.errors import FAILED, CliError
+from ..cli.exits import FAILED, CliError
 from ..cli.main import Parser
 from ..cli.options import config_problem, positive_int
 from ..core.errors import ConfigError

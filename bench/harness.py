@@ -11,8 +11,8 @@ from typing import Any, TypeVar
 
 import aiohttp
 
-from ..cli import signals
-from ..cli.errors import FAILED, CliError
+from ..cli import exits
+from ..cli.exits import FAILED, CliError
 from .cost_model_server import CostModel, CostModelServer
 from .progress import ProgressBar
 
@@ -51,7 +51,7 @@ def measured(weights: Sequence[float], run: Callable[[Callable[[str], None]], Co
     the servers or the measurement becomes the CLI's one-line error."""
     try:
         with ProgressBar(weights) as bar:
-            return signals.run(run(bar.step))
+            return exits.run(run(bar.step))
     except (aiohttp.ClientError, OSError, RuntimeError, statistics.StatisticsError) as exc:
         raise CliError(f"{what} failed: {exc}", FAILED) from None
 

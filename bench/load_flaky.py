@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..core.config import RerankerConfig
-from ..demo.word_overlap import word_overlap_score
+from ..demo.scoring import word_overlap_score
 from ..service import runtime
 from ..service.runtime import RecallOutcome, rerank_pool
 from .load_flaky_server import Flakiness, FlakyServer

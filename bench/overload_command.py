@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..cli.errors import CliError
+from ..cli.exits import CliError
 from ..cli.formatting import table
 from .burst_bench import WaveRun, compare
 from .harness import measured, output_folder, start_cost_model, write_file

@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from typing import TextIO
 
-from ..cli import signals
+from ..cli import exits
 
 BAR_WIDTH = 24
 
@@ -62,7 +62,7 @@ class ProgressBar:
             if finished and self._label != "done":
                 self._done, self._label = self._total, "done"
                 self._draw()
-            if self._live and not signals.stopping():  # else the stop line has ended the bar's line
+            if self._live and not exits.stopping():  # else the stop line has ended the bar's line
                 self._stream.write("\n")
                 self._stream.flush()
 
@@ -72,7 +72,7 @@ class ProgressBar:
                 self._draw()
 
     def _draw(self) -> None:
-        if signals.stopping():
+        if exits.stopping():
             return
         fraction = min(1.0, self._done / self._total)
         filled = round(fraction * BAR_WIDTH)

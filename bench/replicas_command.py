@@ -11,7 +11,7 @@ import contextlib
 import json
 from typing import Any
 
-from ..cli.errors import CliError
+from ..cli.exits import CliError
 from ..cli.formatting import table
 from ..core.config import RerankerConfig
 from .cost_model_server import CostModel

@@ -3,7 +3,8 @@
 Without ``--endpoint`` it starts the embedded demo server (word overlap, Infinity's API) on 127.0.0.1.
 The "before" is an embedding-like order (bag-of-words cosine); the "after" is what the plugin's own
 recall path, ``rerank_pool``, returns for it. ``--serve`` keeps that server running instead, so that
-``probe`` and ``rerank`` have something to point at, until Ctrl-C.
+``probe`` and ``rerank`` have something to point at, until Ctrl-C. The page shows the setting, the
+recall before and after, and what changed.
 """
 
 from __future__ import annotations
@@ -12,19 +13,36 @@ import argparse
 import asyncio
 import contextlib
 import json
+import textwrap
+from dataclasses import dataclass
 from typing import Any
 
 from ..core.config import RerankerConfig
+from ..core.probe_report import ProbeReport
+from ..core.statistics import PoolStatistics
 from ..demo import memories
-from ..demo.embedding_order import embedding_order
+from ..demo.scoring import embedding_order
 from ..demo.server import LABEL, DemoServer
 from ..service import runtime
-from ..service.runtime import rerank_pool
-from . import signals
-from .demo_view import DemoRun, render
-from .errors import FAILED, CliError
+from ..service.runtime import RecallOutcome, rerank_pool
+from . import exits
+from .exits import FAILED, CliError
+from .formatting import bold, table, terminal_width
 from .options import add_server_options, positive_int, server_config
 from .probe import report_dict
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    """Everything the demo shows: which server, its probe, the stock order and the reranked outcome."""
+
+    endpoint: str
+    embedded: bool
+    probe: ProbeReport
+    stock: list[tuple[int, float]]  # (memory index, similarity), best first
+    outcome: RecallOutcome[str]
+    limit: int
+    pool: PoolStatistics  # the engine's pool counters after the recall (what the status tool shows in A0)
 
 
 def add_parser(commands: Any) -> None:
@@ -50,10 +68,10 @@ def run(args: argparse.Namespace) -> int:
     if args.serve:
         if args.endpoint:
             raise CliError("--serve runs the embedded demo server; it does not take --endpoint")
-        return signals.run(serve(args.port))
+        return exits.run(serve(args.port))
     given = server_config(args, args.endpoint) if args.endpoint else None  # bad input fails before anything starts
-    demo = signals.run(_run(args, given))
-    print(json.dumps(as_dict(demo), indent=2) if args.json else render(demo, LABEL))
+    demo = exits.run(_run(args, given))
+    print(json.dumps(as_dict(demo), indent=2) if args.json else render(demo))
     return 0
 
 
@@ -115,3 +133,59 @@ def as_dict(demo: DemoRun) -> dict[str, Any]:
         "rerank_ms": round(demo.outcome.elapsed_s * 1000, 1),
         "pool": demo.pool.as_dict(),
     }
+
+
+def render(demo: DemoRun) -> str:
+    width = terminal_width()
+    lines = [bold("a0-reranker demo: one memory recall, before and after reranking"), ""]
+    lines += _setting(demo, width)
+    lines += ["", bold("BEFORE") + "  plain embedding recall (stand-in: bag-of-words cosine, one vector per memory)"]
+    lines += _before(demo, width)
+    lines += ["", bold("AFTER") + f"   reranked by the plugin's recall path (rerank_pool over all {len(demo.stock)} "
+              f"candidates, {demo.outcome.elapsed_s * 1000:.0f} ms)"]
+    lines += _after(demo, width)
+    lines += ["", *textwrap.wrap(_verdict(demo), width)]
+    if demo.embedded:
+        lines += ["", "Try your own server:  a0-reranker demo --endpoint http://HOST:PORT   "
+                      "(or: a0-reranker probe http://HOST:PORT)"]
+    return "\n".join(lines)
+
+
+def _setting(demo: DemoRun, width: int) -> list[str]:
+    if demo.embedded:
+        server = [f"embedded demo server {demo.endpoint} (Infinity's API: POST /rerank, GET /models)",
+                  f"scorer: {LABEL}"]
+    else:
+        server = [f"your server at {demo.endpoint}"]
+    rows = [("question", [memories.QUERY]),
+            ("memories", [f"{len(demo.stock)} sample memories; the recall keeps the best {demo.limit}"]),
+            ("reranker", server),
+            ("detected", [demo.probe.message])]
+    return [f"  {name if i == 0 else '':<10}{line}" for name, texts in rows
+            for i, line in enumerate(line for text in texts for line in textwrap.wrap(text, width - 12))]
+
+
+def _before(demo: DemoRun, width: int) -> list[str]:
+    rows = [(f"{p}", f"{similarity:.3f}", memories.MEMORIES[index])
+            for p, (index, similarity) in enumerate(demo.stock, 1)]
+    lines = [f"  {line}" for line in table(("#", "similarity", "memory"), rows, ">><", width - 2)]
+    cut = f"  {'-' * 4} the recall keeps the {demo.limit} above {'-' * 4}"
+    return [lines[0], *lines[1 : demo.limit + 1], cut, *lines[demo.limit + 1 :]] if demo.limit < len(rows) else lines
+
+
+def _after(demo: DemoRun, width: int) -> list[str]:
+    ranking = (demo.outcome.ranking or [])[: demo.limit]
+    rows = [(f"{p:2d}", f"{score:.3f}", f"#{index + 1}", memories.MEMORIES[demo.stock[index][0]])
+            for p, (index, score) in enumerate(ranking, 1)]
+    return [f"  {line}" for line in table(("#", "score", "was", "memory"), rows, ">>><", width - 2)]
+
+
+def _verdict(demo: DemoRun) -> str:
+    ranking = demo.outcome.ranking or []
+    change = demo.outcome.change
+    if change is None or not ranking:
+        return "The reranker did not change the recall."
+    top_was = ranking[0][0] + 1
+    top = "kept its top memory" if top_was == 1 else f"the new top memory was #{top_was} in embedding order"
+    return (f"{bold('Result:')} {change.replaced} of the {change.limit} recalled memories were replaced "
+            f"(rescued from further down the pool); {top}.")

@@ -10,7 +10,6 @@ import os
 import shutil
 import sys
 from collections.abc import Sequence
-from typing import TextIO
 
 MIN_WIDTH, MAX_WIDTH = 60, 120
 
@@ -28,9 +27,8 @@ def shorten(text: str, width: int) -> str:
     return flat[: max(0, width - 3)].rstrip() + "..."
 
 
-def bold(text: str, stream: TextIO | None = None) -> str:
-    stream = stream or sys.stdout
-    if os.environ.get("NO_COLOR") or not getattr(stream, "isatty", lambda: False)():
+def bold(text: str) -> str:
+    if os.environ.get("NO_COLOR") or not getattr(sys.stdout, "isatty", lambda: False)():
         return text
     return f"\033[1m{text}\033[0m"
 
@@ -48,6 +46,6 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], align: str, wid
     return lines
 
 
-def number(value: float | None, digits: int = 3) -> str:
+def number(value: float | None) -> str:
     """A score as people read it: 3 significant digits, "-" when missing."""
-    return "-" if value is None else f"{value:.{digits}g}"
+    return "-" if value is None else f"{value:.3g}"

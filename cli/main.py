@@ -3,7 +3,7 @@
 User errors print one line on stderr and exit 2 (bad arguments, URL, file) or 1 (the server is
 unreachable or answers wrongly), never a traceback. Ctrl-C exits 130 and SIGTERM (``timeout``,
 ``docker stop``, systemd) 143, each after the command has stopped what it started; a second signal
-exits at once (``signals``). Text the terminal cannot encode is printed escaped, never an error. The
+exits at once (``exits``). Text the terminal cannot encode is printed escaped, never an error. The
 developers' benchmark program (``python -m a0_reranker.bench``) runs through the same ``run_program``.
 
 This module imports only the standard library at the top: the signal handlers are in place before the
@@ -23,8 +23,7 @@ from typing import NoReturn
 
 from .. import __version__
 from ..core.redaction import without_userinfo
-from . import signals
-from .errors import USAGE, CliError
+from . import exits
 
 PROG = "a0-reranker"
 COMMANDS = ("demo", "probe", "rerank")
@@ -35,7 +34,7 @@ class Parser(argparse.ArgumentParser):
     could not use, e.g. the entries of an unquoted endpoint list after the first: without their passwords."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(USAGE, f"{self.prog}: {without_userinfo(message)} (see {self.prog} --help)\n")
+        self.exit(exits.USAGE, f"{self.prog}: {without_userinfo(message)} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,45 +58,31 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run_program(prog: str, build: Callable[[], argparse.ArgumentParser], argv: Sequence[str] | None) -> int:
     """Parse with the parser ``build`` makes (after the signal handlers are in place) and run the
     command it chose (``args.run``), with the errors and signals as the module docstring says."""
-    _escape_what_cannot_be_printed()
-    with signals.stop_on_signals(prog):
-        return _run(prog, build, argv)
-
-
-def _run(prog: str, build: Callable[[], argparse.ArgumentParser], argv: Sequence[str] | None) -> int:
-    command = prog
-    try:
-        args = build().parse_args(argv)
-        command = f"{prog} {args.command_name}" if getattr(args, "command_name", None) else prog
-        signals.name_command(command)
-        return int(args.run(args))
-    except CliError as exc:
-        print(f"{command}: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except signals.Stopped as stopped:
-        return signals.announce(stopped)
-    except KeyboardInterrupt:  # raised by other code than the handlers (not expected): still one line
-        return signals.announce(signals.Stopped(signal.SIGINT))
-    except BrokenPipeError:  # e.g. piped into head: stop quietly
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
-    finally:
-        _close_engine()
-
-
-def _close_engine() -> None:
-    """Close the engine's HTTP session and loop before the interpreter exits, if a command started it."""
-    runtime = sys.modules.get(f"{__package__.rpartition('.')[0]}.service.runtime")
-    if runtime is not None:
-        runtime.shutdown()
-
-
-def _escape_what_cannot_be_printed() -> None:
-    """A lone surrogate (from undecodable argv bytes or a JSON escape) or a character the terminal's
-    encoding lacks is printed as a backslash escape instead of failing the command."""
+    # a lone surrogate (undecodable argv bytes, a JSON escape) or a character the terminal lacks: printed escaped
     for stream in (sys.stdout, sys.stderr):
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="backslashreplace")
+    command = prog
+    with exits.stop_on_signals(prog):
+        try:
+            args = build().parse_args(argv)
+            command = f"{prog} {args.command_name}" if getattr(args, "command_name", None) else prog
+            exits.name_command(command)
+            return int(args.run(args))
+        except exits.CliError as exc:
+            print(f"{command}: {exc}", file=sys.stderr)
+            return exc.exit_code
+        except exits.Stopped as stopped:
+            return exits.announce(stopped)
+        except KeyboardInterrupt:  # raised by other code than the handlers (not expected): still one line
+            return exits.announce(exits.Stopped(signal.SIGINT))
+        except BrokenPipeError:  # e.g. piped into head: stop quietly
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
+        finally:  # close the engine's HTTP session and loop before the interpreter exits, if a command started it
+            runtime = sys.modules.get(f"{__package__.rpartition('.')[0]}.service.runtime")
+            if runtime is not None:
+                runtime.shutdown()
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from typing import Any
 from ..core.config import API_MODES, RerankerConfig
 from ..core.endpoint_url import shown_endpoints
 from ..core.errors import ConfigError
-from .errors import CliError
+from .exits import CliError
 
 
 def add_server_options(parser: argparse.ArgumentParser) -> None:
@@ -48,11 +48,8 @@ def config_problem(error: ConfigError, endpoint: str) -> str:
     names = {"rerank_endpoint": f"endpoint {shown_endpoints(endpoint)!r}", "rerank_timeout": "--timeout",
              "rerank_model": "--model", "rerank_api": "--api", "rerank_api_key": "--key-env",
              "rerank_max_queued_pairs": "--max-queued-pairs"}
-    problems = []
-    for problem in error.problems:
-        key, _, text = problem.partition(": ")
-        problems.append(f"{names[key]}: {text}" if key in names and text else problem)
-    return "; ".join(problems)
+    parts = (problem.partition(": ") for problem in error.problems)
+    return "; ".join(f"{names[key]}: {text}" if key in names and text else key + sep + text for key, sep, text in parts)
 
 
 def positive_int(text: str) -> int:

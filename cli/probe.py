@@ -14,7 +14,7 @@ from typing import Any
 from ..core.endpoint_url import LIST_SEPARATOR
 from ..core.probe_report import ProbeReport
 from ..service import runtime
-from .errors import FAILED, CliError
+from .exits import FAILED, CliError
 from .formatting import bold, number
 from .options import add_server_options, server_config
 

@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from .word_overlap import word_overlap_score
+from .scoring import word_overlap_score
 
 MODEL: Final = "demo-word-overlap"
 LABEL: Final = "word overlap, a demo stand-in for a cross-encoder (not a neural model)"

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from usr.plugins.a0_reranker import __version__
 from usr.plugins.a0_reranker.core.detection import PROBE_IRRELEVANT, PROBE_QUERY, PROBE_RELEVANT, to_probabilities
-from usr.plugins.a0_reranker.demo.embedding_order import embedding_order
 from usr.plugins.a0_reranker.demo.memories import MEMORIES, QUERY
-from usr.plugins.a0_reranker.demo.word_overlap import word_overlap_score
+from usr.plugins.a0_reranker.demo.scoring import embedding_order, word_overlap_score
 
 
 def test_help_lists_every_command(cli) -> None:

@@ -194,13 +194,13 @@ def test_timeout_ends_bench_quick_with_143(package_path, tmp_path) -> None:
 
 AFTER_EXIT_HOOKS = """
 import atexit, os, signal, sys
-from a0_reranker.cli import signals
+from a0_reranker.cli import exits
 stop = sys.argv[1] == "stop"
 try:
-    with signals.stop_on_signals("x"):
+    with exits.stop_on_signals("x"):
         if stop:
             os.kill(os.getpid(), signal.SIGTERM)
-except signals.Stopped:
+except exits.Stopped:
     pass
 def shown(handler):
     names = {signal.SIG_IGN: "ignored", signal.SIG_DFL: "default"}

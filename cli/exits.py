@@ -1,5 +1,9 @@
-"""How a command stops on a signal: at once, with the documented exit code, and nothing on stderr but
-its one line.
+"""How a command ends other than by success: a user error, or a signal; either way with the documented
+exit code and nothing on stderr but its one line.
+
+``CliError`` is a problem the user can fix, printed as that line, never a traceback: exit 2 (``USAGE``:
+bad arguments, URL, file, missing key variable) or 1 (``FAILED``: the server is unreachable or answers
+wrongly, or the work could not be done).
 
 The first Ctrl-C (SIGINT, exit 130) or SIGTERM (``timeout``, ``docker stop``, systemd: exit 143)
 stops the command, which unwinds: its ``with`` blocks stop what it started (the benchmark's servers,
@@ -30,8 +34,19 @@ from typing import Any, Final, TypeVar
 
 T = TypeVar("T")
 
+USAGE: Final = 2
+FAILED: Final = 1
+
 SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
 _WORDS: Final[dict[int, str]] = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}
+
+
+class CliError(Exception):
+    """A problem the user can fix; ``exit_code`` is USAGE or FAILED."""
+
+    def __init__(self, message: str, exit_code: int = USAGE) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 class Stopped(KeyboardInterrupt):
