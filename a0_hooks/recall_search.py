@@ -49,7 +49,8 @@ from ..core import deadline as clock
 from ..core.config import RerankerConfig
 from ..core.errors import ConfigError
 from ..core.redaction import shown
-from ..service.runtime import RecallOutcome, page_content, rerank_pool, stats_recorder
+from ..core.scores import RecallOutcome, page_content
+from ..service.runtime import rerank_pool, stats_recorder
 from . import memory_patch, recall_scope, settings
 from .recall_scope import RecallScope
 

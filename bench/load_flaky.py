@@ -32,9 +32,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..core.config import RerankerConfig
+from ..core.scores import RecallOutcome
 from ..demo.scoring import word_overlap_score
 from ..service import runtime
-from ..service.runtime import RecallOutcome, rerank_pool
+from ..service.runtime import rerank_pool
 from .load_flaky_server import Flakiness, FlakyServer
 
 WORDS = ("deploy", "database", "backup", "upgrade", "network", "billing", "login", "cache", "queue", "search",

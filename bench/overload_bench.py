@@ -28,8 +28,9 @@ from typing import Any, Final
 import aiohttp
 
 from ..core.config import RerankerConfig
+from ..core.scores import RecallOutcome
 from ..service import runtime
-from ..service.runtime import RecallOutcome, rerank_pool
+from ..service.runtime import rerank_pool
 from .cost_model_server import CostModel, CostModelServer, cheap_score
 
 ONE_GPU: Final = CostModel(request_ms=1.0, forward_ms=30.0, pair_ms=0.5)

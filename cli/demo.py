@@ -19,12 +19,13 @@ from typing import Any
 
 from ..core.config import RerankerConfig
 from ..core.probe_report import ProbeReport
+from ..core.scores import RecallOutcome
 from ..core.statistics import PoolStatistics
 from ..demo import memories
 from ..demo.scoring import embedding_order
 from ..demo.server import LABEL, DemoServer
 from ..service import runtime
-from ..service.runtime import RecallOutcome, rerank_pool
+from ..service.runtime import rerank_pool
 from . import exits
 from .exits import FAILED, CliError
 from .formatting import bold, table, terminal_width

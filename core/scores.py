@@ -1,4 +1,5 @@
-"""Scores and the rankings made of them: pure functions the service and the A0 layer share.
+"""Scores, the rankings made of them and what a recall returns: pure, shared by the service and the A0
+layer.
 
 One relevance scale for every server: probabilities in [0, 1], so one ``rerank_min_score`` means the
 same on each.
@@ -12,10 +13,11 @@ lie inside [0, 1] would otherwise be read as probabilities.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Any, Final, Generic, Literal, TypeVar
 
 ScoreScale = Literal["probability", "logit", "raw"]
 PROBABILITY: Final = "probability"  # the server's scores are already in [0, 1]
@@ -73,6 +75,7 @@ RETRY_DOC_CHARS: Final = 1200
 
 
 Ranking = list[tuple[int, float]]
+D = TypeVar("D")
 
 
 @dataclass(frozen=True)
@@ -127,3 +130,39 @@ def order_change(reranked_indices: Sequence[int], limit: int) -> OrderChange:
     kept = sum(1 for index in top if index < limit)
     displacement = sum(abs(index - position) for position, index in enumerate(top)) / len(top)
     return OrderChange(limit=len(top), kept=kept, mean_displacement=displacement)
+
+
+def page_content(document: Any) -> str:
+    """The text A0 stores in a memory ``Document``."""
+    text = getattr(document, "page_content", document)
+    return text if isinstance(text, str) else str(text)
+
+
+@dataclass(frozen=True)
+class RecallOutcome(Generic[D]):
+    """The documents a recall returns and what happened on the way (for the log line and the counters)."""
+
+    documents: list[D]
+    applied: bool  # the reranked order was returned
+    scored: bool  # the reranker answered (also in shadow mode)
+    candidates: int
+    elapsed_s: float
+    api: str = ""
+    change: OrderChange | None = None
+    ranking: Ranking | None = None  # the server's own scores, best first
+    reason: str = ""  # why the stock order was kept, when the reranker did not answer
+    message: str = ""
+    retries: int = 0  # requests sent again before the reranker answered
+    failover_to: str = ""  # the replica that answered, when a request had to go on to another one
+    relevance: list[float] | None = None  # the ranking's scores on the one 0-1 scale, in ranking order
+    rescued: int = 0  # returned documents from outside the stock top ``limit``
+    floor_dropped: int = 0  # documents of the best ``limit`` left out because they scored below the floor
+
+
+def choose(scored: RecallOutcome[D], pool: Sequence[D], limit: int, floor: float) -> RecallOutcome[D]:
+    """The reranker's best ``limit`` of the pool, without those whose relevance is below ``floor``."""
+    order = [index for index, _ in scored.ranking or []]
+    kept = [index for index, value in zip(order, scored.relevance or [], strict=True) if value >= floor][:limit]
+    return dataclasses.replace(scored, documents=[pool[index] for index in kept], applied=True,
+                               rescued=sum(1 for index in kept if index >= limit),
+                               floor_dropped=len(scored.documents) - len(kept))

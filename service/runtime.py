@@ -2,35 +2,30 @@
 what a reranked recall returns.
 
 ``rerank_async`` and ``rerank`` compute the deadline once and hand the work to the owner loop, which
-enforces it. The caller waits one grace longer as a backstop against a stuck loop (``core.deadline``);
-both forms share that one wait (``Handover``), and each counts the outcome it returns, once, where it
-returns it. They return None instead of raising. The sync form has no logic of its own, and refuses to
-run on the owner thread, where it would deadlock. The owner loop's lifecycle (``runtime``, ``restart``,
-``shutdown``) is the service module's; callers find it here.
+enforces it; the caller waits one grace longer as a backstop (``Handover``). Each counts the outcome
+it returns, once, where it returns it, and returns None instead of raising. The sync form refuses to
+run on the owner thread, where it would deadlock. The owner loop's lifecycle (``runtime``,
+``restart``, ``shutdown``) is the service module's; callers find it here.
 
-``rerank_pool`` is what a recall returns, given the candidate pool in stock order (no A0 knowledge
-here): A0's own result first, then the memories a wider search found below A0's threshold. It gives
-back the reranker's best ``limit`` of the whole pool when reranking applies, without those it scores
-below ``rerank_min_score``; the stock top-``limit`` in shadow mode (with the order change recorded) and
-on any failure, where the floor never applies. It never mutates the documents, only picks among them,
-and counts every pool it is given (size, whether it left anything to choose, memories rescued from
-outside the stock result, memories the floor dropped). The demo and the CLI use it too, so they show
-what the plugin does.
+``rerank_pool`` picks what a recall returns from the candidate pool in stock order (A0's own result
+first, then the memories a wider search found below A0's threshold): the reranker's best ``limit``
+without those below ``rerank_min_score``, or the stock top-``limit`` in shadow mode and on any failure.
+It counts every pool it is given. The demo and the CLI use it too, so they show what the plugin does.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Final, TypeVar
 
 from ..core import deadline as clock
 from ..core.config import RerankerConfig
 from ..core.deadline import deadline_in
 from ..core.probe_report import ProbeReport
-from ..core.scores import OrderChange, Ranking, normalize, order_change
+from ..core.scores import Ranking, RecallOutcome, choose, normalize, order_change, page_content
 from ..core.statistics import RerankerStatistics
 from .reranker_service import (
     TIMEOUT_MESSAGE,
@@ -100,8 +95,7 @@ async def rerank_result_async(query: str, documents: Sequence[str], *, config: R
     """The ranking with how it went (API used, or why it fell back), by ``deadline`` (on ``core.deadline``'s
     clock; default ``rerank_timeout`` from now). Awaitable from any event loop; cancellation propagates,
     nothing else is raised."""
-    refusal = _refusal(query, documents, config)
-    if refusal is not None:
+    if (refusal := _refusal(query, documents, config)) is not None:
         return refusal
     deadline = deadline_in(config.timeout) if deadline is None else deadline
     started = _started()
@@ -118,8 +112,7 @@ async def _rerank_from_any_loop(query: str, documents: list[str], config: Rerank
         current = runtime()
         if current.owner.is_current_thread():
             return await current.service.rerank(query, documents, config, deadline)
-        handover = Handover.start(current, deadline, TIMED_OUT, current.service.rerank, query, documents, config,
-                                   deadline)
+        handover = _rerank_handover(current, query, documents, config, deadline)
     except Exception:
         log.exception("a0_reranker: could not reach the reranker's event loop")
         return RerankResult(None, reason="error", message="the reranker's event loop is not available")
@@ -130,6 +123,11 @@ async def _rerank_from_any_loop(query: str, documents: list[str], config: Rerank
         return RerankResult(None, reason="error", message="unexpected error while waiting")
 
 
+def _rerank_handover(current: Runtime, query: str, documents: list[str], config: RerankerConfig, deadline: float
+                     ) -> Handover[RerankResult]:
+    return Handover.start(current, deadline, TIMED_OUT, current.service.rerank, query, documents, config, deadline)
+
+
 async def rerank_async(query: str, documents: Sequence[str], *, config: RerankerConfig) -> Ranking | None:
     """Best-first ``(index, score)`` pairs, or None. Awaitable from any event loop; cancellation propagates."""
     return (await rerank_result_async(query, documents, config=config)).ranking
@@ -138,19 +136,16 @@ async def rerank_async(query: str, documents: Sequence[str], *, config: Reranker
 def rerank_result(query: str, documents: Sequence[str], *, config: RerankerConfig) -> RerankResult:
     """The blocking form of ``rerank_result_async``, for threads (also one whose own event loop is
     running). Never raises."""
-    refusal = _refusal(query, documents, config)
-    if refusal is not None:
+    if (refusal := _refusal(query, documents, config)) is not None:
         return refusal
-    deadline = deadline_in(config.timeout)
-    started = _started()
+    deadline, started = deadline_in(config.timeout), _started()
     try:
         current = runtime()
         if current.owner.is_current_thread():
             log.error("a0_reranker: rerank() was called on the reranker's own loop; use rerank_async()")
             result = RerankResult(None, reason="error", message="rerank() was called on the reranker's own loop")
         else:
-            result = Handover.start(current, deadline, TIMED_OUT, current.service.rerank, query, list(documents),
-                                     config, deadline).result()
+            result = _rerank_handover(current, query, list(documents), config, deadline).result()
     except Exception:
         log.exception("a0_reranker: unexpected error in rerank()")
         result = RerankResult(None, reason="error", message="unexpected error while waiting")
@@ -162,33 +157,6 @@ def rerank(query: str, documents: Sequence[str], *, config: RerankerConfig) -> R
     return rerank_result(query, documents, config=config).ranking
 
 
-def page_content(document: Any) -> str:
-    """The text A0 stores in a memory ``Document``."""
-    text = getattr(document, "page_content", document)
-    return text if isinstance(text, str) else str(text)
-
-
-@dataclass(frozen=True)
-class RecallOutcome(Generic[D]):
-    """The documents to return and what happened on the way (for the log line and the counters)."""
-
-    documents: list[D]
-    applied: bool  # the reranked order was returned
-    scored: bool  # the reranker answered (also in shadow mode)
-    candidates: int
-    elapsed_s: float
-    api: str = ""
-    change: OrderChange | None = None
-    ranking: list[tuple[int, float]] | None = None  # the server's own scores, best first
-    reason: str = ""  # why the stock order was kept, when the reranker did not answer
-    message: str = ""
-    retries: int = 0  # requests sent again before the reranker answered
-    failover_to: str = ""  # the replica that answered, when a request had to go on to another one
-    relevance: list[float] | None = None  # the ranking's scores on the one 0-1 scale, in ranking order
-    rescued: int = 0  # returned documents from outside the stock top ``limit``
-    floor_dropped: int = 0  # documents of the best ``limit`` left out because they scored below the floor
-
-
 async def rerank_pool(query: str, pool: Sequence[D], *, limit: int, config: RerankerConfig,
                       text_of: Callable[[D], str] = page_content, deadline: float | None = None) -> RecallOutcome[D]:
     """Rerank ``pool`` (stock order, best first) for ``query`` and keep at most ``limit`` documents.
@@ -198,41 +166,24 @@ async def rerank_pool(query: str, pool: Sequence[D], *, limit: int, config: Rera
     the whole of it within one timeout.
     """
     started = clock.now()
-    stock = list(pool[:limit])
+    stock = RecallOutcome(list(pool[:limit]), applied=False, scored=False, candidates=len(pool), elapsed_s=0.0)
     if limit <= 0:
-        return RecallOutcome(stock, applied=False, scored=False, candidates=len(pool), elapsed_s=0.0)
+        return stock
     if len(pool) < 2:
-        return _counted(RecallOutcome(stock, applied=False, scored=False, candidates=len(pool), elapsed_s=0.0))
+        return _counted(stock)
     result = await rerank_result_async(query, [text_of(d) for d in pool], config=config, deadline=deadline)
-    elapsed = clock.now() - started
-    ranking, api = result.ranking, result.api
+    elapsed, ranking = clock.now() - started, result.ranking
     if ranking is None or len(ranking) != len(pool):
-        return _counted(RecallOutcome(stock, applied=False, scored=False, candidates=len(pool), elapsed_s=elapsed,
-                                      reason=result.reason or "error", message=result.message))
-    order = [index for index, _ in ranking]
-    change = order_change(order, len(stock))
-    relevance = normalize([score for _, score in ranking], result.scale)
-    scored = RecallOutcome(stock, applied=False, scored=True, candidates=len(pool), elapsed_s=elapsed,
-                           api=api, change=change, ranking=ranking, relevance=relevance, retries=result.retries,
-                           failover_to=result.failover_to)
+        return _counted(dataclasses.replace(stock, elapsed_s=elapsed, reason=result.reason or "error",
+                                            message=result.message))
+    change = order_change([index for index, _ in ranking], len(stock.documents))
+    scored = dataclasses.replace(stock, scored=True, elapsed_s=elapsed, api=result.api, change=change,
+                                 ranking=ranking, relevance=normalize([score for _, score in ranking], result.scale),
+                                 retries=result.retries, failover_to=result.failover_to)
     if not config.apply:
         stats_recorder().shadow(change.kept / change.limit if change.limit else 1.0, change.mean_displacement)
         return _counted(scored)
-    return _counted(_choose(scored, pool, result, limit, config.min_score))
-
-
-def _choose(scored: RecallOutcome[D], pool: Sequence[D], result: RerankResult, limit: int, floor: float
-            ) -> RecallOutcome[D]:
-    """The reranker's best ``limit`` of the pool, without those whose relevance is below ``floor``."""
-    relevance = scored.relevance or []
-    order = [index for index, _ in result.ranking or []]
-    kept = [index for index, value in zip(order, relevance, strict=True) if value >= floor][:limit]
-    return RecallOutcome(
-        [pool[index] for index in kept], applied=True, scored=True, candidates=scored.candidates,
-        elapsed_s=scored.elapsed_s, api=scored.api, change=scored.change, ranking=scored.ranking,
-        retries=scored.retries, failover_to=scored.failover_to, relevance=relevance,
-        rescued=sum(1 for index in kept if index >= limit), floor_dropped=len(scored.documents) - len(kept),
-    )
+    return _counted(choose(scored, pool, limit, config.min_score))
 
 
 def _counted(outcome: RecallOutcome[D]) -> RecallOutcome[D]:
@@ -282,6 +233,7 @@ def probe(config: RerankerConfig) -> ProbeReport:
     except Exception as exc:
         log.exception("a0_reranker: connection test failed unexpectedly")
         return ProbeReport.failure(config.endpoint, f"unexpected error: {type(exc).__name__}", (), 0.0)
+
 
 
 def statistics() -> RerankerStatistics:

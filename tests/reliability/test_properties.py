@@ -26,8 +26,9 @@ from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.core.dialects import ScoreBatch, WireAnswer
 from usr.plugins.a0_reranker.core.dialects import catalog as cat
 from usr.plugins.a0_reranker.core.errors import MalformedAnswer, ServerError
+from usr.plugins.a0_reranker.core.scores import RecallOutcome
 from usr.plugins.a0_reranker.service import runtime
-from usr.plugins.a0_reranker.service.runtime import RecallOutcome, rerank_pool
+from usr.plugins.a0_reranker.service.runtime import rerank_pool
 
 QUERY = f"{MARK} what did we decide about the backup keys"
 
