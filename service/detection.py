@@ -10,11 +10,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from ..core import deadline as clock
 from ..core import detection as det
 from ..core.config import RerankerConfig
-from ..core.dialects import Dialect, ScoreBatch, WireRequest
+from ..core.dialects import Dialect, ScoreBatch, WireAnswer, WireRequest
 from ..core.dialects.wire import read_answer
 from ..core.errors import (
     ConfigError,
@@ -30,7 +31,7 @@ from ..core.probe_report import ProbeReport
 from ..core.scores import PROBABILITY, RAW, ScoreScale, settled
 from .transport import HttpTransport, TlsSettings
 
-GET_TIMEOUT_CAP = 3.0  # identifying GETs are cheap; do not let a slow one eat the whole budget
+GET_TIMEOUT_CAP: Final = 3.0  # identifying GETs are cheap; do not let a slow one eat the whole budget
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,12 @@ class Route:
 
 def tls_of(config: RerankerConfig) -> TlsSettings:
     return TlsSettings(verify=config.tls_verify, ca_bundle=config.ca_bundle)
+
+
+async def _send(transport: HttpTransport, config: RerankerConfig, request: WireRequest, deadline: float
+                ) -> WireAnswer:
+    return await transport.send(config.endpoint, request, deadline=deadline, api_key=config.api_key,
+                                tls=tls_of(config))
 
 
 async def identify_endpoint(transport: HttpTransport, config: RerankerConfig, deadline: float) -> det.ServerIdentity:
@@ -68,9 +75,7 @@ async def identify_endpoint(transport: HttpTransport, config: RerankerConfig, de
 async def _get_json(transport: HttpTransport, config: RerankerConfig, path: str, deadline: float) -> object:
     """The JSON of a 200, None for any other answer or error, or the error of an answer not in HTTP."""
     try:
-        answer = await transport.send(
-            config.endpoint, WireRequest("GET", path), deadline=deadline, api_key=config.api_key, tls=tls_of(config)
-        )
+        answer = await _send(transport, config, WireRequest("GET", path), deadline)
         return answer.json() if answer.status == 200 else None
     except NotHttp as exc:
         return exc
@@ -87,9 +92,7 @@ async def probe_dialect(
     batch = ScoreBatch.single(det.PROBE_QUERY, det.PROBE_DOCUMENTS)
     started = clock.now()
     try:
-        answer = await transport.send(
-            config.endpoint, dialect.build(batch, model), deadline=deadline, api_key=config.api_key, tls=tls_of(config)
-        )
+        answer = await _send(transport, config, dialect.build(batch, model), deadline)
         scores = read_answer(dialect.parse, answer, batch)
     except RerankError as exc:
         return det.ProbeOutcome(dialect, error=str(exc), latency_s=clock.now() - started, failure=exc.reason,
@@ -125,14 +128,11 @@ async def resolve_route(transport: HttpTransport, config: RerankerConfig, deadli
         return await _pinned_route(transport, config, groups[0][0], model, identity.kind, deadline)
     results = await _probe_groups(transport, config, groups, model, deadline)
     winners = [attempts[-1] for attempts in results if attempts and attempts[-1].answered]
-    everything = tuple(o.describe() for attempts in results for o in attempts)
-    if config.api == "auto":
-        chosen = read_answer(det.judge, winners) if winners else None
-    else:
-        chosen = winners[0] if winners else None
-    if chosen is None:
+    if not winners:
         attempts = [o for group in results for o in group]
-        raise _unreachable(attempts, everything) or DetectionFailed(_nothing_answered(everything), everything)
+        described = tuple(o.describe() for o in attempts)
+        raise _unreachable(attempts) or DetectionFailed(_nothing_answered(described), described)
+    chosen = read_answer(det.judge, winners) if config.api == "auto" else winners[0]
     scale = settled(chosen.dialect.score_scale, chosen.scores)
     return Route(config.endpoint, chosen.dialect, model, _server_name(identity, chosen), chosen, scale)
 
@@ -184,17 +184,14 @@ def _judged_report(
     winners = [group[-1] for group in results if group and group[-1].answered]
     if not winners:
         return ProbeReport.failure(config.endpoint, _nothing_answered(attempts), attempts, elapsed_s)
-    if config.api == "auto":
-        best = det.preferred(winners) or max(winners, key=lambda o: o.margin)
-    else:
-        best = winners[0]
+    best = (det.preferred(winners) or max(winners, key=lambda o: o.margin)) if config.api == "auto" else winners[0]
     return ProbeReport.from_outcome(
         config.endpoint, best, server=_server_name(identity, best), model=model, attempts=attempts,
         forced=config.api != "auto",
     )
 
 
-def _unreachable(attempts: Sequence[det.ProbeOutcome], described: Sequence[str]) -> RerankError | None:
+def _unreachable(attempts: Sequence[det.ProbeOutcome]) -> RerankError | None:
     """When no candidate got any HTTP answer, detection did not fail: no request got through. Say why,
     so the counters read ``connect``, ``tls``, ``timeout`` or ``config`` for a server that is down,
     untrusted or silent, or settings that cannot work, and ``detection`` only for a server that answered
@@ -202,7 +199,7 @@ def _unreachable(attempts: Sequence[det.ProbeOutcome], described: Sequence[str])
     failures = {o.failure for o in attempts}
     if not attempts or not failures <= {"connect", "tls", "timeout", "config", "rate_limited"}:
         return None
-    message = _nothing_answered(described)
+    message = _nothing_answered([o.describe() for o in attempts])
     if failures == {"rate_limited"}:  # the server is there but asks us to wait: not a detection failure
         waits = [o.retry_after for o in attempts if o.retry_after is not None]
         return RateLimited(429, message, retry_after=max(waits) if waits else None)

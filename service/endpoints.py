@@ -1,27 +1,18 @@
 """What the service keeps between recalls (on the owner loop only), built from the settings and bounded:
 each server's state, each replica's detected route, and the route groups a call goes to.
 
-One ``Endpoint`` per base URL, API key and the settings its state is built from (concurrency cap,
-breaker thresholds): its dispatch state (slots, breaker, Retry-After, recent failures, load and speed),
+One ``Endpoint`` per base URL, API key and the settings its state is built from: its dispatch state and
 the server's health as this key sees it (a 401 or a per-key rate limit says nothing of it for another
-key). One group per route: the replicas of one model a call goes to, with the model, key, TLS,
-instruction and batching settings, holding one batcher. Nothing is reconfigured in place: each key holds
-everything its state is built from, so changed settings get new state, and the old drains (its requests
-finish with the settings they started with) and is forgotten like any idle entry. Both are bounded, or
-every key or instruction a process ever sees would stay: endpoints forget first the least recently used
-whose health holds nothing worth keeping (a server that is down keeps its open breaker however many
-replicas and keys share the process, so it gets its breaker's probes and nothing else); groups are a
-hard bound once the load is over, an idle batcher past it forgotten as it becomes idle.
+key). One group per route: the replicas of one model with the settings a batcher is built from. Nothing
+is reconfigured in place: changed settings get new state, and the old drains and is forgotten like any
+idle entry. Both are bounded: endpoints forget first the least recently used whose health holds nothing
+worth keeping (a server that is down keeps its open breaker); groups forget idle batchers past the bound.
 
-Routes (``RouteBook``) are detected per replica (its path and dialect may differ) and cached per
-endpoint, API mode, model, key and TLS settings (async-lru with a TTL; concurrent identical detections
-share one run); the timeout and the instruction do not change which API wins. A detection is an attempt
-like any other: it asks the endpoint's breaker for a permit (a probe while half-open) and waits out a
-Retry-After. It runs to its own end even when its callers leave (its deadline bounds it), so a server
-that never answers is counted against the breaker and one that answers late is remembered. A call uses
-the replicas whose route is known now and waits only while none is (a replica being detected, or down,
-never holds up a call others can answer); a known route is read without a task or a turn of the loop,
-so the recalls of a burst reach their queue together.
+Routes (``RouteBook``) are detected per replica and cached (async-lru with a TTL; identical detections
+share one run). A detection is an attempt like any other: it asks the breaker for a permit and waits out
+a Retry-After, and runs to its own end even when its callers leave, so a silent server is counted
+against the breaker and a late answer is remembered. A call waits only while no replica's route is
+known; a known route is read without a task or a turn of the loop, so a burst reaches its queue together.
 """
 
 from __future__ import annotations

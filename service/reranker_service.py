@@ -1,13 +1,10 @@
 """The service on the owner loop, the one per process, and the hop that reaches it from other threads.
 
 ``RerankService`` is the composition root (config -> endpoints -> routes -> batcher -> ranking) and the
-fail-safe boundary: ``rerank`` returns the ranking or None and why, and nothing but cancellation
-leaves it. ``rerank_endpoint`` names one server or several replicas of one model; each replica has its
-own state (slots, breaker) and route, and one batcher per route group forms the batches that the
-dispatch step balances over the replicas (see ``batching.replicas``). Routes are detected per replica
-and cached (``endpoints``); they are forgotten when a replica's breaker opens or a status says the
-route is gone. ``runtime()`` is the process's owner loop with its service, started on first use;
-``Handover`` is the one wait for work handed to it (the public API, ``runtime``, is its caller).
+fail-safe boundary: nothing but cancellation leaves ``rerank``. Each replica of ``rerank_endpoint`` has
+its own state and route (``endpoints``); one batcher per route group balances its batches over them
+(``batching.replicas``). ``runtime()`` is the process's owner loop with its service, started on first
+use; ``Handover`` is the one wait for work handed to it (from the public API, ``runtime``).
 """
 
 from __future__ import annotations
@@ -16,7 +13,6 @@ import asyncio
 import atexit
 import concurrent.futures
 import dataclasses
-import functools
 import logging
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
@@ -145,16 +141,17 @@ class RerankService:
 
     def _batcher(self, config: RerankerConfig, routes: dict[str, Route], endpoints: dict[str, Endpoint],
                  to_probability: bool) -> MicroBatcher:
-        """The batcher of this route group (replicas, model, instruction, key, TLS and batching settings)
-        and of the replicas whose route is known, each with its own dialect (and, when their scales
-        differ, each sending back probabilities)."""
+        """The batcher of this route group and of the replicas whose route is known, each with its own
+        dialect (and, when their scales differ, each sending back probabilities)."""
         bound_to = [(url, route, endpoints[url].state) for url, route in routes.items()]
         return self._registry.group(config, to_probability, bound_to,
-                                    functools.partial(self._members, config, routes, endpoints, to_probability))
+                                    lambda: self._members(config, routes, endpoints, to_probability))
 
     def _members(self, config: RerankerConfig, routes: dict[str, Route], endpoints: dict[str, Endpoint],
                  to_probability: bool) -> Members:
-        bound = {url: _with_instruction(route, config.instruction) for url, route in routes.items()}
+        # routes are cached without the instruction: bind this call's to the dialect that sends it
+        bound = {url: dataclasses.replace(route, dialect=route.dialect.with_instruction(config.instruction))
+                 for url, route in routes.items()}
         replicas = [Replica(url, endpoints[url].state, self._sender(route, config, to_probability))
                     for url, route in bound.items()]
         dialects = [route.dialect for route in bound.values()]
@@ -172,11 +169,6 @@ class RerankService:
             return normalize(scores, route.scale) if to_probability else scores
 
         return send
-
-
-def _with_instruction(route: Route, instruction: str) -> Route:
-    """Routes are cached without the instruction: bind this call's to the dialect that sends it."""
-    return dataclasses.replace(route, dialect=route.dialect.with_instruction(instruction))
 
 
 # Statuses that say the route itself no longer holds (the API moved, the key or the model changed).

@@ -235,7 +235,6 @@ def probe(config: RerankerConfig) -> ProbeReport:
         return ProbeReport.failure(config.endpoint, f"unexpected error: {type(exc).__name__}", (), 0.0)
 
 
-
 def statistics() -> RerankerStatistics:
     """Counters plus the live state (breakers, queue, in flight); does not start the owner loop."""
     current = running()

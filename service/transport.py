@@ -1,14 +1,13 @@
 """The only module that touches aiohttp: send a ``WireRequest``, return a ``WireAnswer``, translate errors.
 
-One ``ClientSession`` per owner loop. Every request has an explicit timeout derived from the absolute
-deadline it serves, redirects are refused (a POST must not silently become a GET elsewhere), TLS is
-verified unless the user turned it off, and at most ``MAX_ANSWER_BYTES`` of an answer are read.
-aiohttp's and the OS's errors are translated by one table, keeping the cause. A request whose pooled
-keep-alive connection was already closed by the server is sent once more at once on a fresh one, for
-every request alike (scoring, detection, Test connection): the one retry made here. (aiohttp itself
-sends a GET once more first, but on the pool, where it may meet another stale connection.) An answer
-that is not HTTP (another service on the port, a broken status line, header or chunked body) becomes
-``NotHttp`` with aiohttp's own reason, which names what came back.
+It owns the owner loop's ``ClientSession`` (a pooled one, and one for fresh connections). Every request
+has a timeout derived from its absolute deadline, redirects are refused (a POST must not silently become
+a GET elsewhere), TLS is verified unless the user turned it off, and at most ``MAX_ANSWER_BYTES`` are
+read. aiohttp's and the OS's errors are translated by one table, keeping the cause. A request whose
+pooled keep-alive connection the server had already closed is sent once more at once on a fresh one:
+the one retry made here (aiohttp's own resend of a GET goes to the pool, where it may meet another
+stale connection). An answer that is not HTTP becomes ``NotHttp`` with aiohttp's own reason, which
+names what came back (another service on the port, a broken status line, header or chunked body).
 """
 
 from __future__ import annotations
@@ -51,14 +50,12 @@ class TlsSettings:
     ca_bundle: str = ""
 
 
+@dataclass(slots=True)
 class _Exchange:
     """Per-request trace context: did this request go out on a pooled keep-alive connection?"""
 
-    __slots__ = ("fresh", "reused")
-
-    def __init__(self, fresh: bool) -> None:
-        self.fresh = fresh
-        self.reused = False
+    fresh: bool
+    reused: bool = False
 
 
 async def _on_reuse(session: object, context: SimpleNamespace, params: object) -> None:
@@ -81,16 +78,8 @@ class HttpTransport:
         self._sessions: dict[bool, aiohttp.ClientSession] = {}  # fresh -> session
         self._ssl_contexts: dict[TlsSettings, ssl.SSLContext | bool] = {}
 
-    async def send(
-        self,
-        endpoint: str,
-        request: WireRequest,
-        *,
-        deadline: float,
-        api_key: str = "",
-        tls: TlsSettings = TlsSettings(),
-        may_resend: Callable[[], bool] = _always,
-    ) -> WireAnswer:
+    async def send(self, endpoint: str, request: WireRequest, *, deadline: float, api_key: str = "",
+                   tls: TlsSettings = TlsSettings(), may_resend: Callable[[], bool] = _always) -> WireAnswer:
         """One HTTP exchange: the answer, or a ``RerankError`` saying why not. Sent again only when the
         pooled connection it went out on had been closed by the server (``StaleConnection``): at once,
         on a fresh connection, if ``may_resend`` agrees (scoring asks its retry budget)."""
@@ -133,12 +122,8 @@ class HttpTransport:
                     retryable=False,
                 )
             body = await _read_capped(response)
-            return WireAnswer(
-                status=response.status,
-                body=body,
-                content_type=response.headers.get("Content-Type", ""),
-                headers={k.lower(): v for k, v in response.headers.items()},
-            )
+            return WireAnswer(status=response.status, body=body, content_type=response.headers.get("Content-Type", ""),
+                              headers={k.lower(): v for k, v in response.headers.items()})
 
     async def close(self) -> None:
         sessions, self._sessions = self._sessions, {}
@@ -175,7 +160,8 @@ _BROKEN_CONNECTION: Final = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSEr
 _TRANSLATIONS: Final[tuple[tuple[type[BaseException], Translator], ...]] = (
     (TimeoutError, lambda e, url, s: DeadlineExceeded(f"no answer from {url} within {s:.2f} s")),
     (aiohttp.ClientConnectorCertificateError,
-     lambda e, url, s: TlsFailure(f"TLS certificate of {url} was not accepted: {_cert_error(e)}")),
+     lambda e, url, s: TlsFailure(f"TLS certificate of {url} was not accepted: "
+                                  f"{getattr(e, 'certificate_error', type(e).__name__)}")),
     (aiohttp.ClientSSLError, lambda e, url, s: TlsFailure(f"TLS handshake with {url} failed: {_os_reason(e)}")),
     (aiohttp.ClientConnectorDNSError,
      lambda e, url, s: TransportError(f"cannot resolve the host name of {url}", retryable=False)),
@@ -251,7 +237,3 @@ def _os_reason(exc: BaseException) -> str:
     os_error = getattr(exc, "os_error", exc)
     reason = getattr(os_error, "strerror", None) or getattr(os_error, "reason", None)
     return str(reason or type(exc).__name__).lower()
-
-
-def _cert_error(exc: BaseException) -> object:
-    return getattr(exc, "certificate_error", type(exc).__name__)
