@@ -50,8 +50,8 @@ from ..core.config import RerankerConfig
 from ..core.errors import ConfigError
 from ..core.redaction import shown
 from ..service.runtime import RecallOutcome, page_content, rerank_pool, stats_recorder
-from . import memory_patch, recall_scope, settings
-from .recall_scope import RecallScope
+from . import memory_patch, settings
+from .settings import RecallScope
 
 log = logging.getLogger("a0_reranker")
 
@@ -79,7 +79,7 @@ class AddedTime:
 
 async def search(original: Callable[..., Any], memory: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """The wrapped ``search_similarity_threshold``: stock outside recall, reranked inside it."""
-    scope = recall_scope.current()
+    scope = settings.current()
     if scope is None:
         return await original(memory, *args, **kwargs)
     entered = clock.now()
@@ -87,7 +87,7 @@ async def search(original: Callable[..., Any], memory: Any, args: tuple[Any, ...
     if plan is None:
         return await original(memory, *args, **kwargs)
     call, config = plan
-    with recall_scope.suspended(), memory_patch.shared_query_embedding(memory):
+    with settings.suspended(), memory_patch.shared_query_embedding(memory):
         asked = clock.now()
         stock = await original(memory, *args, **kwargs)
         if not stock:
