@@ -34,8 +34,7 @@ async def test_connection(payload: Any) -> dict[str, Any]:
     try:
         config, errors = _validated({**load_default_settings(), **posted})
         if config is None:
-            names = ", ".join(errors)
-            return _failure(f"Fix these settings first: {names}.", key, errors=errors)
+            return _failure(f"Fix these settings first: {', '.join(errors)}.", key, errors=errors)
         if not config.configured:
             return _failure("Set the Reranker endpoint first (the server's base URL, e.g. http://HOST:8002).", key)
         report = await runtime.probe_async(config)

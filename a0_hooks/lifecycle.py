@@ -99,7 +99,7 @@ def drop_our_modules() -> int:
 
 def _shutdown_runtime() -> None:
     try:
-        runtime = importlib.import_module(__name__.rsplit(".", 2)[0] + ".service.runtime")
+        runtime = importlib.import_module(PACKAGE + ".service.runtime")
     except Exception:  # dependencies missing: nothing of ours can be running
         return
     try:
@@ -110,13 +110,8 @@ def _shutdown_runtime() -> None:
 
 def missing_requirements(path: Path) -> list[str]:
     """The requirement lines of ``path`` that are not importable (or older than their ``>=`` bound)."""
-    missing = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        text = line.split("#", 1)[0].strip()
-        match = _REQUIREMENT.match(text)
-        if match and not _satisfied(match.group(1), match.group(2)):
-            missing.append(text)
-    return missing
+    texts = (line.split("#", 1)[0].strip() for line in path.read_text(encoding="utf-8").splitlines())
+    return [text for text in texts if (match := _REQUIREMENT.match(text)) and not _satisfied(*match.groups())]
 
 
 def _satisfied(name: str, minimum: str | None) -> bool:
@@ -138,8 +133,7 @@ def _satisfied(name: str, minimum: str | None) -> bool:
 def _version_tuple(version: str) -> tuple[int, ...]:
     parts = []
     for piece in version.split("."):
-        digits = re.match(r"\d+", piece)
-        if digits is None:
+        if not (digits := re.match(r"\d+", piece)):
             break
         parts.append(int(digits.group()))
     return tuple(parts)
@@ -147,11 +141,7 @@ def _version_tuple(version: str) -> tuple[int, ...]:
 
 def pip_install(requirements: Sequence[str], run: Runner = subprocess.run) -> None:
     """Install each requirement on its own into the interpreter A0 runs on, so a failure names it."""
-    reasons = {}
-    for requirement in requirements:
-        reason = _install_one(requirement, run)
-        if reason is not None:
-            reasons[requirement] = reason
+    reasons = {r: reason for r in requirements if (reason := _install_one(r, run)) is not None}
     importlib.invalidate_caches()
     if reasons:
         raise DependencyInstallError(reasons, shlex.join(install_command(list(reasons))))

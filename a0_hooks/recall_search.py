@@ -51,8 +51,8 @@ from ..core.errors import ConfigError
 from ..core.redaction import shown
 from ..core.scores import RecallOutcome, page_content
 from ..service.runtime import rerank_pool, stats_recorder
-from . import memory_patch, recall_scope, settings
-from .recall_scope import RecallScope
+from . import memory_patch, settings
+from .settings import RecallScope
 
 log = logging.getLogger("a0_reranker")
 
@@ -80,7 +80,7 @@ class AddedTime:
 
 async def search(original: Callable[..., Any], memory: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """The wrapped ``search_similarity_threshold``: stock outside recall, reranked inside it."""
-    scope = recall_scope.current()
+    scope = settings.current()
     if scope is None:
         return await original(memory, *args, **kwargs)
     entered = clock.now()
@@ -88,7 +88,7 @@ async def search(original: Callable[..., Any], memory: Any, args: tuple[Any, ...
     if plan is None:
         return await original(memory, *args, **kwargs)
     call, config = plan
-    with recall_scope.suspended(), memory_patch.shared_query_embedding(memory):
+    with settings.suspended(), memory_patch.shared_query_embedding(memory):
         asked = clock.now()
         stock = await original(memory, *args, **kwargs)
         if not stock:

@@ -28,20 +28,17 @@ log = logging.getLogger("a0_reranker")
 def snapshot(agent: Any = None, scope: settings.Scope | None = None) -> dict[str, Any]:
     """Settings summary (of the agent's scope, or of ``scope``), whether the plugin is on there and
     wired in, and the counters (those are the whole process's). Never raises."""
-    return _snapshot(agent, *_settings(agent, scope), enabled=_enabled(agent, scope),
-                     steps=settings.recall_steps(agent, scope))
-
-
-def _enabled(agent: Any, scope: settings.Scope | None) -> bool:
-    if agent is None and scope is not None and not scope.is_global:
-        return settings.enabled_in(scope.project_name, scope.agent_profile)
-    return settings.enabled_for(agent)
+    return _snapshot(agent, scope, *_settings(agent, scope))
 
 
 def _snapshot(
-    agent: Any, raw: Mapping[str, Any], config: RerankerConfig | None, problems: list[str], *, enabled: bool,
-    steps: recall_budget.RecallSteps,
+    agent: Any, scope: settings.Scope | None, raw: Mapping[str, Any], config: RerankerConfig | None, problems: list[str]
 ) -> dict[str, Any]:
+    if agent is None and scope is not None and not scope.is_global:
+        enabled = settings.enabled_in(scope.project_name, scope.agent_profile)
+    else:
+        enabled = settings.enabled_for(agent)
+    steps = settings.recall_steps(agent, scope)
     key = str(raw.get("rerank_api_key") or "")
     statistics = _statistics()
     info: dict[str, Any] = {
@@ -147,8 +144,7 @@ def _statistics() -> dict[str, Any]:
 async def report(agent: Any = None) -> str:
     """The ``reranker_status`` tool's answer: settings, a live probe and the counters, in plain text."""
     raw, config, problems = _settings(agent)  # read once: for the summary and for the live probe
-    info = _snapshot(agent, raw, config, problems, enabled=settings.enabled_for(agent),
-                     steps=settings.recall_steps(agent))
+    info = _snapshot(agent, None, raw, config, problems)
     probe = await runtime.probe_async(config) if config is not None and config.configured else None
     return redact(format_report(info, probe), str(raw.get("rerank_api_key") or ""))
 

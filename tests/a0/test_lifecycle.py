@@ -87,7 +87,7 @@ async def test_recall_is_still_reranked_after_a_purge_of_our_modules(a0: A0, ser
     before = a0.Memory.__dict__[METHOD]
     old_patch = a0.ours("a0_hooks.memory_patch")
     purged = a0.plugins.purge_plugin_modules()  # what A0 does on plugin install/delete or extension edits
-    assert "usr.plugins.a0_reranker.a0_hooks.recall_scope" in purged
+    assert "usr.plugins.a0_reranker.a0_hooks.settings" in purged
     assert is_reranked(await recalled(a0, agent, "alpha beta again"))
     new_patch = a0.ours("a0_hooks.memory_patch")
     assert new_patch is not old_patch

@@ -4,9 +4,9 @@ from typing import Any
 
 from helpers.extension import Extension
 
-from usr.plugins.a0_reranker.a0_hooks import recall_scope
+from usr.plugins.a0_reranker.a0_hooks import settings
 
 
 class A0RerankerAgentInit(Extension):
     def execute(self, **kwargs: Any) -> None:
-        recall_scope.on_agent_init(self.agent)
+        settings.on_agent_init(self.agent)

@@ -4,9 +4,9 @@ from typing import Any
 
 from helpers.extension import Extension
 
-from usr.plugins.a0_reranker.a0_hooks import recall_scope
+from usr.plugins.a0_reranker.a0_hooks import settings
 
 
 class A0RerankerRecallScopeEnd(Extension):
     async def execute(self, **kwargs: Any) -> None:
-        recall_scope.after_recall(self.agent)
+        settings.after_recall(self.agent)

@@ -4,9 +4,9 @@ from typing import Any
 
 from helpers.extension import Extension
 
-from usr.plugins.a0_reranker.a0_hooks import recall_scope
+from usr.plugins.a0_reranker.a0_hooks import settings
 
 
 class A0RerankerRecallScopeClear(Extension):
     async def execute(self, **kwargs: Any) -> None:
-        recall_scope.on_monologue_end(self.agent)
+        settings.on_monologue_end(self.agent)

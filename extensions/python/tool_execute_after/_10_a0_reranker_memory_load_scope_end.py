@@ -4,9 +4,9 @@ from typing import Any
 
 from helpers.extension import Extension
 
-from usr.plugins.a0_reranker.a0_hooks import recall_scope
+from usr.plugins.a0_reranker.a0_hooks import settings
 
 
 class A0RerankerMemoryLoadScopeEnd(Extension):
     async def execute(self, tool_name: str = "", **kwargs: Any) -> None:
-        recall_scope.after_tool(self.agent, tool_name)
+        settings.after_tool(self.agent, tool_name)
