@@ -66,7 +66,8 @@ def error_message(answer: WireAnswer) -> str:
         message = _server_words(answer)
     except Exception:  # a body we cannot read gives no words: the status's hint stands in
         message = ""
-    return _bounded(message or _STATUS_HINTS.get(answer.status, "no error details"))
+    text = (message or _STATUS_HINTS.get(answer.status, "no error details")).strip()
+    return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 1] + ELLIPSES[0]
 
 
 def _server_words(answer: WireAnswer) -> str:
@@ -106,11 +107,6 @@ def _fastapi_problem(problem: dict[str, Any]) -> str:
 
 def _text(value: Any) -> str:
     return value.strip() if isinstance(value, str) else ""
-
-
-def _bounded(message: str) -> str:
-    text = message.strip()
-    return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 1] + ELLIPSES[0]
 
 
 # --- Retry-After ---------------------------------------------------------------------------------

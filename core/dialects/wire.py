@@ -150,24 +150,17 @@ def scores_from_items(items: Any, expected: int, score_keys: Sequence[str]) -> l
 
 
 def _score_of(item: dict[str, Any], score_keys: Sequence[str]) -> float:
-    for key in score_keys:
-        if key in item:
-            value = item[key]
-            number = _as_float(value)
-            if not math.isfinite(number):
-                raise MalformedAnswer(f"score {shown_value(value)} is not a finite number")
-            return number
-    raise MalformedAnswer(f"a result has no {' or '.join(score_keys)}")
-
-
-def _as_float(value: Any) -> float:
-    """A JSON number as a float; NaN for anything else, and for an int no float holds (``10**400``)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return math.nan
-    try:
-        return float(value)
+    key = next((key for key in score_keys if key in item), None)
+    if key is None:
+        raise MalformedAnswer(f"a result has no {' or '.join(score_keys)}")
+    value = item[key]
+    try:  # a JSON number; not a bool, and not an int no float holds (10**400)
+        number = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
     except OverflowError:
-        return math.nan
+        number = math.nan
+    if not math.isfinite(number):
+        raise MalformedAnswer(f"score {shown_value(value)} is not a finite number")
+    return number
 
 
 class Dialect(Protocol):
