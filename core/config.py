@@ -13,6 +13,7 @@ import functools
 import hashlib
 import json
 import math
+import typing
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -187,19 +188,15 @@ def _parse_settings_file(path: Path, mtime_ns: int) -> dict[str, Any]:
     return data
 
 
+_FIELD_TYPES: Final = typing.get_type_hints(RerankerConfig)
+_COERCE_TYPE: Final[dict[Any, Callable[[Any], Any]]] = {
+    bool: to_bool, int: to_int, float: to_float, str: lambda v: to_str(v).strip(),
+}
+# Each field's coercion, by its type: text is trimmed, but the instruction is sent as written.
 _COERCE: Final[dict[str, Callable[[Any], Any]]] = {
-    "enabled": to_bool, "apply": to_bool, "api": lambda v: to_choice(v, API_MODES), "endpoint": to_endpoints,
-    "model": lambda v: to_str(v).strip(),
-    "api_key": lambda v: to_str(v).strip(), "candidates": to_int, "pool_threshold": to_float,
-    "min_score": to_float, "instruction": to_str,
-    "max_doc_chars": to_int, "max_query_chars": to_int, "timeout": to_float, "batch_window_ms": to_float,
-    "max_concurrency": to_int, "max_pairs_per_request": to_int, "max_queued_pairs": to_int,
-    "shed_overload": to_bool,
-    "breaker_failures": to_int, "breaker_failure_rate": to_float, "breaker_cooldown": to_float,
-    "max_retries": to_int, "retry_budget": to_float, "hedge": lambda v: to_switch(v, HEDGE_MODES),
-    "hedge_delay_ms": to_float,
-    "tls_verify": to_bool,
-    "ca_bundle": lambda v: to_str(v).strip(),
+    **{name: _COERCE_TYPE.get(kind, to_str) for name, kind in _FIELD_TYPES.items()},
+    "instruction": to_str, "endpoint": to_endpoints,
+    "api": lambda v: to_choice(v, API_MODES), "hedge": lambda v: to_switch(v, HEDGE_MODES),
 }
 
 # Inclusive ranges; the panel shows the same limits.
@@ -222,13 +219,10 @@ NUMERIC_RANGES: Final[dict[str, tuple[float, float]]] = {
     "hedge_delay_ms": (0, 60_000),
 }
 
+# What each field takes: a float field takes an int too; a Literal one, text.
 _TYPES: Final[dict[str, type | tuple[type, ...]]] = {
-    "enabled": bool, "apply": bool, "tls_verify": bool, "shed_overload": bool,
-    "timeout": (int, float), "batch_window_ms": (int, float), "breaker_cooldown": (int, float),
-    "breaker_failure_rate": (int, float), "retry_budget": (int, float), "hedge_delay_ms": (int, float),
-    "pool_threshold": (int, float), "min_score": (int, float),
+    name: (int, float) if kind is float else kind if kind in (bool, int) else str for name, kind in _FIELD_TYPES.items()
 }
-
 
 _CHOICES: Final = {"api": API_MODES, "hedge": HEDGE_MODES}
 _SECRET_FIELDS: Final = frozenset({"api_key"})
@@ -247,7 +241,7 @@ def _check_field(name: str, value: Any) -> str | None:
 
 def _field_problem(name: str, value: Any) -> str | None:
     """The problem as a template (``{shown}`` is the value, rendered safely), or None."""
-    expected: Any = _TYPES.get(name, int if name in NUMERIC_RANGES else str)
+    expected: Any = _TYPES[name]
     if isinstance(value, bool) and expected is not bool:
         return f"expected {'a number' if name in NUMERIC_RANGES else 'text'}, got {{shown}}"
     if not isinstance(value, expected):

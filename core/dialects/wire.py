@@ -1,45 +1,41 @@
-"""What every dialect shares: the records a dialect and the transport exchange (the pairs of one
-request, the request, the answer), strict reading of answers, and the servers' error bodies and
-Retry-After headers. A dialect does no I/O, so it is tested with plain data.
+"""What every dialect shares, and the ``/rerank`` family most servers speak. A dialect does no I/O, so
+it is tested with plain data; a warm recall needs this module alone to build its body and read the answer.
 
+The records a dialect and the transport exchange: the pairs of one request, the request, the answer.
 Everything a server sends is foreign data. Anything that is not what the protocol promises raises
 ``MalformedAnswer``: ``read_answer`` turns whatever a parser or a judge raises on a shape it did not
 expect (TypeError, AttributeError, OverflowError, RecursionError ...) into it, so the service counts a
 malformed answer and reports it to the breaker instead of logging a bug; ``read_json`` refuses, while
 the standard library parses, integers longer than any number a reranker has reason to send, and
 nesting deeper than the standard library can follow, so neither reaches a parser. A non-success status
-raises ``ServerError`` carrying the server's own text.
+raises ``ServerError`` carrying the server's own text (``server_errors``).
 
-``raise_for_status`` reads each server's error body into one short message, and recognises "input too
-long". Shapes, as each server's source and error reference give them: Cohere ``{"message"}``;
-OpenAI-style ``{"error": {"message", "type"}}`` (Infinity, vLLM ≥ 0.10.1, llama.cpp); TEI ``{"error":
-"...", "error_type"}``; old vLLM ``{"object": "error", "message"}``; FastAPI ``{"detail": "..."}`` or
-``{"detail": [{"loc", "msg"}]}``; vLLM auth ``{"error": "Unauthorized"}``; TEI's text/plain 422 and
-empty 401/404 bodies; HTML pages from proxies. The message keeps the server's own layout and is only
-bounded in length here: servers quote our input in it, and masking (``redaction.shown``) must see the
-quote as written before the text is flattened. A body of any other shape gives no words, only the
-status's hint; reading it never raises.
+The ``/rerank`` family (``RerankDialect``) takes ``query`` + a list of documents and answers with
+scored indices: Cohere (v1, v2), Jina, Infinity, vLLM, llama.cpp, SGLang and the Cohere-compatible
+services. They differ in the route, the name of the documents field, a few optional fields, the
+container of the results (``results``, ``data`` or a bare list) and the name of the score. Requests
+carry one query each (the servers score one query against many documents). TEI (``TeiDialect``) is a
+cousin with its own fields and a per-request limit from its ``/info``. ``catalog`` lists each server's.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
-import re
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC
-from email.utils import parsedate_to_datetime
-from typing import Any, Final, ParamSpec, TypeVar
+from typing import Any, Final, ParamSpec, Protocol, TypeVar
 
-from ..errors import InputTooLong, MalformedAnswer, RateLimited, RerankError, ServerError
-from ..redaction import ELLIPSES, shown_value
+from ..errors import MalformedAnswer, RerankError
+from ..redaction import shown_value
+from ..scores import PROBABILITY, ScoreScale
+from .server_errors import server_error
 
 # The largest finite float has 309 digits: no score, index, count or id a server sends needs more.
 MAX_INT_DIGITS: Final = 320
-MAX_RETRY_AFTER_S: Final = 3600.0
-MAX_MESSAGE_CHARS: Final = 2000  # what is kept of the server's words, before masking shortens them for display
+TEI_DEFAULT_MAX_CLIENT_BATCH: Final = 32
+_SCORE_KEYS: Final = ("relevance_score", "score")
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -129,7 +125,8 @@ def read_json(body: bytes) -> Any:
 
 def read_success_json(answer: WireAnswer) -> Any:
     """Raise for a failed status, then decode the JSON body."""
-    raise_for_status(answer)
+    if not 200 <= answer.status < 300:
+        raise server_error(answer)
     return answer.json()
 
 
@@ -153,134 +150,124 @@ def scores_from_items(items: Any, expected: int, score_keys: Sequence[str]) -> l
 
 
 def _score_of(item: dict[str, Any], score_keys: Sequence[str]) -> float:
-    for key in score_keys:
-        if key in item:
-            value = item[key]
-            number = _as_float(value)
-            if not math.isfinite(number):
-                raise MalformedAnswer(f"score {shown_value(value)} is not a finite number")
-            return number
-    raise MalformedAnswer(f"a result has no {' or '.join(score_keys)}")
-
-
-def _as_float(value: Any) -> float:
-    """A JSON number as a float; NaN for anything else, and for an int no float holds (``10**400``)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return math.nan
-    try:
-        return float(value)
+    key = next((key for key in score_keys if key in item), None)
+    if key is None:
+        raise MalformedAnswer(f"a result has no {' or '.join(score_keys)}")
+    value = item[key]
+    try:  # a JSON number; not a bool, and not an int no float holds (10**400)
+        number = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
     except OverflowError:
-        return math.nan
+        number = math.nan
+    if not math.isfinite(number):
+        raise MalformedAnswer(f"score {shown_value(value)} is not a finite number")
+    return number
 
 
-# --- the servers' error bodies -------------------------------------------------------------------
+class Dialect(Protocol):
+    """A wire dialect: how one family of servers wants pairs sent and how it answers."""
 
-_TOO_LONG: Final = re.compile(
-    r"maximum context length|too large to process|exceed_context_size|context size|must have less than"
-    r"|too long|maximum sequence length|exceeds? the maximum|token limit|should have at most",
-    re.IGNORECASE,
-)
+    @property
+    def name(self) -> str: ...
 
-_STATUS_HINTS: Final = {
-    401: "unauthorized: check the API key",
-    403: "forbidden: check the API key and its permissions",
-    404: "not found",
-    405: "method not allowed",
-    413: "request too large",
-    429: "rate limited or overloaded",
-    498: "invalid API token",
-    501: "not supported by this server",
-    502: "bad gateway",
-    503: "service unavailable",
-    504: "gateway timeout",
-}
+    @property
+    def api(self) -> str: ...  # ``rerank`` or ``qwen3_score``: the rerank_api setting this dialect serves
 
+    @property
+    def path(self) -> str: ...
 
-def raise_for_status(answer: WireAnswer) -> None:
-    """Raise ``ServerError`` (``RateLimited`` with its Retry-After, ``InputTooLong``) unless 2xx."""
-    if 200 <= answer.status < 300:
-        return
-    message = error_message(answer)
-    if answer.status == 429:
-        raise RateLimited(429, message, parse_retry_after(answer.headers.get("retry-after"), time.time()))
-    if answer.status == 413 or (answer.status in (400, 422, 500) and _TOO_LONG.search(message)):
-        raise InputTooLong(answer.status, message)
-    raise ServerError(answer.status, message)
+    @property
+    def mixes_queries(self) -> bool: ...  # True when one request may carry pairs of different queries
+
+    @property
+    def max_pairs(self) -> int: ...  # the server's own per-request limit
+
+    @property
+    def score_scale(self) -> ScoreScale: ...  # probabilities, logits, or the model's raw output (core.scores)
+
+    @property
+    def instruction(self) -> str: ...  # the one it sends or renders ("" when none): requests with another differ
+
+    def with_instruction(self, instruction: str) -> Dialect:
+        """This dialect carrying ``instruction`` where it sends or renders one; itself otherwise."""
+        ...
+
+    def build(self, batch: ScoreBatch, model: str) -> WireRequest: ...
+
+    def parse(self, answer: WireAnswer, batch: ScoreBatch) -> list[float]: ...
 
 
-def error_message(answer: WireAnswer) -> str:
-    """The server's own words for a failed request, or a plain hint when it gave none."""
-    try:
-        message = read_answer(_server_words, answer)
-    except MalformedAnswer:
-        message = ""
-    return _bounded(message or _STATUS_HINTS.get(answer.status, "no error details"))
+@dataclass(frozen=True)
+class RerankDialect:
+    """One member of the family: its route, documents field and the extra fields worth sending."""
+
+    name: str
+    path: str
+    documents_key: str = "documents"
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    max_pairs: int = 1000
+    requires_model: bool = False
+    api: str = "rerank"
+    mixes_queries: bool = False
+    score_scale: ScoreScale = PROBABILITY
+    takes_instruction: bool = False  # the server hands ``instruction`` to its score template (vLLM)
+    instruction: str = ""  # sent as ``instruction`` when set
+
+    def with_instruction(self, instruction: str) -> RerankDialect:
+        return dataclasses.replace(self, instruction=instruction) if self.takes_instruction else self
+
+    def build(self, batch: ScoreBatch, model: str) -> WireRequest:
+        if len(batch.queries) != 1:
+            raise ValueError(f"{self.name} scores one query per request, got {len(batch.queries)}")
+        body: dict[str, Any] = {}
+        if model:
+            body["model"] = model
+        body["query"] = batch.queries[0]
+        body[self.documents_key] = batch.documents
+        if self.instruction:
+            body["instruction"] = self.instruction
+        body.update(self.extra)
+        return WireRequest("POST", self.path, body)
+
+    def parse(self, answer: WireAnswer, batch: ScoreBatch) -> list[float]:
+        data = read_success_json(answer)
+        return scores_from_items(_result_items(data), len(batch), _SCORE_KEYS)
 
 
-def _server_words(answer: WireAnswer) -> str:
-    text = answer.body.decode("utf-8", errors="replace").strip()
-    if text.startswith(("{", "[")):
-        return _message_from_json(read_json(answer.body))
-    if "html" in answer.content_type.lower() or text.lower().startswith(("<!doctype", "<html")):
-        return "an HTML page instead of an API answer"
-    return text
-
-
-def _message_from_json(data: Any) -> str:
+def _result_items(data: Any) -> Any:
+    """Find the list of results: ``results`` (Cohere/Jina/...), ``data`` (Voyage/Mixedbread) or bare (TEI/SGLang)."""
+    if isinstance(data, list):
+        return data
     if isinstance(data, dict):
-        error = data.get("error")
-        if isinstance(error, dict):
-            return _text(error.get("message")) or _text(error.get("type"))
-        if isinstance(error, str):
-            kind = _text(data.get("error_type"))
-            return f"{error} ({kind})" if kind else error
-        if "message" in data:
-            return _text(data.get("message"))
-        detail = data.get("detail")
-        if isinstance(detail, str):
-            return detail
-        if isinstance(detail, list):
-            return "; ".join(_fastapi_problem(d) for d in detail[:3] if isinstance(d, dict))
-    return ""
+        for key in ("results", "data"):
+            if key in data:
+                return data[key]
+        raise MalformedAnswer("the answer has neither 'results' nor 'data'")
+    raise MalformedAnswer(f"unexpected answer of type {type(data).__name__}")
 
 
-def _fastapi_problem(problem: dict[str, Any]) -> str:
-    parts = problem.get("loc")
-    parts = parts if isinstance(parts, list) else []
-    location = ".".join(str(part) for part in parts if isinstance(part, str | int) and part != "body")
-    message = _text(problem.get("msg"))
-    return f"{location}: {message}" if location else message
+@dataclass(frozen=True)
+class TeiDialect:
+    """Text-Embeddings-Inference: ``POST /rerank`` with ``texts``, answered by a bare list. TEI refuses
+    more than ``max_client_batch_size`` texts (32 by default, read from ``GET /info``), has no ``model``
+    or ``top_n`` field, and truncates over-long input itself when ``truncate`` is true."""
 
+    name: str = "tei"
+    path: str = "/rerank"
+    max_pairs: int = TEI_DEFAULT_MAX_CLIENT_BATCH
+    api: str = "rerank"
+    mixes_queries: bool = False
+    score_scale: ScoreScale = PROBABILITY  # we send raw_scores false: TEI applies the sigmoid
+    instruction: str = ""
 
-def _text(value: Any) -> str:
-    return value.strip() if isinstance(value, str) else ""
+    def with_instruction(self, instruction: str) -> TeiDialect:
+        return self  # TEI takes no instruction
 
+    def build(self, batch: ScoreBatch, model: str) -> WireRequest:
+        if len(batch.queries) != 1:
+            raise ValueError(f"TEI scores one query per request, got {len(batch.queries)}")
+        body = {"query": batch.queries[0], "texts": batch.documents, "truncate": True, "raw_scores": False,
+                "return_text": False}
+        return WireRequest("POST", self.path, body)
 
-def _bounded(message: str) -> str:
-    text = message.strip()
-    return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 1] + ELLIPSES[0]
-
-
-# --- Retry-After ---------------------------------------------------------------------------------
-
-
-def parse_retry_after(value: str | None, now_epoch: float) -> float | None:
-    """Seconds to wait from ``now_epoch`` (wall-clock seconds, as HTTP dates are), or None. A 429's
-    ``Retry-After`` holds delay-seconds or an HTTP-date (RFC 9110 §10.2.3): a date in the past means
-    "now", an absurd delay is capped, and text we cannot read counts as no header at all."""
-    text = (value or "").strip()
-    if not text:
-        return None
-    if text.isascii() and text.replace(".", "", 1).isdigit():
-        return _bounded_wait(float(text))
-    try:
-        when = parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return None
-    if when.tzinfo is None:  # asctime dates carry no zone; every HTTP date is GMT
-        when = when.replace(tzinfo=UTC)
-    return _bounded_wait(when.timestamp() - now_epoch)
-
-
-def _bounded_wait(seconds: float) -> float | None:
-    return min(max(seconds, 0.0), MAX_RETRY_AFTER_S) if math.isfinite(seconds) else None
+    def parse(self, answer: WireAnswer, batch: ScoreBatch) -> list[float]:
+        return scores_from_items(read_success_json(answer), len(batch), ("score",))

@@ -1,0 +1,134 @@
+"""How a server's failed answer becomes our error: its error body read into one short message, "input
+too long" recognised, and a 429's Retry-After. Only failed answers come here.
+
+Shapes, as each server's source and error reference give them: Cohere ``{"message"}``; OpenAI-style
+``{"error": {"message", "type"}}`` (Infinity, vLLM ≥ 0.10.1, llama.cpp); TEI ``{"error": "...",
+"error_type"}``; old vLLM ``{"object": "error", "message"}``; FastAPI ``{"detail": "..."}`` or
+``{"detail": [{"loc", "msg"}]}``; vLLM auth ``{"error": "Unauthorized"}``; TEI's text/plain 422 and
+empty 401/404 bodies; HTML pages from proxies. The message keeps the server's own layout and is only
+bounded in length here: servers quote our input in it, and masking (``redaction.shown``) must see the
+quote as written before the text is flattened. A body of any other shape gives no words, only the
+status's hint; reading it never raises.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from datetime import UTC
+from email.utils import parsedate_to_datetime
+from typing import TYPE_CHECKING, Any, Final
+
+from ..errors import InputTooLong, RateLimited, ServerError
+from ..redaction import ELLIPSES
+
+if TYPE_CHECKING:
+    from .wire import WireAnswer
+
+MAX_RETRY_AFTER_S: Final = 3600.0
+MAX_MESSAGE_CHARS: Final = 2000  # what is kept of the server's words, before masking shortens them for display
+
+_TOO_LONG: Final = re.compile(
+    r"maximum context length|too large to process|exceed_context_size|context size|must have less than"
+    r"|too long|maximum sequence length|exceeds? the maximum|token limit|should have at most",
+    re.IGNORECASE,
+)
+
+_STATUS_HINTS: Final = {
+    401: "unauthorized: check the API key",
+    403: "forbidden: check the API key and its permissions",
+    404: "not found",
+    405: "method not allowed",
+    413: "request too large",
+    429: "rate limited or overloaded",
+    498: "invalid API token",
+    501: "not supported by this server",
+    502: "bad gateway",
+    503: "service unavailable",
+    504: "gateway timeout",
+}
+
+
+def server_error(answer: WireAnswer) -> ServerError:
+    """The error for a failed status: ``RateLimited`` with its Retry-After, ``InputTooLong``, or ``ServerError``."""
+    message = error_message(answer)
+    if answer.status == 429:
+        return RateLimited(429, message, parse_retry_after(answer.headers.get("retry-after"), time.time()))
+    if answer.status == 413 or (answer.status in (400, 422, 500) and _TOO_LONG.search(message)):
+        return InputTooLong(answer.status, message)
+    return ServerError(answer.status, message)
+
+
+def error_message(answer: WireAnswer) -> str:
+    """The server's own words for a failed request, or a plain hint when it gave none."""
+    try:
+        message = _server_words(answer)
+    except Exception:  # a body we cannot read gives no words: the status's hint stands in
+        message = ""
+    text = (message or _STATUS_HINTS.get(answer.status, "no error details")).strip()
+    return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 1] + ELLIPSES[0]
+
+
+def _server_words(answer: WireAnswer) -> str:
+    text = answer.body.decode("utf-8", errors="replace").strip()
+    if text.startswith(("{", "[")):
+        return _message_from_json(answer.json())
+    if "html" in answer.content_type.lower() or text.lower().startswith(("<!doctype", "<html")):
+        return "an HTML page instead of an API answer"
+    return text
+
+
+def _message_from_json(data: Any) -> str:
+    if isinstance(data, dict):
+        error = data.get("error")
+        if isinstance(error, dict):
+            return _text(error.get("message")) or _text(error.get("type"))
+        if isinstance(error, str):
+            kind = _text(data.get("error_type"))
+            return f"{error} ({kind})" if kind else error
+        if "message" in data:
+            return _text(data.get("message"))
+        detail = data.get("detail")
+        if isinstance(detail, str):
+            return detail
+        if isinstance(detail, list):
+            return "; ".join(_fastapi_problem(d) for d in detail[:3] if isinstance(d, dict))
+    return ""
+
+
+def _fastapi_problem(problem: dict[str, Any]) -> str:
+    parts = problem.get("loc")
+    parts = parts if isinstance(parts, list) else []
+    location = ".".join(str(part) for part in parts if isinstance(part, str | int) and part != "body")
+    message = _text(problem.get("msg"))
+    return f"{location}: {message}" if location else message
+
+
+def _text(value: Any) -> str:
+    return value.strip() if isinstance(value, str) else ""
+
+
+# --- Retry-After ---------------------------------------------------------------------------------
+
+
+def parse_retry_after(value: str | None, now_epoch: float) -> float | None:
+    """Seconds to wait from ``now_epoch`` (wall-clock seconds, as HTTP dates are), or None. A 429's
+    ``Retry-After`` holds delay-seconds or an HTTP-date (RFC 9110 §10.2.3): a date in the past means
+    "now", an absurd delay is capped, and text we cannot read counts as no header at all."""
+    text = (value or "").strip()
+    if not text:
+        return None
+    if text.isascii() and text.replace(".", "", 1).isdigit():
+        return _bounded_wait(float(text))
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when.tzinfo is None:  # asctime dates carry no zone; every HTTP date is GMT
+        when = when.replace(tzinfo=UTC)
+    return _bounded_wait(when.timestamp() - now_epoch)
+
+
+def _bounded_wait(seconds: float) -> float | None:
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER_S) if math.isfinite(seconds) else None
