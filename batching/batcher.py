@@ -28,10 +28,9 @@ from ..core import deadline as clock
 from ..core.config import BATCH_WINDOW_SHARE
 from ..core.errors import DeadlineExceeded, Overloaded, QueueFull, RerankError
 from ..core.scores import RerankResult, ranked
-from . import overload
 from .dispatch import Dispatch
-from .endpoint_state import PIPELINE_DEPTH, Lease
-from .queue import Job, PendingQueue, Plan
+from .endpoint_state import PIPELINE_DEPTH, SEND_MARGIN, admits, shed_message, worth_sending
+from .queue import Job, Lease, PendingQueue, Plan
 from .replicas import Replica, balanced_shares
 
 
@@ -115,10 +114,10 @@ class MicroBatcher:
 
     def _admit(self, pairs: int, deadline: float, now: float) -> None:
         """Shed a recall that the servers, at the rate they are observed to serve, cannot answer before
-        its deadline behind what is queued and in flight (see ``overload``)."""
+        its deadline behind what is queued and in flight (see ``endpoint_state``)."""
         wait = self._slots.expected_wait(self._queue.pairs, pairs, now)
-        if not overload.admits(wait, deadline - now):
-            raise Overloaded(overload.shed_message(wait or 0.0, deadline - now))
+        if not admits(wait, deadline - now):
+            raise Overloaded(shed_message(wait or 0.0, deadline - now))
 
     def _expire(self, job: Job) -> None:
         job.fail(DeadlineExceeded("no answer before the deadline"))
@@ -196,8 +195,8 @@ class MicroBatcher:
         now = clock.now()
         for job in self._queue.jobs:
             latency = replica.state.expected_latency(len(job.unsent), now)
-            if not overload.worth_sending(latency, job.deadline - now):
-                job.fail(Overloaded(overload.shed_message(latency or 0.0, job.deadline - now)))
+            if not worth_sending(latency, job.deadline - now):
+                job.fail(Overloaded(shed_message(latency or 0.0, job.deadline - now)))
                 self._finish(job, at_deadline=False)
 
     async def _wait_for_company(self, replica: Replica) -> None:
@@ -223,7 +222,7 @@ class MicroBatcher:
                                                  clock.now()) or 0.0
         return min(jobs[0].enqueued_at + self._window,
                    *(job.enqueued_at + BATCH_WINDOW_SHARE * (job.deadline - job.enqueued_at) for job in jobs),
-                   *(job.deadline - latency * overload.SEND_MARGIN for job in jobs))
+                   *(job.deadline - latency * SEND_MARGIN for job in jobs))
 
     # --- requests ----------------------------------------------------------------------------
 

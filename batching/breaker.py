@@ -18,7 +18,7 @@ and the permit, a context manager, reports its outcome exactly once: success on 
 error's verdict on an error, and on cancellation what ``on_cancel`` says (neutral: nothing held; down:
 the caller gave up at its deadline, the server was too slow). A timeout, by the transport or at the
 caller's deadline, reports ``timeout_health``: down, unless the attempt was sent with too little time
-to be a fair test of the server (see ``overload``). A permit from before the last change of state
+to be a fair test of the server (see ``endpoint_state``). A permit from before the last change of state
 reports into nothing. Used on the owner loop only.
 
 The verdicts (``health_of``, ``retry_kind``) say what one failed attempt says about the server's health

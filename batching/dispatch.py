@@ -23,9 +23,9 @@ from typing import Protocol
 from ..core import deadline as clock
 from ..core.dialects import ScoreBatch
 from ..core.errors import BreakerOpen, DeadlineExceeded, MalformedAnswer, RateLimited, RerankError
-from . import overload
 from .breaker import Permit, RetryKind, health_of, retry_kind
-from .endpoint_state import EndpointState, Lease
+from .endpoint_state import EndpointState, timeout_health, worth_sending
+from .queue import Lease
 from .replicas import Replica, ReplicaSet, race
 
 
@@ -184,8 +184,8 @@ class Dispatch:
         batch = request.batch
         state = replica.state
         started = clock.now()
-        permit.timeout_health = overload.timeout_health(state.expected_latency(len(batch), started, worst=True),
-                                                        request.deadline - started)
+        permit.timeout_health = timeout_health(state.expected_latency(len(batch), started, worst=True),
+                                               request.deadline - started)
         self._events.on_request(len(batch))
         if not request.sent:  # the budget's share is of requests that went out, not of those held back
             request.sent = True
@@ -241,7 +241,7 @@ class Dispatch:
         else:
             delay = wait = self._backoff(request.retries)
         latency = replica.state.expected_latency(len(request.batch), now)
-        if not overload.worth_sending(latency, request.deadline - now - wait) or not self._spend_budget():
+        if not worth_sending(latency, request.deadline - now - wait) or not self._spend_budget():
             return None
         return delay
 
