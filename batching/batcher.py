@@ -39,7 +39,7 @@ class MicroBatcher:
 
     def __init__(self, dispatch: Dispatch, *, mixes_queries: bool, max_pairs: int, window: float,
                  max_queued_pairs: int, shed: bool = True, on_idle: Callable[[], None] = lambda: None) -> None:
-        self._dispatch_step = dispatch
+        self.dispatch = dispatch
         self._on_idle = on_idle  # its owner keeps the number of batchers bounded as they go idle
         self._slots = dispatch.replicas
         self._mixes_queries = mixes_queries
@@ -52,10 +52,6 @@ class MicroBatcher:
         self._plans: set[Plan] = set()
         self._dispatcher: asyncio.Task[None] | None = None
         self._closed = False
-
-    @property
-    def dispatch(self) -> Dispatch:
-        return self._dispatch_step
 
     @property
     def queued_pairs(self) -> int:
@@ -233,7 +229,7 @@ class MicroBatcher:
             job.plans.add(plan)
             if not job.sent:
                 job.sent = True
-                self._dispatch_step.events.on_queue_wait(now - job.enqueued_at)
+                self.dispatch.events.on_queue_wait(now - job.enqueued_at)
         self._plans.add(plan)
         plan.task = asyncio.get_running_loop().create_task(self._send_plan(plan))
         plan.task.add_done_callback(functools.partial(self._plan_done, plan))
@@ -260,7 +256,7 @@ class MicroBatcher:
         """Carry the plan out and deliver its scores, or fail its waiters with the error, its text masked
         of every text the request carried: each waiter sees the others' memories masked too."""
         try:
-            scores = await self._dispatch_step.carry_out(plan)
+            scores = await self.dispatch.carry_out(plan)
             if scores is not None:
                 plan.deliver(scores)
         except RerankError as exc:

@@ -113,10 +113,6 @@ class Permit:
         self.on_cancel: Callable[[], Health] = lambda: "neutral"
         self.timeout_health: Health = "down"
 
-    @property
-    def settled(self) -> bool:
-        return self._settled
-
     def report(self, health: Health) -> None:
         if not self._settled:
             self._settled = True
@@ -165,13 +161,11 @@ class CircuitBreaker:
         state = self._state_at(self._clock())
         return state == "closed" or (state == "half_open" and self._probe_room())
 
-    def attempt(self, on_cancel: Callable[[], Health] | None = None) -> Permit:
+    def attempt(self) -> Permit:
         """A permit for one attempt (a context manager that reports its outcome), or ``BreakerOpen``."""
         permit = self.admit()
         if permit is None:
             raise BreakerOpen("the reranker failed repeatedly; skipping it until the breaker's next probe")
-        if on_cancel is not None:
-            permit.on_cancel = on_cancel
         return permit
 
     def admit(self) -> Permit | None:

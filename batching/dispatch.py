@@ -89,13 +89,9 @@ class Dispatch:
     def __init__(self, replicas: ReplicaSet, events: DispatchEvents, policy: DispatchPolicy = DispatchPolicy(),
                  rng: random.Random | None = None) -> None:
         self.replicas = replicas
-        self._events = events
+        self.events = events
         self.policy = policy
         self._rng = rng or random.Random()
-
-    @property
-    def events(self) -> DispatchEvents:
-        return self._events
 
     async def carry_out(self, request: Request) -> list[float] | None:
         """The scores, or None when every waiter left first. Raises the error that ended the request.
@@ -140,7 +136,7 @@ class Dispatch:
 
     def _count_retry(self, request: Request, kind: RetryKind) -> None:
         request.retries += 1
-        self._events.on_retry(kind)
+        self.events.on_retry(kind)
 
     async def _replica_for(self, request: Request) -> Replica:
         """The replica the next attempt goes to: the one whose slot the request holds, unless a
@@ -151,7 +147,7 @@ class Dispatch:
             assert request.replica is not None
             return request.replica
         if await replica.state.wait_out_retry_after(request.deadline):
-            self._events.on_rate_limit_wait()
+            self.events.on_rate_limit_wait()
         return replica
 
     async def _fail_over(self, request: Request, failed: Replica) -> bool:
@@ -167,7 +163,7 @@ class Dispatch:
                 self.replicas.acquire(request, exclude=[failed], priority=True), max(remaining, 0.0))
         except TimeoutError:
             raise DeadlineExceeded("no replica had a free slot before the deadline") from None
-        self._events.on_failover()
+        self.events.on_failover()
         return True
 
     # --- one attempt ----------------------------------------------------------------------------
@@ -186,7 +182,7 @@ class Dispatch:
         started = clock.now()
         permit.timeout_health = timeout_health(state.expected_latency(len(batch), started, worst=True),
                                                request.deadline - started)
-        self._events.on_request(len(batch))
+        self.events.on_request(len(batch))
         if not request.sent:  # the budget's share is of requests that went out, not of those held back
             request.sent = True
             self.replicas.budget.record_request()
@@ -248,7 +244,7 @@ class Dispatch:
     def _spend_budget(self) -> bool:
         if self.replicas.budget.try_spend():
             return True
-        self._events.on_budget_spent()
+        self.events.on_budget_spent()
         return False
 
     def _backoff(self, retries: int) -> float:
@@ -292,7 +288,7 @@ class Dispatch:
             if replica.state.rate_limited():  # a 429 came while it waited for the slot
                 raise RateLimited(429, "no hedge: the server asked us to wait (Retry-After)")
             permit = self._permit(request, replica)
-            self._events.on_hedge()
+            self.events.on_hedge()
             return await self._attempt(request, replica, permit)
         finally:
             lease.release()
