@@ -20,7 +20,6 @@ the coroutine would not. A hedge or a failover asks with priority: the next free
 from __future__ import annotations
 
 import asyncio
-import itertools
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -33,7 +32,6 @@ if TYPE_CHECKING:  # replicas, and a replica's endpoint state, import this modul
     from .replicas import Replica
 
 PairKey = tuple[str, str]
-_job_ids = itertools.count()
 
 
 @dataclass(eq=False)
@@ -50,7 +48,6 @@ class Job:
     deadline: float
     future: asyncio.Future[list[float]]
     enqueued_at: float = field(default_factory=clock.now)
-    id: int = field(default_factory=lambda: next(_job_ids))
     plans: set[Plan] = field(default_factory=set)
     retries: int = 0
     answered_by: str = ""  # the replica whose answer came first (its route says the API and the scale)
