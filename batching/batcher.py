@@ -28,10 +28,9 @@ from ..core import deadline as clock
 from ..core.config import BATCH_WINDOW_SHARE
 from ..core.errors import DeadlineExceeded, Overloaded, QueueFull, RerankError
 from ..core.scores import RerankResult, ranked
-from . import overload
 from .dispatch import Dispatch
-from .endpoint_state import PIPELINE_DEPTH, Lease
-from .queue import Job, PendingQueue, Plan
+from .endpoint_state import PIPELINE_DEPTH, SEND_MARGIN, admits, shed_message, worth_sending
+from .queue import Job, Lease, PendingQueue, Plan
 from .replicas import Replica, balanced_shares
 
 
@@ -40,7 +39,7 @@ class MicroBatcher:
 
     def __init__(self, dispatch: Dispatch, *, mixes_queries: bool, max_pairs: int, window: float,
                  max_queued_pairs: int, shed: bool = True, on_idle: Callable[[], None] = lambda: None) -> None:
-        self._dispatch_step = dispatch
+        self.dispatch = dispatch
         self._on_idle = on_idle  # its owner keeps the number of batchers bounded as they go idle
         self._slots = dispatch.replicas
         self._mixes_queries = mixes_queries
@@ -53,10 +52,6 @@ class MicroBatcher:
         self._plans: set[Plan] = set()
         self._dispatcher: asyncio.Task[None] | None = None
         self._closed = False
-
-    @property
-    def dispatch(self) -> Dispatch:
-        return self._dispatch_step
 
     @property
     def queued_pairs(self) -> int:
@@ -115,10 +110,10 @@ class MicroBatcher:
 
     def _admit(self, pairs: int, deadline: float, now: float) -> None:
         """Shed a recall that the servers, at the rate they are observed to serve, cannot answer before
-        its deadline behind what is queued and in flight (see ``overload``)."""
+        its deadline behind what is queued and in flight (see ``endpoint_state``)."""
         wait = self._slots.expected_wait(self._queue.pairs, pairs, now)
-        if not overload.admits(wait, deadline - now):
-            raise Overloaded(overload.shed_message(wait or 0.0, deadline - now))
+        if not admits(wait, deadline - now):
+            raise Overloaded(shed_message(wait or 0.0, deadline - now))
 
     def _expire(self, job: Job) -> None:
         job.fail(DeadlineExceeded("no answer before the deadline"))
@@ -196,8 +191,8 @@ class MicroBatcher:
         now = clock.now()
         for job in self._queue.jobs:
             latency = replica.state.expected_latency(len(job.unsent), now)
-            if not overload.worth_sending(latency, job.deadline - now):
-                job.fail(Overloaded(overload.shed_message(latency or 0.0, job.deadline - now)))
+            if not worth_sending(latency, job.deadline - now):
+                job.fail(Overloaded(shed_message(latency or 0.0, job.deadline - now)))
                 self._finish(job, at_deadline=False)
 
     async def _wait_for_company(self, replica: Replica) -> None:
@@ -223,7 +218,7 @@ class MicroBatcher:
                                                  clock.now()) or 0.0
         return min(jobs[0].enqueued_at + self._window,
                    *(job.enqueued_at + BATCH_WINDOW_SHARE * (job.deadline - job.enqueued_at) for job in jobs),
-                   *(job.deadline - latency * overload.SEND_MARGIN for job in jobs))
+                   *(job.deadline - latency * SEND_MARGIN for job in jobs))
 
     # --- requests ----------------------------------------------------------------------------
 
@@ -234,7 +229,7 @@ class MicroBatcher:
             job.plans.add(plan)
             if not job.sent:
                 job.sent = True
-                self._dispatch_step.events.on_queue_wait(now - job.enqueued_at)
+                self.dispatch.events.on_queue_wait(now - job.enqueued_at)
         self._plans.add(plan)
         plan.task = asyncio.get_running_loop().create_task(self._send_plan(plan))
         plan.task.add_done_callback(functools.partial(self._plan_done, plan))
@@ -261,7 +256,7 @@ class MicroBatcher:
         """Carry the plan out and deliver its scores, or fail its waiters with the error, its text masked
         of every text the request carried: each waiter sees the others' memories masked too."""
         try:
-            scores = await self._dispatch_step.carry_out(plan)
+            scores = await self.dispatch.carry_out(plan)
             if scores is not None:
                 plan.deliver(scores)
         except RerankError as exc:

@@ -18,7 +18,7 @@ and the permit, a context manager, reports its outcome exactly once: success on 
 error's verdict on an error, and on cancellation what ``on_cancel`` says (neutral: nothing held; down:
 the caller gave up at its deadline, the server was too slow). A timeout, by the transport or at the
 caller's deadline, reports ``timeout_health``: down, unless the attempt was sent with too little time
-to be a fair test of the server (see ``overload``). A permit from before the last change of state
+to be a fair test of the server (see ``endpoint_state``). A permit from before the last change of state
 reports into nothing. Used on the owner loop only.
 
 The verdicts (``health_of``, ``retry_kind``) say what one failed attempt says about the server's health
@@ -113,10 +113,6 @@ class Permit:
         self.on_cancel: Callable[[], Health] = lambda: "neutral"
         self.timeout_health: Health = "down"
 
-    @property
-    def settled(self) -> bool:
-        return self._settled
-
     def report(self, health: Health) -> None:
         if not self._settled:
             self._settled = True
@@ -165,13 +161,11 @@ class CircuitBreaker:
         state = self._state_at(self._clock())
         return state == "closed" or (state == "half_open" and self._probe_room())
 
-    def attempt(self, on_cancel: Callable[[], Health] | None = None) -> Permit:
+    def attempt(self) -> Permit:
         """A permit for one attempt (a context manager that reports its outcome), or ``BreakerOpen``."""
         permit = self.admit()
         if permit is None:
             raise BreakerOpen("the reranker failed repeatedly; skipping it until the breaker's next probe")
-        if on_cancel is not None:
-            permit.on_cancel = on_cancel
         return permit
 
     def admit(self) -> Permit | None:

@@ -21,11 +21,10 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..core import deadline as clock
-from ..core.dialects import ScoreBatch
 from ..core.errors import BreakerOpen, DeadlineExceeded, MalformedAnswer, RateLimited, RerankError
-from . import overload
 from .breaker import Permit, RetryKind, health_of, retry_kind
-from .endpoint_state import EndpointState, Lease
+from .endpoint_state import EndpointState, timeout_health, worth_sending
+from .queue import Plan
 from .replicas import Replica, ReplicaSet, race
 
 
@@ -45,25 +44,6 @@ class DispatchEvents(Protocol):
     def on_budget_spent(self) -> None: ...
 
     def on_queue_wait(self, seconds: float) -> None: ...
-
-
-class Request(Protocol):
-    """What the dispatch step needs of a request; the batcher's ``Plan`` is one."""
-
-    batch: ScoreBatch
-    retries: int
-    abandoned_at_deadline: bool
-    sent: bool  # its first attempt went out (the retry budget counts it then)
-    replica: Replica | None  # whose slot the request holds
-    lease: Lease | None  # that slot
-    first_replica: str  # the replica its first attempt went to
-    answered_by: str  # the replica that answered
-
-    @property
-    def deadline(self) -> float: ...
-
-    @property
-    def has_waiters(self) -> bool: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,15 +69,11 @@ class Dispatch:
     def __init__(self, replicas: ReplicaSet, events: DispatchEvents, policy: DispatchPolicy = DispatchPolicy(),
                  rng: random.Random | None = None) -> None:
         self.replicas = replicas
-        self._events = events
+        self.events = events
         self.policy = policy
         self._rng = rng or random.Random()
 
-    @property
-    def events(self) -> DispatchEvents:
-        return self._events
-
-    async def carry_out(self, request: Request) -> list[float] | None:
+    async def carry_out(self, request: Plan) -> list[float] | None:
         """The scores, or None when every waiter left first. Raises the error that ended the request.
         The request comes holding a slot of one replica (``request.replica``)."""
         last_error: RerankError | None = None
@@ -119,7 +95,7 @@ class Dispatch:
                 return scores
         return None
 
-    async def _retry_or_raise(self, exc: RerankError, kind: RetryKind, request: Request, replica: Replica) -> None:
+    async def _retry_or_raise(self, exc: RerankError, kind: RetryKind, request: Plan, replica: Replica) -> None:
         """Go on to another replica at once, or wait for this one, or give up by raising ``exc``."""
         if kind == "never" or request.retries >= self.policy.max_retries:
             raise exc
@@ -138,11 +114,11 @@ class Dispatch:
         self._count_retry(request, kind)
         await asyncio.sleep(delay)
 
-    def _count_retry(self, request: Request, kind: RetryKind) -> None:
+    def _count_retry(self, request: Plan, kind: RetryKind) -> None:
         request.retries += 1
-        self._events.on_retry(kind)
+        self.events.on_retry(kind)
 
-    async def _replica_for(self, request: Request) -> Replica:
+    async def _replica_for(self, request: Plan) -> Replica:
         """The replica the next attempt goes to: the one whose slot the request holds, unless a
         Retry-After holds it back and another can take the request now."""
         replica = request.replica
@@ -151,10 +127,10 @@ class Dispatch:
             assert request.replica is not None
             return request.replica
         if await replica.state.wait_out_retry_after(request.deadline):
-            self._events.on_rate_limit_wait()
+            self.events.on_rate_limit_wait()
         return replica
 
-    async def _fail_over(self, request: Request, failed: Replica) -> bool:
+    async def _fail_over(self, request: Plan, failed: Replica) -> bool:
         """Move the request (and its slot) to another replica that can take it; False if there is none."""
         if not self.replicas.ready(exclude=[failed]):
             return False
@@ -167,12 +143,12 @@ class Dispatch:
                 self.replicas.acquire(request, exclude=[failed], priority=True), max(remaining, 0.0))
         except TimeoutError:
             raise DeadlineExceeded("no replica had a free slot before the deadline") from None
-        self._events.on_failover()
+        self.events.on_failover()
         return True
 
     # --- one attempt ----------------------------------------------------------------------------
 
-    def _permit(self, request: Request, replica: Replica) -> Permit:
+    def _permit(self, request: Plan, replica: Replica) -> Permit:
         """The replica breaker's permit for one attempt. A timeout counts against the server only when the
         attempt had a fair chance (``_attempt`` judges that as it sends), and a cancelled attempt only
         when its last caller gave up at the deadline: a timeout too."""
@@ -180,13 +156,13 @@ class Dispatch:
         permit.on_cancel = lambda: permit.timeout_health if request.abandoned_at_deadline else "neutral"
         return permit
 
-    async def _attempt(self, request: Request, replica: Replica, permit: Permit) -> list[float]:
+    async def _attempt(self, request: Plan, replica: Replica, permit: Permit) -> list[float]:
         batch = request.batch
         state = replica.state
         started = clock.now()
-        permit.timeout_health = overload.timeout_health(state.expected_latency(len(batch), started, worst=True),
-                                                        request.deadline - started)
-        self._events.on_request(len(batch))
+        permit.timeout_health = timeout_health(state.expected_latency(len(batch), started, worst=True),
+                                               request.deadline - started)
+        self.events.on_request(len(batch))
         if not request.sent:  # the budget's share is of requests that went out, not of those held back
             request.sent = True
             self.replicas.budget.record_request()
@@ -232,7 +208,7 @@ class Dispatch:
 
     # --- retries on the same replica ------------------------------------------------------------
 
-    def _retry_delay(self, kind: RetryKind, request: Request, replica: Replica) -> float | None:
+    def _retry_delay(self, kind: RetryKind, request: Plan, replica: Replica) -> float | None:
         """How long to wait before sending to the same replica again, or None to give up now."""
         now = clock.now()
         if kind == "retry_after":
@@ -241,14 +217,14 @@ class Dispatch:
         else:
             delay = wait = self._backoff(request.retries)
         latency = replica.state.expected_latency(len(request.batch), now)
-        if not overload.worth_sending(latency, request.deadline - now - wait) or not self._spend_budget():
+        if not worth_sending(latency, request.deadline - now - wait) or not self._spend_budget():
             return None
         return delay
 
     def _spend_budget(self) -> bool:
         if self.replicas.budget.try_spend():
             return True
-        self._events.on_budget_spent()
+        self.events.on_budget_spent()
         return False
 
     def _backoff(self, retries: int) -> float:
@@ -266,7 +242,7 @@ class Dispatch:
             delay = self.replicas.latency.percentile(self.policy.hedge_percentile)
         return None if delay is None else max(delay, self.policy.hedge_floor_s)
 
-    async def _attempt_maybe_hedged(self, request: Request, replica: Replica, permit: Permit) -> list[float]:
+    async def _attempt_maybe_hedged(self, request: Plan, replica: Replica, permit: Permit) -> list[float]:
         delay = self._hedge_delay()
         if delay is None or clock.now() + delay >= request.deadline:
             return await self._attempt(request, replica, permit)
@@ -280,7 +256,7 @@ class Dispatch:
 
         return await race(first, start_hedge, delay=delay, hedges=self.policy.hedges)
 
-    async def _hedge(self, request: Request, primary: Replica) -> list[float]:
+    async def _hedge(self, request: Plan, primary: Replica) -> list[float]:
         """The duplicate: another replica if one can take it (else the same, unless a Retry-After holds it
         back), the next free slot there (ahead of new batches), its own permit, one attempt."""
         others = self.replicas.ready(exclude=[primary])
@@ -292,7 +268,7 @@ class Dispatch:
             if replica.state.rate_limited():  # a 429 came while it waited for the slot
                 raise RateLimited(429, "no hedge: the server asked us to wait (Retry-After)")
             permit = self._permit(request, replica)
-            self._events.on_hedge()
+            self.events.on_hedge()
             return await self._attempt(request, replica, permit)
         finally:
             lease.release()

@@ -1,27 +1,25 @@
 """Everything the dispatch step keeps per endpoint (one server: base URL and API key): its concurrency
-slots, breaker, the time before which a 429 asked us not to send, the load and speed the balancer
-reads (pairs in flight, seconds per pair as an exponentially weighted moving average), and the rate
-at which it serves pairs, which shedding and the breaker's fair-chance rule read (``overload``).
+slots (a ``queue.EndpointLimiter``), breaker, the time before which a 429 asked us not to send, the
+load and speed the balancer reads (pairs in flight, seconds per pair as an exponentially weighted
+moving average), and the pace at which it serves pairs (``ServiceRate``).
 
-Each slot taken is a ``Lease`` that knows its holder: the limiter keeps the leases it has out, and
-giving back one it does not hold (twice, or another limiter's) raises ``SlotNotHeld`` instead of
-silently freeing a slot someone else holds (as anyio's ``CapacityLimiter`` does). The dispatcher takes
-a lease, then hands it to the request it starts (``hand_to``), whose task gives it back in a done
-callback: that runs even when the task is cancelled before its first step, where a ``finally`` inside
-the coroutine would not. A hedge or a failover asks with priority: the next free slot is its.
+On that pace, the overload rules: a recall the servers cannot answer before its deadline is shed at
+once (``admits``), a request nobody can wait for any more is not sent (``worth_sending``), and a
+timeout counts against the server only when the request had a fair chance (``timeout_health``). A
+healthy server asked for more than it can serve is the normal case under multi-agent load, not a
+fault. Why each rule, and what they measured: docs/overload.md.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Final
 
 from ..core import deadline as clock
 from ..core.errors import RateLimited
-from .breaker import CircuitBreaker
-from .overload import ServiceRate
+from .breaker import CircuitBreaker, Health
+from .queue import EndpointLimiter
 
 EWMA_WEIGHT: Final = 0.3  # of the newest answer: a replica that slows down is noticed within a few requests
 FAILURE_HALF_LIFE_S: Final = 5.0  # a replica's recent failures weigh half as much this much later
@@ -30,91 +28,82 @@ WARM_UP_ANSWERS: Final = 5  # a replica's first answers (a cold start among them
 PIPELINE_DEPTH: Final = 2  # requests in flight that keep a replica's GPU busy through the client's turnaround
 FAILURE_WEIGHT: Final = 20.0  # a replica failing every request looks 21 times as costly to the balancer
 FAILING_ABOVE: Final = 0.1  # a failure score above this (one failure, for about 8 s) keeps shares away
+DECAY: Final = 0.8  # the weight an answer keeps when the next one comes: about the last five count
+LONG_DECAY: Final = 0.97  # the same for the longer view: about the last thirty
+FADE_HALF_LIFE_S: Final = 5.0
+SPREAD: Final = 0.25  # request sizes must vary by this much (relative) before a line is drawn through them
+ADMIT_MARGIN: Final = 1.05  # the expected wait, stretched by this, must fit in the time left ...
+ADMIT_SLACK_S: Final = 0.01  # ... with this to spare for the answer's way back to the caller
+SEND_MARGIN: Final = 1.1  # a request is sent for a recall only with this much of its expected latency left
+SEND_SLACK_S: Final = 0.005
+FAIR_CHANCE: Final = 2.0
 
 
-class SlotNotHeld(RuntimeError):
-    """A lease was given back that the limiter does not hold: a bug in whoever gave it back."""
+@dataclass(frozen=True)
+class ServiceCost:
+    """What one request costs the server: ``fixed_s`` plus ``per_pair_s`` a pair."""
+
+    fixed_s: float
+    per_pair_s: float
+
+    def of(self, pairs: float) -> float:
+        return self.fixed_s + self.per_pair_s * pairs
 
 
-class Lease:
-    """One slot of one limiter, held by ``holder`` until given back."""
+class ServiceRate:
+    """How fast one server gets through our pairs; owned by one ``EndpointState``, written when its
+    requests are answered. Each answer adds its pairs and its service interval, from when it was sent or
+    from the previous answer if that came later: while our requests queue at a server that serves a
+    pass at a time, that is its pass without the wait behind the one before (while it idles, a whole
+    latency: the estimate errs slow); a server serving side by side answers several in one interval.
+    Kept over the last few answers and the last few dozen, as a spell of hung requests makes the recent
+    figure slow for a second: admitting, the faster counts; judging a timeout, the slower (the benefit
+    of the doubt). Without answers both fade toward fast, so no slow spell keeps recalls away for ever."""
 
-    __slots__ = ("_limiter", "holder")
+    __slots__ = ("_last_answer", "_long_n", "_long_t", "_n", "_nn", "_nt", "_t", "_weight")
 
-    def __init__(self, limiter: EndpointLimiter, holder: object) -> None:
-        self._limiter = limiter
-        self.holder = holder
+    def __init__(self) -> None:
+        self._weight = self._n = self._nn = self._t = self._nt = self._long_n = self._long_t = 0.0
+        self._last_answer = float("-inf")
 
-    @property
-    def held(self) -> bool:
-        return self in self._limiter._leases
+    def answered(self, pairs: int, sent_at: float, now: float) -> None:
+        """A request of ``pairs`` pairs sent at ``sent_at`` was answered at ``now``."""
+        interval = max(0.0, now - max(sent_at, self._last_answer))
+        self._weight = self._weight * DECAY + 1.0
+        self._n = self._n * DECAY + pairs
+        self._nn = self._nn * DECAY + pairs * pairs
+        self._t = self._t * DECAY + interval
+        self._nt = self._nt * DECAY + pairs * interval
+        self._long_n = self._long_n * LONG_DECAY + pairs
+        self._long_t = self._long_t * LONG_DECAY + interval
+        self._last_answer = max(now, self._last_answer)
 
-    def hand_to(self, holder: object) -> Lease:
-        """The same slot, now held by ``holder``."""
-        if not self.held:
-            raise SlotNotHeld(f"cannot hand over a slot that is not held (held by a {type(self.holder).__name__})")
-        self.holder = holder
-        return self
+    def seconds_per_pair(self, now: float, *, worst: bool = False) -> float | None:
+        """The faster of the recent and the longer-run figure (``worst``: the slower); None until the
+        first answer."""
+        if not self._n:
+            return None
+        recent, longer = self._t / self._n, self._long_t / self._long_n
+        return (max(recent, longer) if worst else min(recent, longer)) * self._fade(now)
 
-    def release(self) -> None:
-        self._limiter.release(self)
+    def cost(self, now: float) -> ServiceCost | None:
+        """The fixed and per-pair cost of a request, from a line through the recent answers (least
+        squares, weighted as the sums decay); all per pair when their sizes hardly vary, or when the
+        line would have a negative part. None until the first answer."""
+        if not self._n:
+            return None
+        fade = self._fade(now)
+        per_pair = self._t / self._n * fade
+        mean_n, mean_t = self._n / self._weight, self._t / self._weight
+        variance = self._nn / self._weight - mean_n * mean_n
+        slope = (self._nt / self._weight - mean_n * mean_t) / variance if variance > (SPREAD * mean_n) ** 2 else 0.0
+        fixed = mean_t - slope * mean_n
+        if slope <= 0 or fixed < 0:
+            return ServiceCost(0.0, per_pair)
+        return ServiceCost(fixed * fade, slope * fade)
 
-
-class EndpointLimiter:
-    """At most ``capacity`` requests in flight to one endpoint; ``in_flight`` is the leases out."""
-
-    def __init__(self, capacity: int) -> None:
-        self._capacity = capacity
-        self._leases: set[Lease] = set()
-        self._waiters: deque[tuple[asyncio.Future[None], Lease]] = deque()
-
-    @property
-    def in_flight(self) -> int:
-        return len(self._leases)
-
-    @property
-    def capacity(self) -> int:
-        return self._capacity
-
-    def has_room(self) -> bool:
-        """A slot is free and nobody queued before us wants it."""
-        return self.in_flight < self._capacity and all(w.done() for w, _ in self._waiters)
-
-    def take(self, holder: object) -> Lease:
-        """A slot at once, for ``holder`` (the caller has checked ``has_room``, or must have one)."""
-        lease = Lease(self, holder)
-        self._leases.add(lease)
-        return lease
-
-    async def acquire(self, holder: object, *, priority: bool = False) -> Lease:
-        """Wait for a slot and take it for ``holder``. Cancelled while waiting it takes nothing, also
-        when a slot was handed over in the same instant."""
-        if self.has_room():
-            return self.take(holder)
-        waiter = asyncio.get_running_loop().create_future()
-        entry = (waiter, Lease(self, holder))
-        (self._waiters.appendleft if priority else self._waiters.append)(entry)
-        try:
-            await waiter  # resolved only together with taking the slot for us (see release)
-        except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled():
-                entry[1].release()  # granted as we were cancelled: give it back
-            raise
-        finally:
-            if entry in self._waiters:
-                self._waiters.remove(entry)
-        return entry[1]
-
-    def release(self, lease: Lease) -> None:
-        """Give ``lease`` back and hand free slots to the waiters in order, each taken in the same step."""
-        if lease not in self._leases:
-            raise SlotNotHeld(f"a slot was given back that is not held (by a {type(lease.holder).__name__})")
-        self._leases.remove(lease)
-        while self._waiters and self.in_flight < self._capacity:
-            waiter, granted = self._waiters.popleft()
-            if not waiter.done():
-                self._leases.add(granted)
-                waiter.set_result(None)
+    def _fade(self, now: float) -> float:
+        return 0.5 ** (max(0.0, now - self._last_answer) / FADE_HALF_LIFE_S)
 
 
 @dataclass(eq=False)
@@ -257,6 +246,29 @@ class EndpointState:
         a quarter of the time; with two they stay about 90% busy.) A replica that failed lately is not
         short of work but failing: no share is pushed to it; the balancer's choice still reaches it."""
         return self.limiter.in_flight < PIPELINE_DEPTH and self.recent_failures() < FAILING_ABOVE
+
+
+def admits(expected_wait: float | None, remaining: float) -> bool:
+    """Whether a recall expected to be answered after ``expected_wait`` seconds (None: no estimate yet,
+    or nothing ahead of it) fits in the ``remaining`` seconds before its deadline."""
+    return expected_wait is None or expected_wait * ADMIT_MARGIN + ADMIT_SLACK_S <= remaining
+
+
+def worth_sending(expected_latency: float | None, remaining: float) -> bool:
+    """Whether a request expected to take ``expected_latency`` can still be answered in ``remaining``."""
+    return expected_latency is None or expected_latency * SEND_MARGIN + SEND_SLACK_S <= remaining
+
+
+def timeout_health(expected_latency: float | None, remaining: float) -> Health:
+    """What a timeout of a request sent with ``remaining`` seconds left says about the server."""
+    if expected_latency is None or remaining >= FAIR_CHANCE * expected_latency:
+        return "down"
+    return "neutral"
+
+
+def shed_message(expected_wait: float, remaining: float) -> str:
+    return (f"the reranker is overloaded: this recall would wait about {expected_wait:.2f} s for an answer "
+            f"and had {max(remaining, 0.0):.2f} s left")
 
 
 def _ewma(previous: float | None, sample: float) -> float:

@@ -1,5 +1,5 @@
-"""The batcher's queue: a caller's job (one query, its documents, its deadline, its future), the queue
-of unsent pairs, and the plans, one HTTP request's worth each, taken from it.
+"""What waits in a batcher: a caller's job (query, documents, deadline, future) in the queue of unsent
+pairs, then the plans taken from it (one HTTP request each) for a slot of their endpoint.
 
 ``take`` is the coalescing rule. When one request may mix queries (vLLM ``/score``) it takes pairs
 from the oldest jobs on, whatever their query; otherwise it takes the oldest job's query and every
@@ -8,22 +8,30 @@ job waiting for them. A job larger than one request is split over several.
 
 The queue owns the unsent pairs: only ``take``, ``discard`` and ``drain`` change a job's ``unsent``, and the
 queued-pairs figure is derived from the jobs actually queued, so it cannot drift on any path.
+
+An endpoint's slots (``EndpointLimiter``, shared by its batchers) are ``Lease``s that know their holder:
+giving back one the limiter does not hold (twice, or another limiter's) raises ``SlotNotHeld`` instead
+of silently freeing a slot someone else holds (as anyio's ``CapacityLimiter`` does). The dispatcher
+takes a lease, then hands it to the request it starts (``hand_to``), whose task gives it back in a done
+callback: that runs even when the task is cancelled before its first step, where a ``finally`` inside
+the coroutine would not. A hedge or a failover asks with priority: the next free slot is its.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..core import deadline as clock
 from ..core.dialects import ScoreBatch
-from .endpoint_state import Lease
-from .replicas import Replica
+
+if TYPE_CHECKING:  # replicas, and a replica's endpoint state, import this module
+    from .replicas import Replica
 
 PairKey = tuple[str, str]
-_job_ids = itertools.count()
 
 
 @dataclass(eq=False)
@@ -40,7 +48,6 @@ class Job:
     deadline: float
     future: asyncio.Future[list[float]]
     enqueued_at: float = field(default_factory=clock.now)
-    id: int = field(default_factory=lambda: next(_job_ids))
     plans: set[Plan] = field(default_factory=set)
     retries: int = 0
     answered_by: str = ""  # the replica whose answer came first (its route says the API and the scale)
@@ -80,7 +87,7 @@ class Job:
 
 @dataclass(eq=False)
 class Plan:
-    """One HTTP request: the batch to send and, for each pair, the jobs its score goes to."""
+    """One HTTP request (the dispatch step carries it out): the batch, and the jobs each pair's score goes to."""
 
     batch: ScoreBatch
     routes: dict[PairKey, list[Job]]
@@ -88,10 +95,10 @@ class Plan:
     retries: int = 0
     replica: Replica | None = field(default=None, repr=False)  # whose concurrency slot the request holds
     lease: Lease | None = field(default=None, repr=False)  # that slot
-    first_replica: str = ""
+    first_replica: str = ""  # the replica its first attempt went to
     answered_by: str = ""  # the replica that answered
     abandoned_at_deadline: bool = False  # the last waiter left because its deadline passed
-    sent: bool = False  # its first attempt went out
+    sent: bool = False  # its first attempt went out (the retry budget counts it then)
     _abandoned: bool = field(default=False, repr=False)
 
     @property
@@ -137,9 +144,6 @@ class PendingQueue:
 
     def __bool__(self) -> bool:
         return bool(self._jobs)
-
-    def __len__(self) -> int:
-        return len(self._jobs)
 
     @property
     def pairs(self) -> int:
@@ -206,3 +210,88 @@ class PendingQueue:
                 break
         batch = ScoreBatch(queries=tuple(queries), pairs=tuple(pairs))
         return Plan(batch=batch, routes=routes)
+
+
+class SlotNotHeld(RuntimeError):
+    """A lease was given back that the limiter does not hold: a bug in whoever gave it back."""
+
+
+class Lease:
+    """One slot of one limiter, held by ``holder`` until given back."""
+
+    __slots__ = ("_limiter", "holder")
+
+    def __init__(self, limiter: EndpointLimiter, holder: object) -> None:
+        self._limiter = limiter
+        self.holder = holder
+
+    @property
+    def held(self) -> bool:
+        return self in self._limiter._leases
+
+    def hand_to(self, holder: object) -> Lease:
+        """The same slot, now held by ``holder``."""
+        if not self.held:
+            raise SlotNotHeld(f"cannot hand over a slot that is not held (held by a {type(self.holder).__name__})")
+        self.holder = holder
+        return self
+
+    def release(self) -> None:
+        self._limiter.release(self)
+
+
+class EndpointLimiter:
+    """At most ``capacity`` requests in flight to one endpoint; ``in_flight`` is the leases out."""
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._leases: set[Lease] = set()
+        self._waiters: deque[tuple[asyncio.Future[None], Lease]] = deque()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._leases)
+
+    @property
+    def capacity(self) -> int:
+        return self._capacity
+
+    def has_room(self) -> bool:
+        """A slot is free and nobody queued before us wants it."""
+        return self.in_flight < self._capacity and all(w.done() for w, _ in self._waiters)
+
+    def take(self, holder: object) -> Lease:
+        """A slot at once, for ``holder`` (the caller has checked ``has_room``, or must have one)."""
+        lease = Lease(self, holder)
+        self._leases.add(lease)
+        return lease
+
+    async def acquire(self, holder: object, *, priority: bool = False) -> Lease:
+        """Wait for a slot and take it for ``holder``. Cancelled while waiting it takes nothing, also
+        when a slot was handed over in the same instant."""
+        if self.has_room():
+            return self.take(holder)
+        waiter = asyncio.get_running_loop().create_future()
+        entry = (waiter, Lease(self, holder))
+        (self._waiters.appendleft if priority else self._waiters.append)(entry)
+        try:
+            await waiter  # resolved only together with taking the slot for us (see release)
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                entry[1].release()  # granted as we were cancelled: give it back
+            raise
+        finally:
+            if entry in self._waiters:
+                self._waiters.remove(entry)
+        return entry[1]
+
+    def release(self, lease: Lease) -> None:
+        """Give ``lease`` back and hand free slots to the waiters in order, each taken in the same step."""
+        if lease not in self._leases:
+            raise SlotNotHeld(f"a slot was given back that is not held (by a {type(lease.holder).__name__})")
+        self._leases.remove(lease)
+        while self._waiters and self.in_flight < self._capacity:
+            waiter, granted = self._waiters.popleft()
+            if not waiter.done():
+                self._leases.add(granted)
+                waiter.set_result(None)

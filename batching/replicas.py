@@ -38,8 +38,8 @@ from typing import Final
 from ..core import deadline as clock
 from ..core.dialects import ScoreBatch
 from ..core.statistics import percentile as nearest_rank
-from .endpoint_state import EndpointState, Lease
-from .overload import ServiceCost
+from .endpoint_state import EndpointState, ServiceCost
+from .queue import Lease
 
 MIN_SECONDS_PER_PAIR: Final = 1e-6  # a rate from answers that came all at once is not infinite
 MIN_SAMPLES: Final = 20  # fewer answers than this say nothing reliable about the tail
@@ -108,7 +108,7 @@ class ReplicaSet:
 
     def expected_wait(self, queued_pairs: int, pairs: int, now: float) -> float | None:
         """How long a recall of ``pairs`` pairs queued behind ``queued_pairs`` should take to be answered:
-        the queue at the pace the ready members serve together (``overload``), then its own request
+        the queue at the pace the ready members serve together (``ServiceRate``), then its own request
         at the member that would answer it soonest. None when nothing is queued or in flight (a lone
         recall is always sent, which is also how an old estimate is renewed) or no member answered yet."""
         members = self.ready()

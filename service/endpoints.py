@@ -28,7 +28,8 @@ from async_lru import alru_cache
 from ..batching.batcher import MicroBatcher
 from ..batching.breaker import BreakerPolicy, CircuitBreaker
 from ..batching.dispatch import Dispatch, DispatchEvents, DispatchPolicy
-from ..batching.endpoint_state import EndpointLimiter, EndpointState
+from ..batching.endpoint_state import EndpointState
+from ..batching.queue import EndpointLimiter
 from ..batching.replicas import Replica, ReplicaSet, RetryBudget
 from ..core import deadline as clock
 from ..core.config import RerankerConfig

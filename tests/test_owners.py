@@ -165,7 +165,7 @@ def endpoint_state_fields() -> set[str]:
 # second is listed, it is the one that holds the first's handle and says so in its docstring).
 OWNERS: dict[str, tuple[Callable[[ast.Module], bool], set[str]]] = {
     "slots: leases are kept by the limiter alone": (
-        lambda t: "_leases" in mutated_attributes(t), {"batching/endpoint_state.py"}),
+        lambda t: "_leases" in mutated_attributes(t), {"batching/queue.py"}),
     "slots: taken by the dispatcher, leased by the replica set": (
         lambda t: bool(calls_on(t, "limiter", {"take", "acquire", "release"})),
         {"batching/batcher.py", "batching/replicas.py"}),

@@ -10,7 +10,7 @@ import pytest
 
 from support.encoding import encoding_scorer
 from support.servers import RunningServer, start_server
-from usr.plugins.a0_reranker.batching.endpoint_state import SlotNotHeld
+from usr.plugins.a0_reranker.batching.queue import SlotNotHeld
 from usr.plugins.a0_reranker.service import runtime
 
 

@@ -17,7 +17,8 @@ from support.counters import owner_call, stats_until
 from support.encoding import recall
 from support.servers import RunningServer
 from usr.plugins.a0_reranker.batching.breaker import CircuitBreaker
-from usr.plugins.a0_reranker.batching.endpoint_state import EndpointLimiter, EndpointState
+from usr.plugins.a0_reranker.batching.endpoint_state import EndpointState
+from usr.plugins.a0_reranker.batching.queue import EndpointLimiter
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.core.deadline import deadline_in
 from usr.plugins.a0_reranker.core.errors import RerankError

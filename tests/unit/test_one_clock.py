@@ -17,7 +17,8 @@ from support.virtual_time import run_virtual
 from usr.plugins.a0_reranker.batching.batcher import MicroBatcher
 from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreaker
 from usr.plugins.a0_reranker.batching.dispatch import Dispatch, DispatchPolicy
-from usr.plugins.a0_reranker.batching.endpoint_state import EndpointLimiter, EndpointState
+from usr.plugins.a0_reranker.batching.endpoint_state import EndpointState
+from usr.plugins.a0_reranker.batching.queue import EndpointLimiter
 from usr.plugins.a0_reranker.batching.replicas import Replica, ReplicaSet, RetryBudget
 from usr.plugins.a0_reranker.core import deadline as clock
 from usr.plugins.a0_reranker.core.dialects import ScoreBatch

@@ -1,15 +1,15 @@
 """The parts overload handling is made of, on plain data and real objects: what a server is observed to
-serve (``overload``), the three shedding rules, the breaker's fair-chance verdict on a timeout, a
+serve (``ServiceRate``), the three shedding rules, the breaker's fair-chance verdict on a timeout, a
 burst shared out so that replicas finish together, and the last minute's rates."""
 
 from __future__ import annotations
 
 import pytest
 
-from usr.plugins.a0_reranker.batching import overload
+from usr.plugins.a0_reranker.batching import endpoint_state
 from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreaker
-from usr.plugins.a0_reranker.batching.endpoint_state import EndpointLimiter, EndpointState
-from usr.plugins.a0_reranker.batching.overload import FADE_HALF_LIFE_S, ServiceRate
+from usr.plugins.a0_reranker.batching.endpoint_state import FADE_HALF_LIFE_S, EndpointState, ServiceRate
+from usr.plugins.a0_reranker.batching.queue import EndpointLimiter
 from usr.plugins.a0_reranker.batching.replicas import Replica, ReplicaSet, RetryBudget, balanced_shares
 from usr.plugins.a0_reranker.core.dialects import ScoreBatch
 from usr.plugins.a0_reranker.core.errors import DeadlineExceeded
@@ -57,22 +57,22 @@ def test_no_answer_no_estimate_and_an_old_one_fades_toward_fast() -> None:
 
 
 def test_admission_needs_the_expected_wait_to_fit_with_room_to_spare() -> None:
-    assert overload.admits(None, 0.001)  # no estimate yet, or nothing ahead: always sent
-    assert overload.admits(1.0, 2.0)
-    assert not overload.admits(1.0, 1.0)  # exactly the time left leaves nothing for the way back
-    assert not overload.admits(3.0, 2.0)
+    assert endpoint_state.admits(None, 0.001)  # no estimate yet, or nothing ahead: always sent
+    assert endpoint_state.admits(1.0, 2.0)
+    assert not endpoint_state.admits(1.0, 1.0)  # exactly the time left leaves nothing for the way back
+    assert not endpoint_state.admits(3.0, 2.0)
 
 
 def test_a_request_is_sent_only_with_its_expected_latency_left() -> None:
-    assert overload.worth_sending(None, 0.0)
-    assert overload.worth_sending(0.1, 0.2)
-    assert not overload.worth_sending(0.1, 0.1)
+    assert endpoint_state.worth_sending(None, 0.0)
+    assert endpoint_state.worth_sending(0.1, 0.2)
+    assert not endpoint_state.worth_sending(0.1, 0.1)
 
 
 def test_a_timeout_counts_against_the_server_only_after_a_fair_chance() -> None:
-    assert overload.timeout_health(None, 0.05) == "down"  # nothing expected: a server that never answered
-    assert overload.timeout_health(0.1, 0.5) == "down"
-    assert overload.timeout_health(0.1, 0.15) == "neutral"  # sent with too little time: our queue's doing
+    assert endpoint_state.timeout_health(None, 0.05) == "down"  # nothing expected: a server that never answered
+    assert endpoint_state.timeout_health(0.1, 0.5) == "down"
+    assert endpoint_state.timeout_health(0.1, 0.15) == "neutral"  # sent with too little time: our queue's doing
 
 
 def test_the_breaker_hears_a_timeout_as_the_permit_says() -> None:
