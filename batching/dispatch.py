@@ -21,10 +21,11 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..core import deadline as clock
+from ..core.dialects import ScoreBatch
 from ..core.errors import BreakerOpen, DeadlineExceeded, MalformedAnswer, RateLimited, RerankError
 from .breaker import Permit, RetryKind, health_of, retry_kind
 from .endpoint_state import EndpointState, timeout_health, worth_sending
-from .queue import Plan
+from .queue import Lease
 from .replicas import Replica, ReplicaSet, race
 
 
@@ -44,6 +45,25 @@ class DispatchEvents(Protocol):
     def on_budget_spent(self) -> None: ...
 
     def on_queue_wait(self, seconds: float) -> None: ...
+
+
+class Request(Protocol):
+    """What the dispatch step needs of a request; the batcher's ``Plan`` is one."""
+
+    batch: ScoreBatch
+    retries: int
+    abandoned_at_deadline: bool
+    sent: bool  # its first attempt went out (the retry budget counts it then)
+    replica: Replica | None  # whose slot the request holds
+    lease: Lease | None  # that slot
+    first_replica: str  # the replica its first attempt went to
+    answered_by: str  # the replica that answered
+
+    @property
+    def deadline(self) -> float: ...
+
+    @property
+    def has_waiters(self) -> bool: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,7 +93,7 @@ class Dispatch:
         self.policy = policy
         self._rng = rng or random.Random()
 
-    async def carry_out(self, request: Plan) -> list[float] | None:
+    async def carry_out(self, request: Request) -> list[float] | None:
         """The scores, or None when every waiter left first. Raises the error that ended the request.
         The request comes holding a slot of one replica (``request.replica``)."""
         last_error: RerankError | None = None
@@ -95,7 +115,7 @@ class Dispatch:
                 return scores
         return None
 
-    async def _retry_or_raise(self, exc: RerankError, kind: RetryKind, request: Plan, replica: Replica) -> None:
+    async def _retry_or_raise(self, exc: RerankError, kind: RetryKind, request: Request, replica: Replica) -> None:
         """Go on to another replica at once, or wait for this one, or give up by raising ``exc``."""
         if kind == "never" or request.retries >= self.policy.max_retries:
             raise exc
@@ -114,11 +134,11 @@ class Dispatch:
         self._count_retry(request, kind)
         await asyncio.sleep(delay)
 
-    def _count_retry(self, request: Plan, kind: RetryKind) -> None:
+    def _count_retry(self, request: Request, kind: RetryKind) -> None:
         request.retries += 1
         self.events.on_retry(kind)
 
-    async def _replica_for(self, request: Plan) -> Replica:
+    async def _replica_for(self, request: Request) -> Replica:
         """The replica the next attempt goes to: the one whose slot the request holds, unless a
         Retry-After holds it back and another can take the request now."""
         replica = request.replica
@@ -130,7 +150,7 @@ class Dispatch:
             self.events.on_rate_limit_wait()
         return replica
 
-    async def _fail_over(self, request: Plan, failed: Replica) -> bool:
+    async def _fail_over(self, request: Request, failed: Replica) -> bool:
         """Move the request (and its slot) to another replica that can take it; False if there is none."""
         if not self.replicas.ready(exclude=[failed]):
             return False
@@ -148,7 +168,7 @@ class Dispatch:
 
     # --- one attempt ----------------------------------------------------------------------------
 
-    def _permit(self, request: Plan, replica: Replica) -> Permit:
+    def _permit(self, request: Request, replica: Replica) -> Permit:
         """The replica breaker's permit for one attempt. A timeout counts against the server only when the
         attempt had a fair chance (``_attempt`` judges that as it sends), and a cancelled attempt only
         when its last caller gave up at the deadline: a timeout too."""
@@ -156,7 +176,7 @@ class Dispatch:
         permit.on_cancel = lambda: permit.timeout_health if request.abandoned_at_deadline else "neutral"
         return permit
 
-    async def _attempt(self, request: Plan, replica: Replica, permit: Permit) -> list[float]:
+    async def _attempt(self, request: Request, replica: Replica, permit: Permit) -> list[float]:
         batch = request.batch
         state = replica.state
         started = clock.now()
@@ -208,7 +228,7 @@ class Dispatch:
 
     # --- retries on the same replica ------------------------------------------------------------
 
-    def _retry_delay(self, kind: RetryKind, request: Plan, replica: Replica) -> float | None:
+    def _retry_delay(self, kind: RetryKind, request: Request, replica: Replica) -> float | None:
         """How long to wait before sending to the same replica again, or None to give up now."""
         now = clock.now()
         if kind == "retry_after":
@@ -242,7 +262,7 @@ class Dispatch:
             delay = self.replicas.latency.percentile(self.policy.hedge_percentile)
         return None if delay is None else max(delay, self.policy.hedge_floor_s)
 
-    async def _attempt_maybe_hedged(self, request: Plan, replica: Replica, permit: Permit) -> list[float]:
+    async def _attempt_maybe_hedged(self, request: Request, replica: Replica, permit: Permit) -> list[float]:
         delay = self._hedge_delay()
         if delay is None or clock.now() + delay >= request.deadline:
             return await self._attempt(request, replica, permit)
@@ -256,7 +276,7 @@ class Dispatch:
 
         return await race(first, start_hedge, delay=delay, hedges=self.policy.hedges)
 
-    async def _hedge(self, request: Plan, primary: Replica) -> list[float]:
+    async def _hedge(self, request: Request, primary: Replica) -> list[float]:
         """The duplicate: another replica if one can take it (else the same, unless a Retry-After holds it
         back), the next free slot there (ahead of new batches), its own permit, one attempt."""
         others = self.replicas.ready(exclude=[primary])

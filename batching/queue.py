@@ -87,7 +87,7 @@ class Job:
 
 @dataclass(eq=False)
 class Plan:
-    """One HTTP request (the dispatch step carries it out): the batch, and the jobs each pair's score goes to."""
+    """One HTTP request: the batch to send and, for each pair, the jobs its score goes to."""
 
     batch: ScoreBatch
     routes: dict[PairKey, list[Job]]
@@ -95,10 +95,10 @@ class Plan:
     retries: int = 0
     replica: Replica | None = field(default=None, repr=False)  # whose concurrency slot the request holds
     lease: Lease | None = field(default=None, repr=False)  # that slot
-    first_replica: str = ""  # the replica its first attempt went to
+    first_replica: str = ""
     answered_by: str = ""  # the replica that answered
     abandoned_at_deadline: bool = False  # the last waiter left because its deadline passed
-    sent: bool = False  # its first attempt went out (the retry budget counts it then)
+    sent: bool = False  # its first attempt went out
     _abandoned: bool = field(default=False, repr=False)
 
     @property
