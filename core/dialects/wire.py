@@ -149,13 +149,18 @@ def scores_from_items(items: Any, expected: int, score_keys: Sequence[str]) -> l
     return [s for s in scores if s is not None]
 
 
+_NUMBER: Final = (int, float)
+
+
 def _score_of(item: dict[str, Any], score_keys: Sequence[str]) -> float:
-    key = next((key for key in score_keys if key in item), None)
-    if key is None:
+    for key in score_keys:  # a loop, not a generator: this runs for every pair of every recall
+        if key in item:
+            value = item[key]
+            break
+    else:
         raise MalformedAnswer(f"a result has no {' or '.join(score_keys)}")
-    value = item[key]
     try:  # a JSON number; not a bool, and not an int no float holds (10**400)
-        number = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
+        number = float(value) if isinstance(value, _NUMBER) and not isinstance(value, bool) else math.nan
     except OverflowError:
         number = math.nan
     if not math.isfinite(number):
