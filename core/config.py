@@ -192,11 +192,14 @@ _FIELD_TYPES: Final = typing.get_type_hints(RerankerConfig)
 _COERCE_TYPE: Final[dict[Any, Callable[[Any], Any]]] = {
     bool: to_bool, int: to_int, float: to_float, str: lambda v: to_str(v).strip(),
 }
-# Each field's coercion, by its type: text is trimmed, but the instruction is sent as written.
-_COERCE: Final[dict[str, Callable[[Any], Any]]] = {
-    **{name: _COERCE_TYPE.get(kind, to_str) for name, kind in _FIELD_TYPES.items()},
+_COERCE_FIELD: Final[dict[str, Callable[[Any], Any]]] = {
     "instruction": to_str, "endpoint": to_endpoints,
     "api": lambda v: to_choice(v, API_MODES), "hedge": lambda v: to_switch(v, HEDGE_MODES),
+}
+# Each field's coercion, by its type (a type without one fails here, at import, not as free text): text
+# is trimmed, but the instruction is sent as written.
+_COERCE: Final[dict[str, Callable[[Any], Any]]] = {
+    name: _COERCE_FIELD[name] if name in _COERCE_FIELD else _COERCE_TYPE[kind] for name, kind in _FIELD_TYPES.items()
 }
 
 # Inclusive ranges; the panel shows the same limits.
@@ -220,11 +223,12 @@ NUMERIC_RANGES: Final[dict[str, tuple[float, float]]] = {
 }
 
 # What each field takes: a float field takes an int too; a Literal one, text.
+_CHOICES: Final = {"api": API_MODES, "hedge": HEDGE_MODES}
+_ACCEPTS: Final[dict[Any, type | tuple[type, ...]]] = {bool: bool, int: int, float: (int, float), str: str}
 _TYPES: Final[dict[str, type | tuple[type, ...]]] = {
-    name: (int, float) if kind is float else kind if kind in (bool, int) else str for name, kind in _FIELD_TYPES.items()
+    name: str if name in _CHOICES else _ACCEPTS[kind] for name, kind in _FIELD_TYPES.items()
 }
 
-_CHOICES: Final = {"api": API_MODES, "hedge": HEDGE_MODES}
 _SECRET_FIELDS: Final = frozenset({"api_key"})
 _SINGLE_LINE_FIELDS: Final = frozenset({"api_key", "ca_bundle"})  # a header value and a file name
 
