@@ -225,6 +225,7 @@ class RouteBook:
         errors: dict[str, BaseException] = {}
         tasks: dict[asyncio.Task[Route], str] = {}
         for detection, endpoint in zip(detections, endpoints, strict=True):
+            endpoint.route_keys.add(detection.key)  # its breaker opening forgets the route, however read
             if self._detect.cache_contains(detection) and detection.key not in self._running:
                 # a finished detection: its result comes back without a task or a wait
                 try:
@@ -232,7 +233,7 @@ class RouteBook:
                 except Exception as exc:  # a failed one not yet evicted from the cache
                     errors[endpoint.url] = exc
             else:
-                tasks[self._detection_task(detection, endpoint)] = endpoint.url
+                tasks[self._detection_task(detection)] = endpoint.url
         pending = set(tasks)
         while pending and not routes:
             timeout = max(0.0, deadline - clock.now()) if outlasts_us else None
@@ -264,11 +265,12 @@ class RouteBook:
     async def close(self) -> None:
         await self._detect.cache_close()
 
-    def _detection_task(self, detection: _Detection, endpoint: Endpoint) -> asyncio.Task[Route]:
+    def _detection_task(self, detection: _Detection) -> asyncio.Task[Route]:
         """A task of its own, so a caller who leaves does not cancel a detection others may share."""
-        endpoint.route_keys.add(detection.key)
         if not self._detect.cache_contains(detection):  # this call starts it (or joins one just started)
-            self._running.setdefault(detection.key, detection)
+            # its own mark, over a forgotten detection's still running: that one's end must not leave a
+            # turn in which this one, unfinished, looks known
+            self._running[detection.key] = detection
         task = asyncio.ensure_future(self._detect(detection))
         task.add_done_callback(lambda t: None if t.cancelled() else t.exception())
         return task

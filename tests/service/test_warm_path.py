@@ -21,8 +21,9 @@ from usr.plugins.a0_reranker.batching.endpoint_state import EndpointState
 from usr.plugins.a0_reranker.batching.queue import EndpointLimiter
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.core.deadline import deadline_in
-from usr.plugins.a0_reranker.core.errors import RerankError
+from usr.plugins.a0_reranker.core.errors import DeadlineExceeded, RerankError
 from usr.plugins.a0_reranker.core.statistics import StatsRecorder
+from usr.plugins.a0_reranker.service import endpoints as endpoints_module
 from usr.plugins.a0_reranker.service import runtime
 from usr.plugins.a0_reranker.service.endpoints import EndpointRegistry, Members, RouteBook, breaker_policy
 from usr.plugins.a0_reranker.service.transport import HttpTransport
@@ -99,6 +100,43 @@ async def test_a_detection_forgotten_while_running_leaves_only_its_successor_run
     await book.close()
     await registry.close()
     await transport.close()
+
+
+async def test_a_forgotten_detection_ending_as_its_successor_starts_leaves_no_unfinished_route_taken_as_known(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The forgotten detection ends in the very turn after a call started the next one, before that one's
+    first step: the next one must already be marked running, so a recall arriving then waits for it only
+    up to its own deadline instead of awaiting it as a known route. Detection itself is held by events
+    here, to put the two ends in the same turn; the route book is real."""
+    ends: list[asyncio.Event] = []
+    begun = asyncio.Event()
+
+    async def held_detection(transport: object, config: RerankerConfig, deadline: float) -> object:
+        ends.append(asyncio.Event())
+        begun.set()
+        await ends[-1].wait()
+        return endpoints_module.Route(config.endpoint, None, "m", "stand-in")  # type: ignore[arg-type]
+
+    monkeypatch.setattr(endpoints_module, "resolve_route", held_detection)
+    config = RerankerConfig(endpoint="http://127.0.0.1:9", timeout=10.0)
+    registry, book = EndpointRegistry(StatsRecorder()), RouteBook(HttpTransport())
+    endpoints = [registry.endpoint(config, "http://127.0.0.1:9")]
+    first = asyncio.ensure_future(book.routes(config, deadline_in(60.0), endpoints))
+    await begun.wait()
+    book.forget(config)  # a breaker opened: the cache forgets the route, its detection runs on
+    second = asyncio.ensure_future(book.routes(config, deadline_in(60.0), endpoints))
+    ends[0].set()  # the forgotten one ends in the next turn, the one in which the second call starts its own
+    await asyncio.sleep(0)
+    assert book.running == 1  # the second detection, not yet begun, already counts as running
+    with pytest.raises(DeadlineExceeded):  # waited for up to its own deadline, not to the detection's end
+        await asyncio.wait_for(book.routes(config, deadline_in(0.2), endpoints), 30.0)
+    await first
+    assert not second.done() and book.running == 1
+    ends[-1].set()
+    assert (await second).keys() == {"http://127.0.0.1:9"}
+    assert book.running == 0 and book.cached == 1
+    await book.close()
+    await registry.close()
 
 
 def state() -> EndpointState:
