@@ -170,7 +170,7 @@ def uninstall() -> int:
                 setattr(cls, METHOD, current)
                 restored += 1
             index = getattr(cls, "index", None)  # the class's stores, one per memory subdir
-            untap(index.values() if isinstance(index, dict) else ())
+            untap(list(index.values()) if isinstance(index, dict) else ())  # a copy: A0 may add a store meanwhile
             _patched().discard(cls)
     return restored
 

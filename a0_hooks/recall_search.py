@@ -211,7 +211,7 @@ class Pool:
 
 
 async def fetch_pool(original: Callable[..., Any], memory: Any, call: SearchCall, config: RerankerConfig,
-                stock: Sequence[Any], deadline: float) -> Pool:
+                     stock: Sequence[Any], deadline: float) -> Pool:
     """The pool by ``deadline`` (monotonic), or A0's answer alone when it would ask for nothing more. Past
     the deadline the search is cancelled (``pool_search_timeout``); when it raises, ``pool_search``: either
     way ``members`` is None, and ``message`` says why for ``last_error`` without query or memory text."""
