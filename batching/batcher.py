@@ -29,9 +29,8 @@ from ..core.config import BATCH_WINDOW_SHARE
 from ..core.errors import DeadlineExceeded, Overloaded, QueueFull, RerankError
 from ..core.scores import RerankResult, ranked
 from .dispatch import Dispatch
-from .endpoint_state import PIPELINE_DEPTH, SEND_MARGIN, admits, shed_message, worth_sending
+from .endpoint_state import PIPELINE_DEPTH, SEND_MARGIN, Replica, admits, balanced_shares, shed_message, worth_sending
 from .queue import Job, Lease, PendingQueue, Plan
-from .replicas import Replica, balanced_shares
 
 
 class MicroBatcher:

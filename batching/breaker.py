@@ -1,46 +1,33 @@
-"""A circuit breaker per endpoint: stop paying the timeout on every recall while a server is down, and
-keep reranking through a server that merely fails now and then.
+"""A circuit breaker per endpoint and a retry budget per replica set (Envoy counts both among its
+circuit breaking): stop paying the timeout on every recall while a server is down, keep reranking
+through one that merely fails now and then, and never multiply the load on a struggling one.
 
-Two triggers open it. A server that is gone fails every request the same way (refused, reset, never
-answering), so ``consecutive`` such failures in a row open it at once; an attempt that timed out while
-another, sent after it was, came back fine proves the server alive, and counts as a failure only (so a
-few requests a live server drops cannot open it this way). A server that answers but fails
-too often opens it by its failure rate: at least ``failure_rate`` of the last ``window`` attempts, once
-``min_samples`` have been seen. A server that fails 15% of its requests keeps it closed; a 429 or an
-input the model refuses says nothing about the server's health and is not counted at all.
+Two triggers open a breaker. A server that is gone fails every request the same way (refused, reset,
+never answering), so ``consecutive`` such failures in a row open it at once; a timeout after which
+another attempt came back fine proves the server alive and counts as a failure only. A server that answers but
+fails too often opens it by its failure rate: at least ``failure_rate`` of the last ``window`` attempts,
+once ``min_samples`` were seen (a 429 or an input the model refuses is not counted at all). Open, it
+refuses every attempt until ``cooldown`` has passed; then half-open, it admits up to ``probes``
+attempts, closing once that many succeed and opening again on the first failure.
 
-Open, it refuses every attempt until ``cooldown`` has passed; then it is half-open and admits up to
-``probes`` attempts, closing once that many have succeeded and opening again on the first failure.
+Every attempt (a request, a retry, a hedge, a detection) goes through ``attempt``: a ``Permit`` or
+``BreakerOpen``. The permit, a context manager, reports its outcome once: success on a clean exit, the
+error's verdict on an error, on cancellation what ``on_cancel`` says, and on a timeout
+``timeout_health`` (down, unless sent with too little time to be a fair test: see ``endpoint_state``).
+A permit from before the last change of state reports into nothing. Owner loop only.
 
-Admission and outcome are one thing, and ``attempt`` is how every attempt (a request, a retry, a
-hedge, a detection) goes through the breaker: it hands out a ``Permit`` or raises ``BreakerOpen``,
-and the permit, a context manager, reports its outcome exactly once: success on a clean exit, the
-error's verdict on an error, and on cancellation what ``on_cancel`` says (neutral: nothing held; down:
-the caller gave up at its deadline, the server was too slow). A timeout, by the transport or at the
-caller's deadline, reports ``timeout_health``: down, unless the attempt was sent with too little time
-to be a fair test of the server (see ``endpoint_state``). A permit from before the last change of state
-reports into nothing. Used on the owner loop only.
-
-The verdicts (``health_of``, ``retry_kind``) say what one failed attempt says about the server's health
-and whether to send again.
-
-- ``down``: the server is not there or not answering (refused, reset, TLS, no answer in time, no
-  usable API at all). A few of these in a row open the breaker.
-- ``failure``: the server answered, badly (5xx, 4xx, an answer that breaks the protocol). Counted in
-  the breaker's failure rate.
-- ``neutral``: nothing about its health: a 429 (slow down), an input the model refuses, a stale pooled
-  connection, our own settings, a cancelled attempt.
-
-Retry kinds: ``now`` (a stale pooled connection: on to another replica at once; with none, the
-transport has already sent it once more on a fresh connection, or the retry budget said no),
-``backoff`` (connection errors and 502/503/504: jittered exponential backoff), ``retry_after`` (429)
-and ``never`` (other 4xx, malformed answers, an attempt that ran out of time, too-long input, which
-has its own path). Scoring is idempotent, so sending a request again is always safe.
+The verdicts on one failed attempt: ``health_of`` is ``down`` (not there or not answering: refused,
+reset, TLS, no answer in time, no usable API), ``failure`` (answered badly: 5xx, 4xx, a broken
+protocol) or ``neutral`` (a 429, a refused input, a stale pooled connection, our settings, a
+cancellation). ``retry_kind`` is ``now`` (a stale connection: on to another replica at once),
+``backoff`` (connection errors, 502/503/504), ``retry_after`` (429) or ``never`` (other 4xx, malformed
+answers, running out of time, too-long input). Scoring is idempotent: sending again is always safe.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -241,3 +228,51 @@ class CircuitBreaker:
         self._consecutive = 0
         if state == "closed":
             self._recent.clear()
+
+
+BUCKET_S = 1.0
+
+
+class RetryBudget:
+    """Retries and hedges never multiply the load on a struggling server (Finagle's and gRPC's bound):
+    over ``window_s`` they number at most ``ratio`` times the requests first sent, or ``reserve`` (so a
+    lone recall can still be retried), so a server failing everything gets at most ``1 + ratio`` times
+    the requests it would get with no retries, once more than ``reserve / ratio`` pass in a window."""
+
+    def __init__(self, *, ratio: float = 0.2, window_s: float = 10.0, reserve: int = 2,
+                 clock: Callable[[], float] = clock.now) -> None:
+        self.ratio = ratio
+        self.reserve = reserve
+        self._buckets = max(1, math.ceil(window_s / BUCKET_S))
+        self._clock = clock
+        self._window: deque[list[int]] = deque()  # [bucket number, requests, retries], oldest first
+
+    def record_request(self) -> None:
+        """A request went out for the first time."""
+        self._bucket()[1] += 1
+
+    def try_spend(self) -> bool:
+        """Take one retry (or hedge) from the budget; False when it is spent."""
+        bucket = self._bucket()
+        requests = sum(b[1] for b in self._window)
+        retries = sum(b[2] for b in self._window)
+        if retries + 1 > max(self.reserve, self.ratio * requests):
+            return False
+        bucket[2] += 1
+        return True
+
+    def refund(self) -> None:
+        """Give back the last retry taken: it turned out to cost the server nothing (a request resent
+        from a stale pooled connection that the server then answered on the first try)."""
+        for bucket in reversed(self._window):
+            if bucket[2] > 0:
+                bucket[2] -= 1
+                return
+
+    def _bucket(self) -> list[int]:
+        number = int(self._clock() // BUCKET_S)
+        while self._window and self._window[0][0] <= number - self._buckets:
+            self._window.popleft()
+        if not self._window or self._window[-1][0] != number:
+            self._window.append([number, 0, 0])
+        return self._window[-1]

@@ -1,50 +1,114 @@
-"""The dispatch step: carry out one request (a batch of pairs) by one or more attempts.
+"""The dispatch step: carry out one request (a batch of pairs) by one or more attempts over a set of
+replicas; the batcher knows it only through ``Request`` and ``carry_out``.
 
-Between the batcher and the transport. A request holds one concurrency slot of one replica at a time,
-and each attempt asks that replica's breaker for a permit, which always hears the outcome. A failed
-attempt is sent again when its error allows it (see the breaker's verdicts), the request's deadline
-leaves room and the retry budget agrees: on another replica that can take it, at once; otherwise on
-the same one, connection errors and 502/503/504 after a jittered exponential backoff, a 429 after its
-Retry-After, which also holds every other request to that replica back until then. With hedging on,
-an attempt still unanswered after the set's p95 latency (or a set delay) gets a duplicate on another
-replica when there is one; the first answer wins and the other is cancelled. A request whose waiters
-have all gone is dropped before any attempt. A stale pooled connection goes on to another replica
-when one can take it, else the transport sends it again at once on a fresh one (paid from the budget
-only if that fails too); either way it is never held against the server.
+Balancing (``ReplicaSet``): power of two choices on ``EndpointState.cost`` among the replicas that can
+take a request now, as Finagle's and Envoy's least-request balancers do; the request then waits for a
+slot there, as the wait behind a fast replica's few pairs can be shorter than a slow one's own time.
+
+A request holds one slot of one replica at a time, and each attempt asks that replica's breaker for a
+permit, which always hears the outcome; a failed attempt goes to ``retries``. With hedging on, an
+attempt unanswered after the set's p95 latency (or a set delay) gets a duplicate (``race``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Final, Protocol
 
 from ..core import deadline as clock
 from ..core.dialects import ScoreBatch
-from ..core.errors import BreakerOpen, DeadlineExceeded, MalformedAnswer, RateLimited, RerankError
-from .breaker import Permit, RetryKind, health_of, retry_kind
-from .endpoint_state import EndpointState, timeout_health, worth_sending
+from ..core.errors import BreakerOpen, MalformedAnswer, RerankError
+from ..core.statistics import StatsRecorder
+from ..core.statistics import percentile as nearest_rank
+from .breaker import Permit, RetryBudget, retry_kind
+from .endpoint_state import MIN_SECONDS_PER_PAIR, Replica, ServiceCost, timeout_health
 from .queue import Lease
-from .replicas import Replica, ReplicaSet, race
+from .retries import Retrying
+
+MIN_SAMPLES: Final = 20  # fewer answers than this say nothing reliable about the tail
+DispatchEvents = StatsRecorder  # what the dispatch step reports, to be counted
+
+Attempt = asyncio.Task[list[float]]
 
 
-class DispatchEvents(Protocol):
-    """What the dispatch step reports, to be counted (``core.statistics.StatsRecorder`` records it)."""
+class ReplicaSet:
+    """The replicas one batcher's requests can go to, with the retry budget and the latency window (for
+    the hedge delay) they share. Owner loop only; the members are fixed (other routes make another set)."""
 
-    def on_request(self, pairs: int) -> None: ...
+    def __init__(self, replicas: Sequence[Replica], *, budget: RetryBudget, rng: random.Random | None = None
+                 ) -> None:
+        self.replicas: tuple[Replica, ...] = tuple(replicas)
+        self.budget = budget
+        self.latency = LatencyWindow()
+        self._rng = rng or random.Random()
 
-    def on_retry(self, kind: str) -> None: ...
+    def ready(self, exclude: Iterable[Replica] = ()) -> list[Replica]:
+        """The members that could take a request now (their breaker admits, no Retry-After pending)."""
+        left_out = {r.url for r in exclude}
+        return [r for r in self.replicas
+                if r.url not in left_out and r.state.breaker.would_admit() and not r.state.rate_limited()]
 
-    def on_rate_limit_wait(self) -> None: ...
+    def peers_short_of_work(self, chosen: Replica, pairs: int) -> list[Replica]:
+        """The other ready members short of work and costing no more than ``chosen`` with ``pairs`` more."""
+        load = chosen.state.outstanding_pairs + 1
+        loaded = self.cost(chosen) * (load + pairs) / load
+        return [r for r in self.ready(exclude=[chosen])
+                if r.state.short_of_work and r.state.limiter.has_room() and self.cost(r) <= loaded]
 
-    def on_failover(self) -> None: ...
+    def cost(self, member: Replica) -> float:
+        """The member's cost to the balancer; one not yet measured counts as fast as the fastest."""
+        speeds = (s for r in self.replicas if (s := r.state.seconds_per_pair_now()) is not None)
+        return member.state.cost(min(speeds, default=0.0))
 
-    def on_hedge(self) -> None: ...
+    def share_costs(self, members: Sequence[Replica], now: float) -> tuple[list[float], list[float]]:
+        """For ``balanced_shares``: each member's seconds per pair (raised by its recent failures) and how
+        long it is busy before a new request's pairs (one not yet measured: as the fastest measured)."""
+        costs = [r.state.service.cost(now) for r in members]
+        fastest = min((c for c in costs if c is not None), key=lambda c: c.per_pair_s,
+                      default=ServiceCost(0.0, 1.0))
+        per_pair, busy = [], []
+        for member, cost in zip(members, costs, strict=True):
+            cost = cost or fastest
+            state = member.state
+            per_pair.append(max(cost.per_pair_s * state.failure_factor(), MIN_SECONDS_PER_PAIR))
+            busy.append(state.busy_for(cost.fixed_s, cost.per_pair_s, now) + cost.fixed_s)
+        return per_pair, busy
 
-    def on_budget_spent(self) -> None: ...
+    def expected_wait(self, queued_pairs: int, pairs: int, now: float) -> float | None:
+        """When a recall of ``pairs`` behind ``queued_pairs`` should be answered: the queue at the pace the
+        ready members serve together, then its own request at the soonest one. None when nothing is queued
+        or in flight (a lone recall is always sent, which renews an old estimate) or none answered yet."""
+        members = self.ready()
+        if not queued_pairs and not any(r.state.outstanding_pairs for r in members):
+            return None
+        latencies = [latency for r in members if (latency := r.state.expected_latency(pairs, now)) is not None]
+        paces = [r.state.service.seconds_per_pair(now) for r in members]
+        known = [pace for pace in paces if pace is not None]
+        if not latencies or not known:
+            return None
+        fastest = min(known)  # a member not yet measured counts as fast as the fastest
+        pairs_per_s = sum(1.0 / max(pace or fastest, MIN_SECONDS_PER_PAIR) for pace in paces)
+        return queued_pairs / pairs_per_s + min(latencies)
 
-    def on_queue_wait(self, seconds: float) -> None: ...
+    def pick(self, candidates: Sequence[Replica]) -> Replica:
+        """Power of two choices on cost."""
+        if len(candidates) == 1:
+            return candidates[0]
+        first, second = self._rng.sample(list(candidates), 2)
+        return first if self.cost(first) <= self.cost(second) else second
+
+    async def acquire(self, holder: object, *, exclude: Iterable[Replica] = (), priority: bool = False
+                      ) -> tuple[Replica, Lease]:
+        """A slot for ``holder`` on the ready replica ``pick`` chose, waiting for it if need be; with none
+        ready, any member (its attempt is then refused at once, not queued)."""
+        left_out = {r.url for r in exclude}
+        candidates = self.ready(exclude) or [r for r in self.replicas if r.url not in left_out] or list(self.replicas)
+        chosen = self.pick(candidates)
+        return chosen, await chosen.state.limiter.acquire(holder, priority=priority)
 
 
 class Request(Protocol):
@@ -83,7 +147,7 @@ class DispatchPolicy:
         return self.hedge and self.hedge_delay_s is None
 
 
-class Dispatch:
+class Dispatch(Retrying):
     """Carries out the requests of one batcher over its replica set; lives on the owner loop."""
 
     def __init__(self, replicas: ReplicaSet, events: DispatchEvents, policy: DispatchPolicy = DispatchPolicy(),
@@ -94,8 +158,7 @@ class Dispatch:
         self._rng = rng or random.Random()
 
     async def carry_out(self, request: Request) -> list[float] | None:
-        """The scores, or None when every waiter left first. Raises the error that ended the request.
-        The request comes holding a slot of one replica (``request.replica``)."""
+        """The scores, or None when every waiter left first; raises the error that ended the request."""
         last_error: RerankError | None = None
         request.first_replica = request.replica.url if request.replica is not None else ""
         while request.has_waiters:
@@ -115,29 +178,6 @@ class Dispatch:
                 return scores
         return None
 
-    async def _retry_or_raise(self, exc: RerankError, kind: RetryKind, request: Request, replica: Replica) -> None:
-        """Go on to another replica at once, or wait for this one, or give up by raising ``exc``."""
-        if kind == "never" or request.retries >= self.policy.max_retries:
-            raise exc
-        if self.replicas.ready(exclude=[replica]):
-            if not self._spend_budget():
-                raise exc
-            self._count_retry(request, kind)
-            if not await self._fail_over(request, replica):
-                raise exc
-            return
-        if kind == "now":  # a stale connection, already sent again to this replica (or not, by the budget)
-            raise exc
-        delay = self._retry_delay(kind, request, replica)
-        if delay is None:
-            raise exc
-        self._count_retry(request, kind)
-        await asyncio.sleep(delay)
-
-    def _count_retry(self, request: Request, kind: RetryKind) -> None:
-        request.retries += 1
-        self.events.on_retry(kind)
-
     async def _replica_for(self, request: Request) -> Replica:
         """The replica the next attempt goes to: the one whose slot the request holds, unless a
         Retry-After holds it back and another can take the request now."""
@@ -150,28 +190,9 @@ class Dispatch:
             self.events.on_rate_limit_wait()
         return replica
 
-    async def _fail_over(self, request: Request, failed: Replica) -> bool:
-        """Move the request (and its slot) to another replica that can take it; False if there is none."""
-        if not self.replicas.ready(exclude=[failed]):
-            return False
-        held, request.replica, request.lease = request.lease, None, None
-        assert held is not None, "a request reaches the dispatch step holding a slot"
-        held.release()
-        remaining = request.deadline - clock.now()
-        try:
-            request.replica, request.lease = await asyncio.wait_for(
-                self.replicas.acquire(request, exclude=[failed], priority=True), max(remaining, 0.0))
-        except TimeoutError:
-            raise DeadlineExceeded("no replica had a free slot before the deadline") from None
-        self.events.on_failover()
-        return True
-
-    # --- one attempt ----------------------------------------------------------------------------
-
     def _permit(self, request: Request, replica: Replica) -> Permit:
-        """The replica breaker's permit for one attempt. A timeout counts against the server only when the
-        attempt had a fair chance (``_attempt`` judges that as it sends), and a cancelled attempt only
-        when its last caller gave up at the deadline: a timeout too."""
+        """The breaker's permit for one attempt; cancelled, it counts as a timeout only when its last caller
+        gave up at the deadline (a timeout counts only with a fair chance, judged in ``_attempt``)."""
         permit = replica.state.breaker.attempt()
         permit.on_cancel = lambda: permit.timeout_health if request.abandoned_at_deadline else "neutral"
         return permit
@@ -210,50 +231,6 @@ class Dispatch:
         request.answered_by = replica.url
         return scores
 
-    def _may_resend(self, resent: list[bool], replica: Replica) -> bool:
-        """After a stale pooled connection, whether the transport may send again (out of the retry budget,
-        given back if answered): not when another replica can take it, as going there is one retry."""
-        if self.policy.stale_retries <= 0 or self.replicas.ready(exclude=[replica]) or not self._spend_budget():
-            return False
-        resent.append(True)
-        return True
-
-    def _failed(self, state: EndpointState, exc: RerankError) -> None:
-        """What a failed attempt tells the balancer, and a 429's hold on the replica."""
-        if health_of(exc) in ("down", "failure"):
-            state.failed()
-        if isinstance(exc, RateLimited):
-            wait = exc.retry_after if exc.retry_after is not None else self._backoff(0)
-            state.hold_off(clock.now() + wait)
-
-    # --- retries on the same replica ------------------------------------------------------------
-
-    def _retry_delay(self, kind: RetryKind, request: Request, replica: Replica) -> float | None:
-        """How long to wait before sending to the same replica again, or None to give up now."""
-        now = clock.now()
-        if kind == "retry_after":
-            delay = 0.0  # the next attempt waits the Retry-After out first
-            wait = replica.state.not_before - now
-        else:
-            delay = wait = self._backoff(request.retries)
-        latency = replica.state.expected_latency(len(request.batch), now)
-        if not worth_sending(latency, request.deadline - now - wait) or not self._spend_budget():
-            return None
-        return delay
-
-    def _spend_budget(self) -> bool:
-        if self.replicas.budget.try_spend():
-            return True
-        self.events.on_budget_spent()
-        return False
-
-    def _backoff(self, retries: int) -> float:
-        """Exponential with equal jitter: half fixed, half random, so retries spread out but still wait."""
-        ceiling = min(self.policy.backoff_cap_s, self.policy.backoff_base_s * (2 ** retries))
-        return ceiling / 2 + self._rng.uniform(0.0, ceiling / 2)
-
-    # --- hedging --------------------------------------------------------------------------------
-
     def _hedge_delay(self) -> float | None:
         if not self.policy.hedge:
             return None
@@ -276,19 +253,47 @@ class Dispatch:
 
         return await race(first, start_hedge, delay=delay, hedges=self.policy.hedges)
 
-    async def _hedge(self, request: Request, primary: Replica) -> list[float]:
-        """The duplicate: another replica if one can take it (else the same, unless a Retry-After holds it
-        back), the next free slot there (ahead of new batches), its own permit, one attempt."""
-        others = self.replicas.ready(exclude=[primary])
-        exclude = [primary] if others else []
-        replica, lease = await self.replicas.acquire(request, exclude=exclude, priority=True)
-        try:
-            if not request.has_waiters:
-                raise BreakerOpen("no hedge: every caller left")
-            if replica.state.rate_limited():  # a 429 came while it waited for the slot
-                raise RateLimited(429, "no hedge: the server asked us to wait (Retry-After)")
-            permit = self._permit(request, replica)
-            self.events.on_hedge()
-            return await self._attempt(request, replica, permit)
-        finally:
-            lease.release()
+
+class LatencyWindow:
+    """The last ``size`` successful attempts' latencies of a replica set, in seconds."""
+
+    def __init__(self, size: int = 256) -> None:
+        self._samples: deque[float] = deque(maxlen=size)
+
+    def record(self, seconds: float) -> None:
+        self._samples.append(seconds)
+
+    def percentile(self, fraction: float) -> float | None:
+        """Nearest-rank percentile, or None while too few answers were seen."""
+        if len(self._samples) < MIN_SAMPLES:
+            return None
+        return nearest_rank(sorted(self._samples), fraction)
+
+
+async def race(first: Attempt, start_hedge: Callable[[], Attempt | None], *, delay: float, hedges: int
+               ) -> list[float]:
+    """The first answer among ``first`` and up to ``hedges`` duplicates: one after ``delay``, the next at once
+    when one fails while ``first`` is still out. The others are cancelled; if all fail, ``first``'s error."""
+    pending = {first}
+    sent = 0
+    timeout: float | None = delay
+    try:
+        while pending:
+            done, pending = await asyncio.wait(pending, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                if not task.cancelled() and task.exception() is None:
+                    return task.result()
+            timeout = None  # from now on only an answer or a failure moves the race on
+            if pending == {first} and sent < hedges and (hedge := start_hedge()) is not None:
+                pending.add(hedge)
+                sent += 1
+        return first.result()  # every attempt failed: raise the first one's error
+    finally:
+        for task in pending:
+            _cancel_quietly(task)
+
+
+def _cancel_quietly(task: Attempt) -> None:
+    """Cancel a losing attempt; its outcome is reported by the attempt itself, its error is not ours."""
+    task.cancel()
+    task.add_done_callback(lambda t: None if t.cancelled() else t.exception())

@@ -1,22 +1,23 @@
-"""Everything the dispatch step keeps per endpoint (one server: base URL and API key): its concurrency
-slots (a ``queue.EndpointLimiter``), breaker, the time before which a 429 asked us not to send, the
-load and speed the balancer reads (pairs in flight, seconds per pair as an exponentially weighted
-moving average), and the pace at which it serves pairs (``ServiceRate``).
+"""A replica, and everything the dispatch step keeps per endpoint (one server: base URL and API key): its
+slots (a ``queue.EndpointLimiter``), breaker, the time before which a 429 asked us not to send, the load
+and speed the balancer reads (pairs in flight, seconds per pair as an EWMA), and the pace at which it
+serves pairs (``ServiceRate``), from which ``balanced_shares`` shares a queue out over replicas.
 
 On that pace, the overload rules: a recall the servers cannot answer before its deadline is shed at
 once (``admits``), a request nobody can wait for any more is not sent (``worth_sending``), and a
-timeout counts against the server only when the request had a fair chance (``timeout_health``). A
-healthy server asked for more than it can serve is the normal case under multi-agent load, not a
-fault. Why each rule, and what they measured: docs/overload.md.
+timeout counts against the server only when the request had a fair chance (``timeout_health``): a
+healthy server asked for more than it can serve is the normal case, not a fault (docs/overload.md).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
 from ..core import deadline as clock
+from ..core.dialects import ScoreBatch
 from ..core.errors import RateLimited
 from .breaker import CircuitBreaker, Health
 from .queue import EndpointLimiter
@@ -37,6 +38,7 @@ ADMIT_SLACK_S: Final = 0.01  # ... with this to spare for the answer's way back 
 SEND_MARGIN: Final = 1.1  # a request is sent for a recall only with this much of its expected latency left
 SEND_SLACK_S: Final = 0.005
 FAIR_CHANCE: Final = 2.0
+MIN_SECONDS_PER_PAIR: Final = 1e-6  # a rate from answers that came all at once is not infinite
 
 
 @dataclass(frozen=True)
@@ -51,14 +53,11 @@ class ServiceCost:
 
 
 class ServiceRate:
-    """How fast one server gets through our pairs; owned by one ``EndpointState``, written when its
-    requests are answered. Each answer adds its pairs and its service interval, from when it was sent or
-    from the previous answer if that came later: while our requests queue at a server that serves a
-    pass at a time, that is its pass without the wait behind the one before (while it idles, a whole
-    latency: the estimate errs slow); a server serving side by side answers several in one interval.
-    Kept over the last few answers and the last few dozen, as a spell of hung requests makes the recent
-    figure slow for a second: admitting, the faster counts; judging a timeout, the slower (the benefit
-    of the doubt). Without answers both fade toward fast, so no slow spell keeps recalls away for ever."""
+    """How fast one server gets through our pairs; owned by one ``EndpointState``, written as its requests
+    are answered. Each answer adds its pairs and its service interval, from when it was sent or from the
+    previous answer if that came later (its pass without the wait behind ours), over the last few answers
+    and the last few dozen: admitting, the faster counts; judging a timeout, the slower. Without answers
+    both fade toward fast, so no slow spell keeps recalls away for ever (docs/overload.md)."""
 
     __slots__ = ("_last_answer", "_long_n", "_long_t", "_n", "_nn", "_nt", "_t", "_weight")
 
@@ -108,15 +107,16 @@ class ServiceRate:
 
 @dataclass(eq=False)
 class EndpointState:
+    """Changed only by its own methods, which the dispatch step calls as requests go and come."""
+
     limiter: EndpointLimiter
     breaker: CircuitBreaker
     not_before: float = 0.0  # monotonic seconds; set from a 429's Retry-After
     outstanding_pairs: int = 0
     outstanding_requests: int = 0  # sent, not yet answered (``outstanding_pairs`` is their pairs)
     busy_since: float = 0.0  # when the requests now in flight began to go out (the first of them)
-    # None: never measured. A ratio of decayed sums (latency over pairs), not an average of each answer's
-    # ratio: a small request's fixed cost would otherwise make its replica look slow per pair, and a
-    # burst shared out after it would leave that replica short and the others finishing last.
+    # None: never measured. A ratio of decayed sums, not an average of ratios: a small request's fixed
+    # cost would otherwise make its replica look slow per pair, and a burst shared out leave it short.
     seconds_per_pair: float | None = None
     seconds_per_request: float | None = None
     pairs_sent: int = 0
@@ -180,11 +180,9 @@ class EndpointState:
         return max(0.0, work - (now - self.busy_since)) if self.outstanding_requests else 0.0
 
     def expected_latency(self, pairs: int, now: float, *, worst: bool = False) -> float | None:
-        """How long a request of ``pairs`` sent now should take, by two readings: behind the pairs in
-        flight here at the pace the server serves (right for one GPU serving a pass at a time), and at
-        the latency its recent answers had per pair (right for a server that serves side by side, where
-        a request that hangs holds nothing up). The shorter of the two; ``worst``: the longer, each at
-        the slower of the server's recent and longer-run pace. None before the first answer."""
+        """How long a request of ``pairs`` sent now should take: the shorter (``worst``: the longer, at the
+        slower pace) of behind the pairs in flight at the pace the server serves (one GPU, a pass at a
+        time) and at its recent answers' latency per pair (serving side by side). None before an answer."""
         per_pair = self.service.seconds_per_pair(now, worst=worst)
         if per_pair is None:
             return None
@@ -205,18 +203,16 @@ class EndpointState:
         return self.failure_score * 0.5 ** ((clock.now() - self.failure_at) / FAILURE_HALF_LIFE_S)
 
     def seconds_per_pair_now(self) -> float | None:
-        """The measured speed, fading while the replica is not asked (a replica not asked for
-        ``SPEED_HALF_LIFE_S`` looks twice as fast as it last was, so no one slow answer keeps it out
-        of rotation); None during its first few answers, as a cold start is no measure of it."""
+        """The measured speed, fading while the replica is not asked (so no one slow answer keeps it out of
+        rotation); None during its first few answers, as a cold start is no measure of it."""
         if self.answers < WARM_UP_ANSWERS or not self.seconds_per_pair:
             return None
         return self.seconds_per_pair * 0.5 ** ((clock.now() - self.answered_at) / SPEED_HALF_LIFE_S)
 
     def cost(self, unmeasured_seconds_per_pair: float = 0.0) -> float:
-        """What one more request costs here, for the balancer: its speed times its load, raised by its
-        recent failures (so a failing replica is left alone before its breaker even opens). A replica
-        not yet measured counts at ``unmeasured_seconds_per_pair`` (the set passes its fastest one's),
-        so its load is weighed like the others' and it is never a free choice however busy it is."""
+        """What one more request costs here, for the balancer: its speed times its load, raised by its recent
+        failures (a failing replica is left alone before its breaker opens). Not yet measured, it counts at
+        ``unmeasured_seconds_per_pair`` (the set's fastest), so it is never a free choice however busy."""
         speed = self.seconds_per_pair_now()
         if speed is None:
             speed = unmeasured_seconds_per_pair
@@ -240,11 +236,9 @@ class EndpointState:
 
     @property
     def short_of_work(self) -> bool:
-        """Fewer than ``PIPELINE_DEPTH`` requests in flight: once its current pass ends, its GPU would
-        wait while the answer travels back and the next recalls come in, unless another request is
-        already waiting there. (Measured: with 3 replicas and only one request each, the GPUs sat idle
-        a quarter of the time; with two they stay about 90% busy.) A replica that failed lately is not
-        short of work but failing: no share is pushed to it; the balancer's choice still reaches it."""
+        """Fewer than ``PIPELINE_DEPTH`` requests in flight, so its GPU would wait once its pass ends (with 3
+        replicas and one request each they sat idle a quarter of the time; with two, about 10%). One that
+        failed lately is failing, not short of work: no share is pushed to it; the balancer still picks it."""
         return self.limiter.in_flight < PIPELINE_DEPTH and self.recent_failures() < FAILING_ABOVE
 
 
@@ -273,3 +267,31 @@ def shed_message(expected_wait: float, remaining: float) -> str:
 
 def _ewma(previous: float | None, sample: float) -> float:
     return sample if previous is None else previous + EWMA_WEIGHT * (sample - previous)
+
+
+def balanced_shares(pairs: int, per_pair_s: Sequence[float], busy_s: Sequence[float]) -> list[float]:
+    """Each member's share of ``pairs`` so that all finish together at ``T``: ``(T - busy_s[i]) / per_pair_s[i]``,
+    or nothing when busy past ``T`` (water-filling: members join from the least busy)."""
+    order = sorted(range(len(per_pair_s)), key=lambda i: busy_s[i])
+    joined: list[int] = []
+    finish = 0.0
+    for position, member in enumerate(order):
+        joined.append(member)
+        rate = sum(1.0 / per_pair_s[j] for j in joined)
+        finish = (pairs + sum(busy_s[j] / per_pair_s[j] for j in joined)) / rate
+        if position + 1 == len(order) or finish <= busy_s[order[position + 1]]:
+            break
+    return [max(0.0, (finish - busy_s[i]) / per_pair_s[i]) if i in joined else 0.0 for i in range(len(per_pair_s))]
+
+
+# send(batch, deadline, may_resend): one HTTP exchange; ``may_resend()``: may it go again on a fresh connection
+SendFn = Callable[[ScoreBatch, float, Callable[[], bool]], Awaitable[list[float]]]
+
+
+@dataclass(eq=False)
+class Replica:
+    """One server of a set: where it is, its dispatch state, and how to send it a batch."""
+
+    url: str
+    state: EndpointState
+    send: SendFn

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING
 from ..core import deadline as clock
 from ..core.dialects import ScoreBatch
 
-if TYPE_CHECKING:  # replicas, and a replica's endpoint state, import this module
-    from .replicas import Replica
+if TYPE_CHECKING:  # a replica's endpoint state imports this module
+    from .endpoint_state import Replica
 
 PairKey = tuple[str, str]
 

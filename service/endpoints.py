@@ -26,11 +26,10 @@ from typing import Final, TypeVar
 from async_lru import alru_cache
 
 from ..batching.batcher import MicroBatcher
-from ..batching.breaker import BreakerPolicy, CircuitBreaker
-from ..batching.dispatch import Dispatch, DispatchEvents, DispatchPolicy
-from ..batching.endpoint_state import EndpointState
+from ..batching.breaker import BreakerPolicy, CircuitBreaker, RetryBudget
+from ..batching.dispatch import Dispatch, DispatchEvents, DispatchPolicy, ReplicaSet
+from ..batching.endpoint_state import EndpointState, Replica
 from ..batching.queue import EndpointLimiter
-from ..batching.replicas import Replica, ReplicaSet, RetryBudget
 from ..core import deadline as clock
 from ..core.config import RerankerConfig
 from ..core.errors import DeadlineExceeded, RateLimited, RerankError

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
 from ..batching.batcher import MicroBatcher
-from ..batching.replicas import Replica
+from ..batching.endpoint_state import Replica
 from ..core import deadline as clock
 from ..core.config import RerankerConfig
 from ..core.deadline import backstop_remaining

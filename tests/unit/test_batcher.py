@@ -11,11 +11,10 @@ import pytest
 
 from support.loop_steps import until
 from usr.plugins.a0_reranker.batching.batcher import MicroBatcher
-from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreaker
-from usr.plugins.a0_reranker.batching.dispatch import Dispatch, DispatchPolicy
-from usr.plugins.a0_reranker.batching.endpoint_state import EndpointState
+from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreaker, RetryBudget
+from usr.plugins.a0_reranker.batching.dispatch import Dispatch, DispatchPolicy, ReplicaSet
+from usr.plugins.a0_reranker.batching.endpoint_state import EndpointState, Replica
 from usr.plugins.a0_reranker.batching.queue import EndpointLimiter
-from usr.plugins.a0_reranker.batching.replicas import Replica, ReplicaSet, RetryBudget
 from usr.plugins.a0_reranker.core.dialects import ScoreBatch
 from usr.plugins.a0_reranker.core.errors import DeadlineExceeded, MalformedAnswer, QueueFull, RerankError, ServerError
 from usr.plugins.a0_reranker.core.statistics import StatsRecorder

@@ -15,11 +15,10 @@ import pytest
 
 from support.virtual_time import run_virtual
 from usr.plugins.a0_reranker.batching.batcher import MicroBatcher
-from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreaker
-from usr.plugins.a0_reranker.batching.dispatch import Dispatch, DispatchPolicy
-from usr.plugins.a0_reranker.batching.endpoint_state import EndpointState
+from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreaker, RetryBudget
+from usr.plugins.a0_reranker.batching.dispatch import Dispatch, DispatchPolicy, ReplicaSet
+from usr.plugins.a0_reranker.batching.endpoint_state import EndpointState, Replica
 from usr.plugins.a0_reranker.batching.queue import EndpointLimiter
-from usr.plugins.a0_reranker.batching.replicas import Replica, ReplicaSet, RetryBudget
 from usr.plugins.a0_reranker.core import deadline as clock
 from usr.plugins.a0_reranker.core.dialects import ScoreBatch
 from usr.plugins.a0_reranker.core.errors import BreakerOpen, RateLimited, ServerError, TransportError

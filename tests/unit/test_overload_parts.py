@@ -7,10 +7,16 @@ from __future__ import annotations
 import pytest
 
 from usr.plugins.a0_reranker.batching import endpoint_state
-from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreaker
-from usr.plugins.a0_reranker.batching.endpoint_state import FADE_HALF_LIFE_S, EndpointState, ServiceRate
+from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreaker, RetryBudget
+from usr.plugins.a0_reranker.batching.dispatch import ReplicaSet
+from usr.plugins.a0_reranker.batching.endpoint_state import (
+    FADE_HALF_LIFE_S,
+    EndpointState,
+    Replica,
+    ServiceRate,
+    balanced_shares,
+)
 from usr.plugins.a0_reranker.batching.queue import EndpointLimiter
-from usr.plugins.a0_reranker.batching.replicas import Replica, ReplicaSet, RetryBudget, balanced_shares
 from usr.plugins.a0_reranker.core.dialects import ScoreBatch
 from usr.plugins.a0_reranker.core.errors import DeadlineExceeded
 from usr.plugins.a0_reranker.core.statistics import RecentRates, StatsRecorder

@@ -8,10 +8,10 @@ from collections.abc import Callable
 
 import pytest
 
-from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreaker
-from usr.plugins.a0_reranker.batching.endpoint_state import WARM_UP_ANSWERS, EndpointState
+from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreaker, RetryBudget
+from usr.plugins.a0_reranker.batching.dispatch import ReplicaSet
+from usr.plugins.a0_reranker.batching.endpoint_state import WARM_UP_ANSWERS, EndpointState, Replica
 from usr.plugins.a0_reranker.batching.queue import EndpointLimiter, Job, PendingQueue
-from usr.plugins.a0_reranker.batching.replicas import Replica, ReplicaSet, RetryBudget
 from usr.plugins.a0_reranker.core.dialects import ScoreBatch
 from usr.plugins.a0_reranker.core.errors import TransportError
 
