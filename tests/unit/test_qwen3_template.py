@@ -8,7 +8,7 @@ import pytest
 
 from usr.plugins.a0_reranker.core.config import QWEN3_DEFAULT_INSTRUCTION
 from usr.plugins.a0_reranker.core.dialects import ScoreBatch, WireAnswer
-from usr.plugins.a0_reranker.core.dialects.qwen3_score import Qwen3ScoreDialect, document_text, full_prompt, query_text
+from usr.plugins.a0_reranker.core.dialects.catalog import Qwen3ScoreDialect, document_text, full_prompt, query_text
 from usr.plugins.a0_reranker.core.errors import MalformedAnswer
 
 # The official Transformers prompt, written out by hand from the QwenLM/Qwen3-Embedding README
