@@ -21,7 +21,7 @@ from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import InputTooLong, RateLimited, ServerError
-from ..redaction import ELLIPSES
+from ..redaction import clipped
 
 if TYPE_CHECKING:
     from .wire import WireAnswer
@@ -66,8 +66,7 @@ def error_message(answer: WireAnswer) -> str:
         message = _server_words(answer)
     except Exception:  # a body we cannot read gives no words: the status's hint stands in
         message = ""
-    text = (message or _STATUS_HINTS.get(answer.status, "no error details")).strip()
-    return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 1] + ELLIPSES[0]
+    return clipped((message or _STATUS_HINTS.get(answer.status, "no error details")).strip(), MAX_MESSAGE_CHARS)
 
 
 def _server_words(answer: WireAnswer) -> str:
