@@ -1,4 +1,5 @@
-"""The panel's two endpoints: Test connection (``api/test_connection.py``) and live status (``api/status.py``).
+"""What the settings panel asks the server: Test connection (``api/test_connection.py``), live status
+(``api/status.py``), and the settings the modal loads (the extension of A0's ``Plugins._get_config``).
 
 Test probes the settings shown in the form, which are not saved yet: ``{"config": {rerank_* ...}}``
 merged over the defaults, validated first (one message per bad key), then probed live, never from the
@@ -6,19 +7,28 @@ detection cache, so a URL the user just fixed tests right at once; valid setting
 (a timeout past what its recall limit leaves, counted with the LLM steps A0's ``_memory`` settings
 turn on in the modal's scope, ``project_name`` and ``agent_profile``) come back as ``warnings``. Both
 always answer JSON and never raise; neither ever returns the API key.
+
+The modal reads a saved ``config.json`` as it is (A0's ``Plugins._get_config``) and never merges it over
+the defaults: a file saved by an older version lacks the newer keys, and one whose ``rerank_endpoint``
+lists the replicas holds a list where the panel's field holds text. ``complete_loaded`` hands the modal
+the settings the plugin itself uses instead, which the modal takes as loaded (no unsaved change), so
+Save writes every key.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 from ..core import recall_budget
+from ..core.coercion import to_endpoints
 from ..core.config import RerankerConfig, load_default_settings
 from ..core.errors import ConfigError
 from ..core.probe_report import NOT_SAVED
 from ..service import runtime
+from . import PLUGIN_NAME
 from . import status as plugin_status
 from .settings import Scope, recall_steps, scope_labels
 
@@ -103,3 +113,35 @@ def _scope(payload: Any) -> Scope:
     if not isinstance(payload, Mapping):
         return Scope()
     return Scope(project_name=payload.get("project_name") or "", agent_profile=payload.get("agent_profile") or "")
+
+
+def complete_loaded(data: MutableMapping[str, Any]) -> None:
+    """The end handler of ``Plugins._get_config``: complete the reply's settings when they are this
+    plugin's. Never raises (an error in an extension would fail A0's own request)."""
+    try:
+        result = data.get("result")
+        if _request_of(data).get("plugin_name") != PLUGIN_NAME or not isinstance(result, dict):
+            return
+        if isinstance(result.get("data"), Mapping):
+            result["data"] = completed(result["data"])
+    except Exception:
+        log.exception("a0_reranker: could not complete the settings the settings modal loaded")
+
+
+def completed(saved: Mapping[str, Any]) -> dict[str, Any]:
+    """The defaults, then every saved key that has a value (the file's order after the defaults' own)."""
+    merged = {**load_default_settings(), **{key: value for key, value in saved.items() if value is not None}}
+    if isinstance(merged.get("rerank_endpoint"), list | tuple):
+        with contextlib.suppress(ValueError):  # entries that are not text: left as saved, for the checks to name
+            merged["rerank_endpoint"] = to_endpoints(merged["rerank_endpoint"])
+    return merged
+
+
+def _request_of(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The modal's request, ``_get_config(self, input)``: positional, as A0 calls it, or by keyword."""
+    kwargs, args = data.get("kwargs"), data.get("args")
+    if isinstance(kwargs, Mapping) and isinstance(kwargs.get("input"), Mapping):
+        return kwargs["input"]
+    if isinstance(args, tuple) and len(args) >= 2 and isinstance(args[1], Mapping):
+        return args[1]
+    return {}
