@@ -1,9 +1,8 @@
-"""A reference rerank server for the demo: Infinity's API on 127.0.0.1, scored by word overlap.
+"""A reference rerank server for the demo: Infinity's API on 127.0.0.1, scored by ``word_overlap_score``.
 
 It answers ``POST /rerank``, ``GET /models`` and ``GET /health`` with the bodies, status codes and
-error shapes Infinity uses (michaelfeil/infinity, ``infinity_server.py`` and
-``fastapi_schemas/errors.py``), so the plugin detects and talks to it exactly as
-it would to a real Infinity server. The scores come from ``word_overlap_score``: a demo, not a model.
+error shapes Infinity uses (michaelfeil/infinity, ``infinity_server.py`` and ``fastapi_schemas/errors.py``),
+so the plugin detects and talks to it exactly as it would to a real Infinity server.
 """
 
 from __future__ import annotations
