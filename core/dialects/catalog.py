@@ -44,18 +44,13 @@ SUFFIX: Final = "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
 
 
 def query_text(query: str, instruction: str) -> str:
-    """First half of the prompt (vLLM ``text_1``): system turn, instruction and query."""
+    """vLLM's ``text_1``: system turn, instruction and query."""
     return PREFIX + "<Instruct>: " + instruction + "\n<Query>: " + query + "\n"
 
 
 def document_text(document: str) -> str:
-    """Second half of the prompt (vLLM ``text_2``): the document and the assistant turn to judge."""
+    """vLLM's ``text_2``: the document and the assistant turn to judge."""
     return "<Document>: " + document + SUFFIX
-
-
-def full_prompt(query: str, document: str, instruction: str) -> str:
-    """The official single-string prompt."""
-    return query_text(query, instruction) + document_text(document)
 
 
 @dataclass(frozen=True)
