@@ -1,18 +1,14 @@
 """What the settings panel asks the server: Test connection (``api/test_connection.py``), live status
 (``api/status.py``), and the settings the modal loads (the extension of A0's ``Plugins._get_config``).
+Each answers and never raises; none ever returns the API key.
 
-Test probes the settings shown in the form, which are not saved yet: ``{"config": {rerank_* ...}}``
-merged over the defaults, validated first (one message per bad key), then probed live, never from the
-detection cache, so a URL the user just fixed tests right at once; valid settings that work against A0
-(a timeout past what its recall limit leaves, counted with the LLM steps A0's ``_memory`` settings
-turn on in the modal's scope, ``project_name`` and ``agent_profile``) come back as ``warnings``. Both
-always answer JSON and never raise; neither ever returns the API key.
-
-The modal reads a saved ``config.json`` as it is (A0's ``Plugins._get_config``) and never merges it over
-the defaults: a file saved by an older version lacks the newer keys, and one whose ``rerank_endpoint``
-lists the replicas holds a list where the panel's field holds text. ``complete_loaded`` hands the modal
-the settings the plugin itself uses instead, which the modal takes as loaded (no unsaved change), so
-Save writes every key.
+Test probes the unsaved settings of the form, ``{"config": {rerank_* ...}}`` over the defaults:
+validated first (one message per bad key), then probed live, never from the detection cache, so a URL
+just fixed tests right at once. Settings that work against A0 come back as ``warnings``, counted with
+the LLM steps A0's ``_memory`` settings turn on in the modal's scope. The modal reads a saved
+``config.json`` as it is: an older one lacks the newer keys, and a list of replicas stands where the
+field holds text. ``complete_loaded`` gives it the settings the plugin uses, taken as loaded (no
+unsaved change), so Save writes every key.
 """
 
 from __future__ import annotations
@@ -36,7 +32,7 @@ log = logging.getLogger("a0_reranker")
 
 
 async def test_connection(payload: Any) -> dict[str, Any]:
-    """Probe the posted, unsaved settings. The reply is ``ProbeReport.as_dict()`` plus ``success``."""
+    """The reply is ``ProbeReport.as_dict()`` plus ``success`` and ``warnings``."""
     posted = payload.get("config") if isinstance(payload, Mapping) else None
     if not isinstance(posted, Mapping):
         return _failure('Send the settings to test as {"config": {...}}.', "")
@@ -57,11 +53,8 @@ async def test_connection(payload: Any) -> dict[str, Any]:
 
 
 def _validated(settings: Mapping[str, Any]) -> tuple[RerankerConfig | None, dict[str, str]]:
-    """The config, or None and one message per bad key (``{"rerank_timeout": "must be between ..."}``).
-
-    Values that cannot even be read (text in a number field) are reported together with the range
-    and URL checks of the other keys, so one click lists everything to fix.
-    """
+    """The config, or None and one message per bad key (``{"rerank_timeout": "must be between ..."}``):
+    values that cannot be read are reported with the other keys' checks, so one click lists them all."""
     errors: dict[str, str] = {}
     remaining = dict(settings)
     for _ in range(2):
@@ -85,8 +78,7 @@ def _failure(message: str, key: str, *, errors: Mapping[str, str] | None = None)
 
 
 def status(payload: Any = None) -> dict[str, Any]:
-    """The counters, breaker states and whether the plugin is configured and enabled, for the scope the
-    settings modal shows (``{"project_name", "agent_profile"}``; absent or empty: global)."""
+    """The status snapshot for the modal's scope (``{"project_name", "agent_profile"}``; empty: global)."""
     try:
         scope = _scope(payload)
     except ValueError as exc:
@@ -101,7 +93,6 @@ def status(payload: Any = None) -> dict[str, Any]:
 
 
 def _scope_or_global(payload: Any) -> Scope:
-    """The modal's scope, which Test sends along for A0's ``_memory`` settings there; global if unusable."""
     try:
         return _scope(payload)
     except ValueError:
@@ -116,8 +107,8 @@ def _scope(payload: Any) -> Scope:
 
 
 def complete_loaded(data: MutableMapping[str, Any]) -> None:
-    """The end handler of ``Plugins._get_config``: complete the reply's settings when they are this
-    plugin's. Never raises (an error in an extension would fail A0's own request)."""
+    """Complete the reply's settings when they are this plugin's. Never raises: an error in an
+    extension would fail A0's own request."""
     try:
         result = data.get("result")
         if _request_of(data).get("plugin_name") != PLUGIN_NAME or not isinstance(result, dict):
