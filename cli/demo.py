@@ -23,7 +23,7 @@ from ..core.scores import RecallOutcome
 from ..core.statistics import PoolStatistics
 from ..demo import KEEP, MEMORIES, QUERY
 from ..demo.scoring import embedding_order
-from ..demo.server import LABEL, DemoServer
+from ..demo.server import LABEL, demo_server
 from ..service import runtime
 from ..service.runtime import rerank_pool
 from . import exits
@@ -79,18 +79,18 @@ def run(args: argparse.Namespace) -> int:
 async def _run(args: argparse.Namespace, given: RerankerConfig | None) -> DemoRun:
     if given is not None:
         return await recall(given, args.limit, embedded=False)
-    async with DemoServer() as server:
-        return await recall(server_config(args, server.url), args.limit, embedded=True)
+    async with demo_server() as url:
+        return await recall(server_config(args, url), args.limit, embedded=True)
 
 
 async def serve(port: int) -> int:
     """Serve the demo on 127.0.0.1, saying what to try on it, until a signal cancels the wait."""
     async with contextlib.AsyncExitStack() as stack:
         try:
-            server = await stack.enter_async_context(DemoServer(port))
+            url = await stack.enter_async_context(demo_server(port))
         except OSError as exc:
             raise CliError(f"the demo server cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from None
-        url, documents = server.url, " ".join(f'"{memory}"' for memory in MEMORIES[:3])
+        documents = " ".join(f'"{memory}"' for memory in MEMORIES[:3])
         print(f"Demo reranker at {url} (Infinity's API; {LABEL})\n  a0-reranker probe {url}\n"
               f'  a0-reranker rerank --endpoint {url} "{QUERY}" {documents}\n'
               f"  a0-reranker demo --endpoint {url}\nServing until Ctrl-C.", flush=True)

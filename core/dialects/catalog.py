@@ -3,18 +3,14 @@ reference (docs.cohere.com/reference/rerank), Jina's (jina.ai/reranker), Infinit
 (michaelfeil/infinity, ``fastapi_schemas/pymodels.py``), TEI's (huggingface/text-embeddings-inference,
 ``docs/openapi.json``), vLLM's pooling API (docs.vllm.ai, "Score API" and "Re-rank API"), llama.cpp's
 ``tools/server/README.md``, and the Voyage, Mixedbread, Together, SiliconFlow and SGLang API references.
-llama.cpp, SGLang and unidentified servers return the model's raw output, logits or probabilities:
-their routes settle it from the probe (core.scores).
+llama.cpp, SGLang and unidentified servers return raw output, logits or probabilities: the probe settles it.
 
-vLLM's ``/rerank`` carries the instruction for a server-side template (a vLLM started with the
-Qwen3-Reranker template renders the judge prompt itself; without one it ignores the field).
-``Qwen3ScoreDialect`` renders that template on our side, for a vLLM started without it, which would
-otherwise score Qwen3-Reranker "almost as random" (vllm-project/vllm PR #19260): its ``/score`` gets the
-official prompt's halves as ``text_1``/``text_2``, which vLLM joins with no separator, so
-``query_text + document_text`` is byte-for-byte the official Transformers prompt (QwenLM/Qwen3-Embedding
-README, "Transformers Usage"). ``/score`` takes 1:N and N:N lists, so pairs of *different* queries share
-one request: the batcher coalesces many agents' recalls into one call. User text is concatenated, never
-passed through ``str.format``, so braces, ``%s`` and newlines in it stay as they are.
+vLLM's ``/rerank`` sends the instruction for a server-side Qwen3-Reranker template. Without one vLLM
+scores Qwen3-Reranker "almost as random" (vllm-project/vllm PR #19260), so ``Qwen3ScoreDialect`` renders
+the template itself: ``/score`` gets the official prompt's halves as ``text_1``/``text_2``, which vLLM
+joins with no separator into the Transformers prompt of the QwenLM/Qwen3-Embedding README, byte for
+byte. It takes N:N lists, so pairs of different queries (many agents' recalls) share one request. User
+text is concatenated, never passed through ``str.format``, so braces, ``%s`` and newlines stay as they are.
 """
 
 from __future__ import annotations
