@@ -44,14 +44,10 @@ class DependencyInstallError(RuntimeError):
     """pip could not install these requirements; the message names them, pip's reason and the command."""
 
     def __init__(self, reasons: dict[str, str], command: str) -> None:
-        self.reasons = dict(reasons)
-        self.command = command
         names = ", ".join(f"{requirement} ({reason})" for requirement, reason in reasons.items())
         noun, pronoun = ("dependency", "it") if len(reasons) == 1 else ("dependencies", "them")
-        super().__init__(
-            f"a0_reranker could not install its {noun} {names}. Install {pronoun} in Agent Zero's Python, "
-            f"then install the plugin again: {command}"
-        )
+        super().__init__(f"a0_reranker could not install its {noun} {names}. Install {pronoun} in Agent Zero's "
+                         f"Python, then install the plugin again: {command}")
 
 
 PACKAGE: Final = __name__.rsplit(".", 2)[0]  # usr.plugins.a0_reranker
