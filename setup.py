@@ -1,8 +1,5 @@
-"""Build options that pyproject.toml cannot state: setuptools builds in a temporary folder.
-
-``pip install .`` builds inside the source folder, and setuptools would leave ``build/`` and
-``a0_reranker.egg-info/`` there: in the plugin folder itself (the repository root is the package).
-Everything else about the package is in ``pyproject.toml``.
+"""What pyproject.toml cannot state: ``pip install .`` builds inside the source folder, the plugin folder
+itself (the repository root is the package), so setuptools' ``build/`` and ``egg-info`` go to a temporary one.
 """
 
 from __future__ import annotations
@@ -19,7 +16,7 @@ atexit.register(shutil.rmtree, SCRATCH, True)
 
 
 class BuildPy(build_py):
-    """The package is the repository root: ship its modules, not this build script."""
+    """Ship the root package's modules, not this build script."""
 
     def find_package_modules(self, package: str, package_dir: str) -> list[tuple[str, str, str]]:
         modules = super().find_package_modules(package, package_dir)

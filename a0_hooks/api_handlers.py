@@ -1,24 +1,30 @@
-"""The panel's two endpoints: Test connection (``api/test_connection.py``) and live status (``api/status.py``).
+"""What the settings panel asks the server: Test connection (``api/test_connection.py``), live status
+(``api/status.py``), and the settings the modal loads (the extension of A0's ``Plugins._get_config``).
+Each answers and never raises; none ever returns the API key.
 
-Test probes the settings shown in the form, which are not saved yet: ``{"config": {rerank_* ...}}``
-merged over the defaults, validated first (one message per bad key), then probed live, never from the
-detection cache, so a URL the user just fixed tests right at once; valid settings that work against A0
-(a timeout past what its recall limit leaves, counted with the LLM steps A0's ``_memory`` settings
-turn on in the modal's scope, ``project_name`` and ``agent_profile``) come back as ``warnings``. Both
-always answer JSON and never raise; neither ever returns the API key.
+Test probes the unsaved settings of the form, ``{"config": {rerank_* ...}}`` over the defaults:
+validated first (one message per bad key), then probed live, never from the detection cache, so a URL
+just fixed tests right at once. Settings that work against A0 come back as ``warnings``, counted with
+the LLM steps A0's ``_memory`` settings turn on in the modal's scope. The modal reads a saved
+``config.json`` as it is: an older one lacks the newer keys, and a list of replicas stands where the
+field holds text. ``complete_loaded`` gives it the settings the plugin uses, taken as loaded (no
+unsaved change), so Save writes every key.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 from ..core import recall_budget
+from ..core.coercion import to_endpoints
 from ..core.config import RerankerConfig, load_default_settings
 from ..core.errors import ConfigError
 from ..core.probe_report import NOT_SAVED
 from ..service import runtime
+from . import PLUGIN_NAME
 from . import status as plugin_status
 from .settings import Scope, recall_steps, scope_labels
 
@@ -26,7 +32,7 @@ log = logging.getLogger("a0_reranker")
 
 
 async def test_connection(payload: Any) -> dict[str, Any]:
-    """Probe the posted, unsaved settings. The reply is ``ProbeReport.as_dict()`` plus ``success``."""
+    """The reply is ``ProbeReport.as_dict()`` plus ``success`` and ``warnings``."""
     posted = payload.get("config") if isinstance(payload, Mapping) else None
     if not isinstance(posted, Mapping):
         return _failure('Send the settings to test as {"config": {...}}.', "")
@@ -47,11 +53,8 @@ async def test_connection(payload: Any) -> dict[str, Any]:
 
 
 def _validated(settings: Mapping[str, Any]) -> tuple[RerankerConfig | None, dict[str, str]]:
-    """The config, or None and one message per bad key (``{"rerank_timeout": "must be between ..."}``).
-
-    Values that cannot even be read (text in a number field) are reported together with the range
-    and URL checks of the other keys, so one click lists everything to fix.
-    """
+    """The config, or None and one message per bad key (``{"rerank_timeout": "must be between ..."}``):
+    values that cannot be read are reported with the other keys' checks, so one click lists them all."""
     errors: dict[str, str] = {}
     remaining = dict(settings)
     for _ in range(2):
@@ -75,8 +78,7 @@ def _failure(message: str, key: str, *, errors: Mapping[str, str] | None = None)
 
 
 def status(payload: Any = None) -> dict[str, Any]:
-    """The counters, breaker states and whether the plugin is configured and enabled, for the scope the
-    settings modal shows (``{"project_name", "agent_profile"}``; absent or empty: global)."""
+    """The status snapshot for the modal's scope (``{"project_name", "agent_profile"}``; empty: global)."""
     try:
         scope = _scope(payload)
     except ValueError as exc:
@@ -91,7 +93,6 @@ def status(payload: Any = None) -> dict[str, Any]:
 
 
 def _scope_or_global(payload: Any) -> Scope:
-    """The modal's scope, which Test sends along for A0's ``_memory`` settings there; global if unusable."""
     try:
         return _scope(payload)
     except ValueError:
@@ -103,3 +104,35 @@ def _scope(payload: Any) -> Scope:
     if not isinstance(payload, Mapping):
         return Scope()
     return Scope(project_name=payload.get("project_name") or "", agent_profile=payload.get("agent_profile") or "")
+
+
+def complete_loaded(data: MutableMapping[str, Any]) -> None:
+    """Complete the reply's settings when they are this plugin's. Never raises: an error in an
+    extension would fail A0's own request."""
+    try:
+        result = data.get("result")
+        if _request_of(data).get("plugin_name") != PLUGIN_NAME or not isinstance(result, dict):
+            return
+        if isinstance(result.get("data"), Mapping):
+            result["data"] = completed(result["data"])
+    except Exception:
+        log.exception("a0_reranker: could not complete the settings the settings modal loaded")
+
+
+def completed(saved: Mapping[str, Any]) -> dict[str, Any]:
+    """The defaults, then every saved key that has a value (the file's order after the defaults' own)."""
+    merged = {**load_default_settings(), **{key: value for key, value in saved.items() if value is not None}}
+    if isinstance(merged.get("rerank_endpoint"), list | tuple):
+        with contextlib.suppress(ValueError):  # entries that are not text: left as saved, for the checks to name
+            merged["rerank_endpoint"] = to_endpoints(merged["rerank_endpoint"])
+    return merged
+
+
+def _request_of(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The modal's request, ``_get_config(self, input)``: positional, as A0 calls it, or by keyword."""
+    kwargs, args = data.get("kwargs"), data.get("args")
+    if isinstance(kwargs, Mapping) and isinstance(kwargs.get("input"), Mapping):
+        return kwargs["input"]
+    if isinstance(args, tuple) and len(args) >= 2 and isinstance(args[1], Mapping):
+        return args[1]
+    return {}

@@ -1,18 +1,12 @@
 """Install, uninstall and update: what ``hooks.py`` runs (plain sync functions, as A0 calls them).
 
-``install`` makes the runtime dependencies A0's own environment may lack importable (async-lru is
-not used by A0 at all), pip-installing into the framework's interpreter only what is missing. When
-pip cannot install one, it raises one error naming each such requirement and the exact command to
-run in A0's Python: A0 then deletes the new plugin folder and shows that text ("Installation failed:
-...") as the only explanation the user gets.
-``uninstall`` restores the original memory search and stops our event loop and HTTP session.
-
+``install`` pip-installs into A0's interpreter only the runtime dependencies it lacks (async-lru is not
+used by A0 at all). When pip cannot install one, the error names each such requirement and the exact
+command to run: A0 then deletes the new plugin folder and shows that text as the only explanation.
 An update in place (A0's ``update_from_git``: ``pre_update``, ``git pull``, ``install``) purges no
-module, so without help the old code would keep running until A0 restarts. ``pre_update`` therefore
-stops the old owner loop, unwraps the memory search, forgets the process-wide objects the old classes
-built, and drops every module of ours from ``sys.modules``; ``install``, imported afresh by ``hooks.py``,
-then runs the pulled code and wraps the memory search with it.
-This module imports only the standard library at the top, so it works before the dependencies exist.
+module, so ``pre_update`` stops the old owner loop, unwraps the memory search, forgets the process-wide
+objects and drops our modules from ``sys.modules``: ``install`` then wraps the search with the pulled code.
+Only the standard library is imported at the top, so this works before the dependencies exist.
 """
 
 from __future__ import annotations
@@ -20,6 +14,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import importlib.util
+import itertools
 import logging
 import os
 import re
@@ -49,14 +44,10 @@ class DependencyInstallError(RuntimeError):
     """pip could not install these requirements; the message names them, pip's reason and the command."""
 
     def __init__(self, reasons: dict[str, str], command: str) -> None:
-        self.reasons = dict(reasons)
-        self.command = command
         names = ", ".join(f"{requirement} ({reason})" for requirement, reason in reasons.items())
         noun, pronoun = ("dependency", "it") if len(reasons) == 1 else ("dependencies", "them")
-        super().__init__(
-            f"a0_reranker could not install its {noun} {names}. Install {pronoun} in Agent Zero's Python, "
-            f"then install the plugin again: {command}"
-        )
+        super().__init__(f"a0_reranker could not install its {noun} {names}. Install {pronoun} in Agent Zero's "
+                         f"Python, then install the plugin again: {command}")
 
 
 PACKAGE: Final = __name__.rsplit(".", 2)[0]  # usr.plugins.a0_reranker
@@ -74,30 +65,7 @@ def install(run: Runner = subprocess.run) -> None:
 
 def uninstall() -> None:
     """Restore the original memory search and stop our runtime (thread, HTTP session)."""
-    restored = memory_patch.uninstall()
-    log.info("a0_reranker: memory search restored on %d class(es)", restored)
-    _shutdown_runtime()
-
-
-def pre_update() -> None:
-    """Before ``git pull``: unwrap and stop, then forget the old code, so that what A0 imports after the
-    pull (``install``, the extensions, the API handlers) is the new code."""
-    uninstall()
-    singletons.forget_all()
-    dropped = drop_our_modules()
-    log.info("a0_reranker: %d module(s) dropped for the update", dropped)
-
-
-def drop_our_modules() -> int:
-    """Remove the plugin's modules from ``sys.modules`` (the next import reads the files on disk)."""
-    ours = [name for name in list(sys.modules) if name == PACKAGE or name.startswith(PACKAGE + ".")]
-    for name in ours:
-        sys.modules.pop(name, None)
-    importlib.invalidate_caches()
-    return len(ours)
-
-
-def _shutdown_runtime() -> None:
+    log.info("a0_reranker: memory search restored on %d class(es)", memory_patch.uninstall())
     try:
         runtime = importlib.import_module(PACKAGE + ".service.runtime")
     except Exception:  # dependencies missing: nothing of ours can be running
@@ -106,6 +74,18 @@ def _shutdown_runtime() -> None:
         runtime.shutdown()
     except Exception:
         log.exception("a0_reranker: error while stopping the reranker runtime")
+
+
+def pre_update() -> None:
+    """Before ``git pull``: unwrap and stop, then forget the old code, so that what A0 imports after the
+    pull (``install``, the extensions, the API handlers) is the new code."""
+    uninstall()
+    singletons.forget_all()
+    ours = [name for name in list(sys.modules) if name == PACKAGE or name.startswith(PACKAGE + ".")]
+    for name in ours:  # the next import reads the files on disk
+        sys.modules.pop(name, None)
+    importlib.invalidate_caches()
+    log.info("a0_reranker: %d module(s) dropped for the update", len(ours))
 
 
 def missing_requirements(path: Path) -> list[str]:
@@ -131,12 +111,8 @@ def _satisfied(name: str, minimum: str | None) -> bool:
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:
-    parts = []
-    for piece in version.split("."):
-        if not (digits := re.match(r"\d+", piece)):
-            break
-        parts.append(int(digits.group()))
-    return tuple(parts)
+    digits = itertools.takewhile(bool, (re.match(r"\d+", piece) for piece in version.split(".")))
+    return tuple(int(match.group()) for match in digits if match)
 
 
 def pip_install(requirements: Sequence[str], run: Runner = subprocess.run) -> None:

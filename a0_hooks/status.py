@@ -23,17 +23,13 @@ from ..service import runtime
 from . import memory_patch, settings
 
 log = logging.getLogger("a0_reranker")
+Read = tuple[dict[str, Any], RerankerConfig | None, list[str]]  # the raw settings, the config or the problems
 
 
-def snapshot(agent: Any = None, scope: settings.Scope | None = None) -> dict[str, Any]:
-    """Settings summary (of the agent's scope, or of ``scope``), whether the plugin is on there and
-    wired in, and the counters (those are the whole process's). Never raises."""
-    return _snapshot(agent, scope, *_settings(agent, scope))
-
-
-def _snapshot(
-    agent: Any, scope: settings.Scope | None, raw: Mapping[str, Any], config: RerankerConfig | None, problems: list[str]
-) -> dict[str, Any]:
+def snapshot(agent: Any = None, scope: settings.Scope | None = None, read: Read | None = None) -> dict[str, Any]:
+    """Settings summary (of the agent's scope, or of ``scope``; ``read`` when already read), whether the
+    plugin is on there and wired in, and the counters (those are the whole process's). Never raises."""
+    raw, config, problems = read or _settings(agent, scope)
     if agent is None and scope is not None and not scope.is_global:
         enabled = settings.enabled_in(scope.project_name, scope.agent_profile)
     else:
@@ -64,8 +60,7 @@ def _snapshot(
 
 
 def _shown_endpoint(raw: Mapping[str, Any]) -> str:
-    """The saved endpoint of invalid settings, as typed less every entry's password: the tool's text goes
-    into the agent's context, and so into the LLM provider's logs."""
+    """Invalid settings' endpoint as typed, less every password: the tool's text reaches the LLM's logs."""
     try:
         return shown_endpoints(to_endpoints(raw.get("rerank_endpoint") or ""))
     except ValueError:  # not text at all: settings_problems says so
@@ -81,38 +76,36 @@ def pool_hints(pool: Mapping[str, Any], config: RerankerConfig | None) -> list[s
     recalls, starved = pool.get("recalls") or 0, pool.get("starved_fraction") or 0.0
     if recalls < STARVED_MIN_RECALLS or starved < STARVED_FRACTION:
         return []
-    threshold = f" (now {config.pool_threshold:g})" if config else ""
-    candidates = f" (now {config.candidates})" if config else ""
     return [
         f"Pools are starved: in {starved:.0%} of {recalls} recalls the pool held no more memories than the recall "
-        f"returns, so the reranker could only reorder them. Lower rerank_pool_threshold{threshold} or raise "
-        f"rerank_candidates{candidates}. Recall filters by area, and the store then looks at only its 20 nearest "
-        "memories of all areas, so a small memory or one taken up by another area starves pools too."
+        f"returns, so the reranker could only reorder them. Lower rerank_pool_threshold"
+        f"{_now(config, 'pool_threshold')} or raise rerank_candidates{_now(config, 'candidates')}. Recall filters "
+        "by area, and the store then looks at only its 20 nearest memories of all areas, so a small memory or one "
+        "taken up by another area starves pools too."
     ]
 
 
 def overload_hints(load: Mapping[str, Any], config: RerankerConfig | None) -> list[str]:
-    """What the status says while recalls are being shed: that the server is overloaded, by how much,
-    and what helps (empty: nothing shed in the last minute)."""
+    """That the server is overloaded, by how much, and what helps (empty: nothing shed last minute)."""
     shed, goodput = load.get("shed_per_s") or 0.0, load.get("goodput_per_s") or 0.0
     offered = load.get("offered_per_s") or 0.0
     if not shed:
         return []
     ratio = f"{offered / goodput:.1f}x what it reranks" if goodput else "more than it answers in time"
-    timeout = f" (now {config.timeout:g} s)" if config else ""
-    candidates = f" (now {config.candidates})" if config else ""
     return [
         f"The reranker is overloaded: over the last minute agents asked for {offered:.1f} recalls/s, {ratio} "
         f"({goodput:.1f}/s); {shed:.1f}/s got the stock order at once (shed) rather than wait past their "
         f"timeout. What helps: another replica of the model (list it in rerank_endpoint), a longer rerank_timeout"
-        f"{timeout} to queue more, fewer rerank_candidates{candidates} so each recall costs less, or a faster "
-        "model or GPU."
+        f"{_now(config, 'timeout', ' s')} to queue more, fewer rerank_candidates{_now(config, 'candidates')} so "
+        "each recall costs less, or a faster model or GPU."
     ]
 
 
-def _settings(
-    agent: Any, scope: settings.Scope | None = None
-) -> tuple[dict[str, Any], RerankerConfig | None, list[str]]:
+def _now(config: RerankerConfig | None, field: str, unit: str = "") -> str:
+    return f" (now {getattr(config, field):g}{unit})" if config else ""
+
+
+def _settings(agent: Any, scope: settings.Scope | None = None) -> Read:
     try:
         raw = settings.plugin_settings(agent, scope)
     except Exception as exc:
@@ -143,22 +136,19 @@ def _statistics() -> dict[str, Any]:
 
 async def report(agent: Any = None) -> str:
     """The ``reranker_status`` tool's answer: settings, a live probe and the counters, in plain text."""
-    raw, config, problems = _settings(agent)  # read once: for the summary and for the live probe
-    info = _snapshot(agent, None, raw, config, problems)
+    read = raw, config, _ = _settings(agent)  # read once: for the summary and for the live probe
+    info = snapshot(agent, None, read)
     probe = await runtime.probe_async(config) if config is not None and config.configured else None
     return redact(format_report(info, probe), str(raw.get("rerank_api_key") or ""))
 
 
 def format_report(info: Mapping[str, Any], probe: ProbeReport | None) -> str:
-    """Plain text for the agent (and, through it, the user)."""
     lines = ["Reranker status (a0_reranker)", f"- Mode: {_mode_text(info)}"]
     key_state = "set" if info["api_key_set"] else "not set"
     lines.append(f"- Endpoint: {info['endpoint'] or '(not set)'}; API setting: {info['api_setting'] or '-'}; "
                  f"model: {info['model'] or '(server default)'}; API key: {key_state}")
-    for problem in info["settings_problems"]:
-        lines.append(f"- Invalid setting: {problem}")
-    for warning in info.get("settings_warnings") or []:
-        lines.append(f"- Setting warning: {warning}")
+    lines += [f"- Invalid setting: {problem}" for problem in info["settings_problems"]]
+    lines += [f"- Setting warning: {warning}" for warning in info.get("settings_warnings") or []]
     if info.get("recall_budget"):
         lines.append(f"- Recall budget: {info['recall_budget']}")
     if probe is not None:
@@ -234,8 +224,7 @@ SERVER_STATES: dict[str, str] = {"closed": "in rotation", "open": "ejected", "ha
 
 
 def server_line(replica: Mapping[str, Any]) -> str:
-    """One server the process sends to (a replica of ``rerank_endpoint``): its state and breaker, its
-    share of the pairs sent, its latency (per request, and per pair) and what it has in flight."""
+    """One replica: its state and breaker, share of the pairs, latency and what it has in flight."""
     breaker = str(replica["breaker"])
     state = SERVER_STATES.get(breaker, breaker)
     return (f"- Server {replica['url']}: {state} (breaker {breaker.replace('_', '-')}); "

@@ -18,7 +18,7 @@ import aiohttp
 
 from ..core.config import RerankerConfig
 from ..core.dialects import ScoreBatch
-from ..core.dialects.qwen3_score import Qwen3ScoreDialect
+from ..core.dialects.catalog import Qwen3ScoreDialect
 from ..service import runtime
 
 DEFAULT_CONCURRENCY = (1, 4, 16, 64)

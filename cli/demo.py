@@ -21,9 +21,9 @@ from ..core.config import RerankerConfig
 from ..core.probe_report import ProbeReport
 from ..core.scores import RecallOutcome
 from ..core.statistics import PoolStatistics
-from ..demo import memories
+from ..demo import KEEP, MEMORIES, QUERY
 from ..demo.scoring import embedding_order
-from ..demo.server import LABEL, DemoServer
+from ..demo.server import LABEL, demo_server
 from ..service import runtime
 from ..service.runtime import rerank_pool
 from . import exits
@@ -55,8 +55,8 @@ def add_parser(commands: Any) -> None:
     )
     parser.add_argument("--endpoint", metavar="URL", help="use this reranker server instead of the embedded demo")
     add_server_options(parser)
-    parser.add_argument("--limit", type=positive_int, default=memories.KEEP, metavar="N",
-                        help=f"memories the recall keeps (default: {memories.KEEP}, as Agent Zero)")
+    parser.add_argument("--limit", type=positive_int, default=KEEP, metavar="N",
+                        help=f"memories the recall keeps (default: {KEEP}, as Agent Zero)")
     parser.add_argument("--json", action="store_true", help="print the before and after as JSON")
     parser.add_argument("--serve", action="store_true",
                         help="keep the embedded demo server running (until Ctrl-C) and print the commands that use it")
@@ -79,32 +79,23 @@ def run(args: argparse.Namespace) -> int:
 async def _run(args: argparse.Namespace, given: RerankerConfig | None) -> DemoRun:
     if given is not None:
         return await recall(given, args.limit, embedded=False)
-    async with DemoServer() as server:
-        return await recall(server_config(args, server.url), args.limit, embedded=True)
+    async with demo_server() as url:
+        return await recall(server_config(args, url), args.limit, embedded=True)
 
 
 async def serve(port: int) -> int:
-    """Serve the demo on 127.0.0.1 until the command is stopped (a signal cancels the wait)."""
+    """Serve the demo on 127.0.0.1, saying what to try on it, until a signal cancels the wait."""
     async with contextlib.AsyncExitStack() as stack:
         try:
-            server = await stack.enter_async_context(DemoServer(port))
+            url = await stack.enter_async_context(demo_server(port))
         except OSError as exc:
             raise CliError(f"the demo server cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from None
-        print("\n".join(serving_lines(server.url)), flush=True)
+        documents = " ".join(f'"{memory}"' for memory in MEMORIES[:3])
+        print(f"Demo reranker at {url} (Infinity's API; {LABEL})\n  a0-reranker probe {url}\n"
+              f'  a0-reranker rerank --endpoint {url} "{QUERY}" {documents}\n'
+              f"  a0-reranker demo --endpoint {url}\nServing until Ctrl-C.", flush=True)
         await asyncio.Event().wait()
     return 0
-
-
-def serving_lines(url: str) -> list[str]:
-    """What a newcomer reads: where the server is, what it is, and the commands to try on it."""
-    documents = " ".join(f'"{memory}"' for memory in memories.MEMORIES[:3])
-    return [
-        f"Demo reranker at {url} (Infinity's API; {LABEL})",
-        f"  a0-reranker probe {url}",
-        f'  a0-reranker rerank --endpoint {url} "{memories.QUERY}" {documents}',
-        f"  a0-reranker demo --endpoint {url}",
-        "Serving until Ctrl-C.",
-    ]
 
 
 async def recall(config: RerankerConfig, limit: int, *, embedded: bool) -> DemoRun:
@@ -112,9 +103,9 @@ async def recall(config: RerankerConfig, limit: int, *, embedded: bool) -> DemoR
     report = await runtime.probe_async(config)
     if not report.ok:
         raise CliError(f"the reranker at {config.endpoint} is not usable: {report.message}", FAILED)
-    stock = embedding_order(memories.QUERY, memories.MEMORIES)
-    pool = [memories.MEMORIES[index] for index, _ in stock]
-    outcome = await rerank_pool(memories.QUERY, pool, limit=limit, config=config)
+    stock = embedding_order(QUERY, MEMORIES)
+    pool = [MEMORIES[index] for index, _ in stock]
+    outcome = await rerank_pool(QUERY, pool, limit=limit, config=config)
     if not outcome.applied or outcome.ranking is None:
         raise CliError(f"the recall kept its stock order ({outcome.reason}: {outcome.message})", FAILED)
     return DemoRun(config.endpoint, embedded, report, stock, outcome, limit, runtime.statistics().pool)
@@ -123,13 +114,13 @@ async def recall(config: RerankerConfig, limit: int, *, embedded: bool) -> DemoR
 def as_dict(demo: DemoRun) -> dict[str, Any]:
     ranking = demo.outcome.ranking or []
     return {
-        "query": memories.QUERY,
+        "query": QUERY,
         "reranker": {"endpoint": demo.endpoint, "embedded": demo.embedded,
                      "scorer": LABEL if demo.embedded else None, "probe": report_dict(demo.probe)},
         "limit": demo.limit,
-        "before": [{"position": p, "similarity": round(s, 4), "memory": memories.MEMORIES[i]}
+        "before": [{"position": p, "similarity": round(s, 4), "memory": MEMORIES[i]}
                    for p, (i, s) in enumerate(demo.stock, 1)],
-        "after": [{"position": p, "score": score, "was": index + 1, "memory": memories.MEMORIES[demo.stock[index][0]]}
+        "after": [{"position": p, "score": score, "was": index + 1, "memory": MEMORIES[demo.stock[index][0]]}
                   for p, (index, score) in enumerate(ranking[: demo.limit], 1)],
         "rerank_ms": round(demo.outcome.elapsed_s * 1000, 1),
         "pool": demo.pool.as_dict(),
@@ -158,7 +149,7 @@ def _setting(demo: DemoRun, width: int) -> list[str]:
                   f"scorer: {LABEL}"]
     else:
         server = [f"your server at {demo.endpoint}"]
-    rows = [("question", [memories.QUERY]),
+    rows = [("question", [QUERY]),
             ("memories", [f"{len(demo.stock)} sample memories; the recall keeps the best {demo.limit}"]),
             ("reranker", server),
             ("detected", [demo.probe.message])]
@@ -167,7 +158,7 @@ def _setting(demo: DemoRun, width: int) -> list[str]:
 
 
 def _before(demo: DemoRun, width: int) -> list[str]:
-    rows = [(f"{p}", f"{similarity:.3f}", memories.MEMORIES[index])
+    rows = [(f"{p}", f"{similarity:.3f}", MEMORIES[index])
             for p, (index, similarity) in enumerate(demo.stock, 1)]
     lines = [f"  {line}" for line in table(("#", "similarity", "memory"), rows, ">><", width - 2)]
     cut = f"  {'-' * 4} the recall keeps the {demo.limit} above {'-' * 4}"
@@ -176,7 +167,7 @@ def _before(demo: DemoRun, width: int) -> list[str]:
 
 def _after(demo: DemoRun, width: int) -> list[str]:
     ranking = (demo.outcome.ranking or [])[: demo.limit]
-    rows = [(f"{p:2d}", f"{score:.3f}", f"#{index + 1}", memories.MEMORIES[demo.stock[index][0]])
+    rows = [(f"{p:2d}", f"{score:.3f}", f"#{index + 1}", MEMORIES[demo.stock[index][0]])
             for p, (index, score) in enumerate(ranking, 1)]
     return [f"  {line}" for line in table(("#", "score", "was", "memory"), rows, ">>><", width - 2)]
 

@@ -1,21 +1,13 @@
-"""How a command ends other than by success: a user error, or a signal; either way with the documented
-exit code and nothing on stderr but its one line.
+"""How a command ends other than by success, with the documented exit code and one line on stderr.
 
 ``CliError`` is a problem the user can fix, printed as that line, never a traceback: exit 2 (``USAGE``:
 bad arguments, URL, file, missing key variable) or 1 (``FAILED``: the server is unreachable or answers
-wrongly, or the work could not be done).
-
-The first Ctrl-C (SIGINT, exit 130) or SIGTERM (``timeout``, ``docker stop``, systemd: exit 143)
-stops the command, which unwinds: its ``with`` blocks stop what it started (the benchmark's servers,
-the engine's HTTP session). While the command runs its event loop (``run``), the signal cancels the
-loop's main task, as ``asyncio.run`` does for a Ctrl-C, so the work unwinds at its next ``await`` and
-no task is torn apart mid-step (which leaves "Task exception was never retrieved" behind); otherwise
-it raises ``Stopped``, a KeyboardInterrupt, in the main thread. The line saying so is printed at once.
-Any further signal means "now": the process exits at once with the first signal's code, leaving no
-traceback of an interrupted clean-up behind (and no wait on a clean-up that hangs); what it started
-stops by itself, since its servers end when their pipe to this process closes. Once every exit hook
-has run, further signals are ignored: Python puts the default handlers back late in its teardown,
-and one arriving then would kill the process by the signal instead of letting it exit with the code.
+wrongly). The first SIGINT (exit 130) or SIGTERM (143) prints its line at once and stops the command,
+which unwinds through its ``with`` blocks: inside ``run`` by cancelling the loop's main task, as
+``asyncio.run`` does for a Ctrl-C (no task torn apart mid-step), else by raising ``Stopped``. A further
+signal exits at once with the first one's code (what the command started ends with its pipe to this
+process). Once every exit hook has run, signals are ignored: one arriving while Python restores the
+default handlers late in its teardown would kill the process by the signal instead of the code.
 """
 
 from __future__ import annotations
@@ -71,8 +63,7 @@ _STATE = _State()
 
 
 def _ignore_signals_at_the_end() -> None:
-    """The last exit hook (registered first): after a signal stopped the command, the exit code stays
-    its code whatever comes during the teardown that follows."""
+    """The last exit hook (registered first): see the module docstring."""
     if _STATE.received is not None:
         for signum in SIGNALS:
             with contextlib.suppress(ValueError):  # not the main thread: nothing to protect
@@ -105,8 +96,7 @@ def announce(stopped: Stopped) -> int:
 
 @contextlib.contextmanager
 def stop_on_signals(command: str) -> Iterator[None]:
-    """While the block runs, SIGINT and SIGTERM stop it as above. After a signal the handlers stay, so
-    one more during the interpreter's exit ends it at once too."""
+    """While the block runs, SIGINT and SIGTERM stop it; after a signal the handlers stay."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -149,8 +139,7 @@ async def _main(work: Coroutine[Any, Any, T]) -> T:
 
 
 def _first(signum: int, _frame: FrameType | None) -> None:
-    """Say so at once (the clean-up that follows may take a moment), then stop the command: through its
-    event loop's main task when one runs, else by raising ``Stopped`` here."""
+    """Say so at once (the clean-up may take a moment), then stop the command."""
     for other in SIGNALS:
         signal.signal(other, _again)
     _STATE.received = Stopped(signum)

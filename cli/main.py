@@ -1,13 +1,8 @@
-"""``a0-reranker`` / ``python -m a0_reranker``: parse the arguments and dispatch to one command.
+"""``a0-reranker`` / ``python -m a0_reranker``: parse the arguments and dispatch to one command, with the
+errors and signals ``exits`` describes; the benchmark program runs through the same ``run_program``.
 
-User errors print one line on stderr and exit 2 (bad arguments, URL, file) or 1 (the server is
-unreachable or answers wrongly), never a traceback. Ctrl-C exits 130 and SIGTERM (``timeout``,
-``docker stop``, systemd) 143, each after the command has stopped what it started; a second signal
-exits at once (``exits``). Text the terminal cannot encode is printed escaped, never an error. The
-developers' benchmark program (``python -m a0_reranker.bench``) runs through the same ``run_program``.
-
-This module imports only the standard library at the top: the signal handlers are in place before the
-commands (aiohttp, the engine) load, so a Ctrl-C during that second of start-up is a stop like any other.
+Only the standard library is imported at the top: the signal handlers are in place before the commands
+(aiohttp, the engine) load, so a Ctrl-C during that second of start-up is a stop like any other.
 """
 
 from __future__ import annotations
@@ -56,8 +51,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run_program(prog: str, build: Callable[[], argparse.ArgumentParser], argv: Sequence[str] | None) -> int:
-    """Parse with the parser ``build`` makes (after the signal handlers are in place) and run the
-    command it chose (``args.run``), with the errors and signals as the module docstring says."""
     # a lone surrogate (undecodable argv bytes, a JSON escape) or a character the terminal lacks: printed escaped
     for stream in (sys.stdout, sys.stderr):
         if isinstance(stream, io.TextIOWrapper):

@@ -23,7 +23,7 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
 
 
 def api_key_from_env(variable: str) -> str:
-    """The key held by ``variable``; a missing or empty variable is a user error (the key is never shown)."""
+    """The key held by ``variable`` (never shown); a missing or empty variable is a user error."""
     if not variable:
         return ""
     key = os.environ.get(variable, "").strip()
@@ -33,8 +33,7 @@ def api_key_from_env(variable: str) -> str:
 
 
 def server_config(args: argparse.Namespace, endpoint: str, **settings: Any) -> RerankerConfig:
-    """The plugin's own config model, validated the same way as the settings panel; ``settings`` are
-    further fields a command sets."""
+    """The plugin's own config, validated as the settings panel's is, with further ``settings`` fields."""
     try:
         return RerankerConfig(endpoint=endpoint, api=args.api, model=args.model.strip(),
                               api_key=api_key_from_env(args.key_env), timeout=args.timeout, **settings)
@@ -43,8 +42,8 @@ def server_config(args: argparse.Namespace, endpoint: str, **settings: Any) -> R
 
 
 def config_problem(error: ConfigError, endpoint: str) -> str:
-    """ConfigError's lines, with the settings named as the options that set them (and the endpoint as
-    typed, less the user name and password of every entry)."""
+    """ConfigError's lines, the settings named as the options that set them (the endpoint as typed,
+    less every entry's user name and password)."""
     names = {"rerank_endpoint": f"endpoint {shown_endpoints(endpoint)!r}", "rerank_timeout": "--timeout",
              "rerank_model": "--model", "rerank_api": "--api", "rerank_api_key": "--key-env",
              "rerank_max_queued_pairs": "--max-queued-pairs"}

@@ -68,8 +68,6 @@ def report_lines(report: ProbeReport) -> list[str]:
 
 
 def replica_set_lines(report: ProbeReport) -> list[str]:
-    """The summary, then one line per replica: its verdict, URL, API and path, latency and margin, or
-    why it failed."""
     lines = [f"{bold('OK' if report.ok else 'FAIL')}  {report.message}"]
     for position, replica in enumerate(report.replicas, 1):
         lines.append(f"  {position:<3}{'OK' if replica.ok else 'FAIL':<6}{replica_line(replica)}")

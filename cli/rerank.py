@@ -20,7 +20,6 @@ from typing import Any, TextIO
 
 from ..core.config import RerankerConfig
 from ..service import runtime
-from ..service.reranker_service import RerankResult
 from . import exits
 from .exits import FAILED, CliError
 from .formatting import table, terminal_width
@@ -62,26 +61,17 @@ def run(args: argparse.Namespace) -> int:
     if result.ranking is None:
         hint = " (see --max-queued-pairs)" if result.reason == "queue_full" else ""
         raise CliError(f"no ranking from {config.endpoint}: {result.message or result.reason}{hint}", FAILED)
-    rows = ranking_rows(result, documents)[: args.top]
+    rows: list[dict[str, Any]] = [{"rank": rank, "score": score, "index": index, "document": documents[index]}
+            for rank, (index, score) in enumerate(result.ranking[: args.top], 1)]
     if args.json:
         print(json.dumps({"query": args.query, "endpoint": config.endpoint, "api": result.api,
                           "elapsed_ms": round(elapsed_ms, 1), "retries": result.retries, "results": rows,
                           "statistics": runtime.statistics().as_dict()}, indent=2, ensure_ascii=False))
     else:
         print(f"{len(documents)} documents ranked by {config.endpoint} ({result.api} API, {elapsed_ms:.0f} ms)")
-        print("\n".join(ranking_table(rows)))
+        body = [(str(r["rank"]), f"{r['score']:.4f}", str(r["index"]), r["document"]) for r in rows]
+        print("\n".join(table(("rank", "score", "index", "document"), body, ">>><", terminal_width())))
     return 0
-
-
-def ranking_rows(result: RerankResult, documents: Sequence[str]) -> list[dict[str, Any]]:
-    ranking = result.ranking or []
-    return [{"rank": rank, "score": score, "index": index, "document": documents[index]}
-            for rank, (index, score) in enumerate(ranking, 1)]
-
-
-def ranking_table(rows: Sequence[dict[str, Any]]) -> list[str]:
-    body = [(str(r["rank"]), f"{r['score']:.4f}", str(r["index"]), r["document"]) for r in rows]
-    return table(("rank", "score", "index", "document"), body, ">>><", terminal_width())
 
 
 def read_documents(arguments: Sequence[str], path: str | None, fmt: str) -> list[str]:

@@ -1,12 +1,11 @@
-"""Coercion: what arrives from forms, YAML, JSON and env overrides, turned into each setting's type.
-
-A0's settings panel sends numbers as numbers, but ``A0_SET_*`` env overrides and hand-edited files
-send text; a YAML list may stand for several endpoints. Each function raises ``ValueError`` with a
-message that never repeats more than a short, safe form of the value.
+"""What arrives from forms, YAML, JSON and env overrides, turned into each setting's type: the panel
+sends numbers as numbers, but ``A0_SET_*`` overrides and hand-edited files send text, and a YAML list may
+stand for several endpoints. A ``ValueError`` repeats no more than a short, safe form of the value.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Any
 
@@ -28,16 +27,10 @@ def to_bool(value: Any) -> bool:
 
 
 def to_int(value: Any) -> int:
-    if isinstance(value, bool):
-        raise ValueError(f"expected a whole number, got {shown_value(value)}")
-    if isinstance(value, int):
+    if isinstance(value, int) and not isinstance(value, bool):
         return value
-    if isinstance(value, float | str):
-        try:
-            number = float(value.strip() if isinstance(value, str) else value)
-        except ValueError:
-            number = math.nan
-        if math.isfinite(number) and number.is_integer():
+    with contextlib.suppress(ValueError):
+        if isinstance(value, float | str) and (number := to_float(value)).is_integer():
             return int(number)
     raise ValueError(f"expected a whole number, got {shown_value(value)}")
 

@@ -67,11 +67,8 @@ def hosted_kind(endpoint: str) -> str | None:
 
 
 def identify(gets: Mapping[str, Any]) -> ServerIdentity:
-    """Read the JSON of the identifying GETs (path -> parsed JSON, or None when it failed).
-
-    A body that does not read as its server writes it counts as absent, as a failed GET does: the GETs
-    are hints, and the correctness probe decides. Raises nothing but ``MalformedAnswer``.
-    """
+    """Read the JSON of the identifying GETs (path -> parsed JSON, or None when it failed). A body that
+    does not read as its server writes it counts as absent: the GETs are hints, the probe decides."""
     readable = {path: body for path, body in gets.items() if _reads_alone(path, body)}
     return read_answer(_identify, readable)
 
@@ -104,16 +101,13 @@ def _identify(gets: Mapping[str, Any]) -> ServerIdentity:
 
 
 def _identify_tei(info: dict[str, Any]) -> ServerIdentity:
-    model_type = info.get("model_type")
-    batch = info.get("max_client_batch_size")
+    model_type, batch = info.get("model_type"), info.get("max_client_batch_size")
     name = info.get("served_model_name") or info.get("model_id")
-    models = (name,) if _is_model_id(name) else ()
-    limit = batch if isinstance(batch, int) and batch > 0 else None
-    if not (isinstance(model_type, dict) and "reranker" in model_type):
-        served = ", ".join(model_type) if isinstance(model_type, dict) else "unknown"
-        return ServerIdentity("tei", models, max_client_batch=limit,
-                              problem=f"TEI is serving a {served} model, not a reranker")
-    return ServerIdentity("tei", models, max_client_batch=limit)
+    served = ", ".join(model_type) if isinstance(model_type, dict) else "unknown"
+    reranks = isinstance(model_type, dict) and "reranker" in model_type
+    problem = "" if reranks else f"TEI is serving a {served} model, not a reranker"
+    return ServerIdentity("tei", (name,) if _is_model_id(name) else (),
+                          max_client_batch=batch if isinstance(batch, int) and batch > 0 else None, problem=problem)
 
 
 def _identify_listing(owners: set[str], models: tuple[str, ...], listing: Any, prefix: str) -> ServerIdentity:
@@ -236,22 +230,16 @@ def to_probabilities(scores: Sequence[float]) -> list[float]:
 
 
 def preferred(outcomes: Sequence[ProbeOutcome]) -> ProbeOutcome | None:
-    """The first outcome, in candidate order, that ranks the probe correctly; None when none does.
-
-    Order, not the widest margin: when the server's own ``/rerank`` ranks right, it applies whatever
-    prompt its model needs (a vLLM with the Qwen3 template renders it), and our templated ``/score``
-    would wrap that prompt a second time. The margin only has to clear ``MIN_MARGIN``.
-    """
+    """The first outcome, in candidate order (not the widest margin: see the module docstring), that
+    ranks the probe correctly; None when none does."""
     return next((o for o in outcomes if o.answered and o.ranks_correctly), None)
 
 
 def judge(outcomes: Sequence[ProbeOutcome]) -> ProbeOutcome:
-    """The preferred candidate (see ``preferred``), or DetectionFailed saying why there is none."""
-    chosen = preferred(outcomes)
-    if chosen is not None:
+    """The preferred candidate, or DetectionFailed saying why there is none."""
+    if (chosen := preferred(outcomes)) is not None:
         return chosen
-    answered = [o for o in outcomes if o.answered]
-    if answered:
+    if any(o.answered for o in outcomes):
         raise DetectionFailed(
             "the server answers but ranks an obvious relevant/irrelevant probe wrongly: check the model "
             "(a Qwen3-Reranker needs rerank_api qwen3_score or auto on vLLM)",

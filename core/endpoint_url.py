@@ -1,10 +1,7 @@
-"""The endpoint URL a user types: cleaned of what they may paste with it, and checked without ever
-raising (``urlsplit`` raises on malformed hosts) or repeating it (it may hold a user name and password).
-
-``rerank_endpoint`` may list several base URLs, replicas of one model: separated by commas or
-whitespace in one text, or a YAML/JSON list. Each is cleaned and checked on its own, and the same
-server twice counts once: its scheme and host in any letter case, its default port (80 for http, 443
-for https) or none. Paths keep their case. The canonical text joins the URLs with ", ".
+"""The endpoint URLs a user types: cleaned of what they may paste with them, and checked without ever
+raising (``urlsplit`` raises on malformed hosts) or repeating them (they may hold a user name and
+password). ``rerank_endpoint`` may list several base URLs, replicas of one model, separated by commas or
+whitespace; the canonical text joins them with ", ", each once.
 """
 
 from __future__ import annotations
@@ -22,9 +19,8 @@ _PASTED_API_SUFFIXES: Final = (
 
 
 def normalize_endpoint(endpoint: str) -> str:
-    """Trim spaces, trailing slashes and pasted API paths, so ``http://h:8002/v1/rerank`` works too, and
-    spell the server one way. Idempotent: a config built from a normalized endpoint (``replace``) keeps
-    it as it is."""
+    """Trim spaces, trailing slashes and pasted API paths (``http://h:8002/v1/rerank`` works too), and
+    spell the server one way. Idempotent, as a config built by ``replace`` needs."""
     text = endpoint.strip().rstrip("/")
     while suffix := next((s for s in _PASTED_API_SUFFIXES if text.lower().endswith(s)), ""):
         text = text[: -len(suffix)].rstrip("/")
@@ -40,9 +36,8 @@ _ORIGIN: Final = re.compile(
 
 
 def _one_spelling_per_server(url: str) -> str:
-    """Scheme and host in lower case and a default port dropped, so that one server written two ways is
-    one replica (one concurrency cap, no hedging against itself). The path keeps its case, as does an
-    IPv6 zone (an interface name). Never raises."""
+    """Scheme and host in lower case, a default port dropped: one server written two ways is one replica
+    (one concurrency cap, no hedging against itself). Path and IPv6 zone keep their case."""
     origin = _ORIGIN.match(url)
     if origin is None:
         return url
@@ -68,15 +63,13 @@ def normalize_endpoints(text: str) -> str:
 
 
 def shown_endpoints(text: str) -> str:
-    """An endpoint setting as it may be shown even when it is invalid: its entries as typed, one line,
-    joined as the canonical text is (so "entry 2" is the second one shown), less any user name and
-    password. Never raises."""
+    """An endpoint setting as it may be shown even when invalid: its entries as typed, joined as the
+    canonical text is (so "entry 2" is the second one shown), less any user name and password."""
     return LIST_SEPARATOR.join(part for part in _SEPARATORS.split(without_userinfo(text)) if part)
 
 
 def endpoints_problem(text: str) -> str | None:
-    """Why an endpoint setting is unusable, naming the entry (by position, never by its text) when it
-    lists several URLs. Never raises."""
+    """Why an endpoint setting is unusable, naming the entry by position (never by its text)."""
     parts = [part for part in _SEPARATORS.split(text.strip()) if part]
     if len(parts) <= 1:  # a stray comma around one URL is no second entry: split_endpoints drops it too
         return endpoint_problem(parts[0] if parts else "")
@@ -90,11 +83,7 @@ _NOT_IN_URLS: Final = re.compile(r"[\s\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 def endpoint_problem(endpoint: str) -> str | None:
-    """Why an endpoint is unusable, or None. Empty is allowed: it means "not configured".
-
-    Never raises: what ``urlsplit`` cannot read is named as a problem too. No message repeats the URL,
-    which may hold a user name and password.
-    """
+    """Why an endpoint is unusable, or None; empty means "not configured"."""
     text = endpoint.strip()
     if not text:
         return None

@@ -10,16 +10,13 @@ class RerankError(Exception):
     """Base of every error the engine raises internally (never past the public API)."""
 
     reason = "error"
-    # The text may quote what a server or a library said, and so the key, the query or a memory: it is
-    # masked before it is shown. The engine's own fixed messages for the refusals that come in floods
-    # (a full queue, an open breaker) need no masking: they must stay cheap for every recall refused.
+    # The text may quote a server or a library, and so the key, the query or a memory. The engine's own
+    # messages for the refusals that come in floods (a full queue, an open breaker) stay cheap, unmasked.
     quotes_server_text = True
 
     def masked(self, *texts: str) -> RerankError:
-        """This error with every quote of ``texts`` masked in its text: a copy, without the cause that
-        could still hold them (itself when its text is the engine's own). A request that carried
-        several recalls fails for all of them, and each sees every text the request carried masked,
-        not its own alone."""
+        """A copy with every quote of ``texts`` masked, without the cause that could still hold them. A
+        request carrying several recalls fails for all of them: each sees all their texts masked."""
         if not self.quotes_server_text:
             return self
         clone = type(self).__new__(type(self))
@@ -42,8 +39,7 @@ class ConfigError(RerankError, ValueError):
 
 
 class TransportError(RerankError):
-    """The server could not be reached or the connection broke (refused, DNS, TLS, reset, redirect).
-
+    """The server could not be reached or the connection broke (refused, DNS, TLS, reset, redirect);
     ``retryable`` is false where sending again cannot help (a redirect, an unknown host name)."""
 
     reason = "connect"
@@ -54,13 +50,11 @@ class TransportError(RerankError):
 
 
 class StaleConnection(TransportError):
-    """A pooled keep-alive connection turned out closed by the server before any answer came: the
-    request is sent again at once on a fresh connection, and the server is not to blame."""
+    """A pooled keep-alive connection the server had closed: sent again at once, the server not blamed."""
 
 
 class TlsFailure(TransportError):
-    """The TLS handshake failed: an untrusted or invalid certificate, or no common protocol. Counted
-    apart from ``connect`` because the fix differs (a CA bundle, not a running server)."""
+    """The TLS handshake failed; counted apart from ``connect`` as the fix differs (a CA bundle)."""
 
     reason = "tls"
 
@@ -86,8 +80,7 @@ class ServerError(RerankError):
 
 
 class RateLimited(ServerError):
-    """429: the server (or its gateway) asks us to slow down, for ``retry_after`` seconds when it says.
-    Not a sign that the server is down."""
+    """429: slow down, for ``retry_after`` seconds when it says; not a sign that the server is down."""
 
     reason = "rate_limited"
 
@@ -109,9 +102,8 @@ class MalformedAnswer(RerankError):
 
 
 class NotHttp(MalformedAnswer):
-    """What came back was not HTTP, or broke HTTP's own rules (a status line that is not one, a header
-    line longer than the client reads, broken chunked framing or compression): most often the port
-    runs another service. The server answered, so it is not down, and sending again cannot help."""
+    """What came back was not HTTP or broke its rules (status line, header size, chunking, compression):
+    most often the port runs another service. Not down, and sending again cannot help."""
 
 
 class DetectionFailed(RerankError):
@@ -132,9 +124,8 @@ class QueueFull(RerankError):
 
 
 class Overloaded(RerankError):
-    """The servers are busy past this recall's deadline (what they are observed to serve, against what
-    is queued and in flight): the recall gets its stock result now instead of at its deadline, and no
-    request is spent on an answer nobody would read. Says nothing about the servers' health."""
+    """The servers are busy past this recall's deadline: it gets its stock result now, not at its
+    deadline, and no request is spent on an answer nobody would read. Says nothing of their health."""
 
     reason = "overload"
     quotes_server_text = False

@@ -1,12 +1,9 @@
 """The result of a live connection test, in data and in plain words; shared by the panel, the status
 tool and the CLI so they all say the same thing.
 
-With several replicas in ``rerank_endpoint`` the report holds one report per replica (``replicas``,
-in the setting's order) under a summary: ``ok`` only when every replica ranks correctly. Recalls still
-work while one is down (the balancer routes around it), but the setting is not right: a replica that
-is down costs capacity and detours, and one that ranks wrongly spoils what it is sent. The summary's
-message names the replicas that fail, by position and URL. A single URL gives exactly the report it
-always did, with no ``replicas``.
+With several replicas the report holds one per replica (``replicas``, in the setting's order) under a
+summary, ``ok`` only when every one ranks correctly: recalls still work while one is down, but it costs
+capacity and detours, and one that ranks wrongly spoils what it is sent.
 """
 
 from __future__ import annotations
@@ -41,40 +38,30 @@ class ProbeReport:
 
     @classmethod
     def failure(cls, endpoint: str, reason: str, attempts: Sequence[str], elapsed_s: float) -> ProbeReport:
-        message = f"Not working: {reason}."
-        return cls(ok=False, endpoint=endpoint, message=message, attempts=tuple(attempts),
+        return cls(ok=False, endpoint=endpoint, message=f"Not working: {reason}.", attempts=tuple(attempts),
                    latency_ms=round(elapsed_s * 1000, 1))
 
     @classmethod
     def from_outcome(
         cls, endpoint: str, outcome: ProbeOutcome, *, server: str, model: str, attempts: Sequence[str], forced: bool
     ) -> ProbeReport:
-        dialect = outcome.dialect
-        latency_ms = round(outcome.latency_s * 1000, 1)
-        margin = outcome.margin
+        dialect, margin, latency_ms = outcome.dialect, outcome.margin, round(outcome.latency_s * 1000, 1)
         if outcome.ranks_correctly:
-            message = (
-                f"Reranks correctly: {server} speaks {dialect.api} at {dialect.path} "
-                f"(relevant {outcome.relevant_score:.3g} vs irrelevant {outcome.irrelevant_score:.3g}, "
-                f"margin {margin:+.2f}, {latency_ms:.0f} ms)."
-            )
+            message = (f"Reranks correctly: {server} speaks {dialect.api} at {dialect.path} "
+                       f"(relevant {outcome.relevant_score:.3g} vs irrelevant {outcome.irrelevant_score:.3g}, "
+                       f"margin {margin:+.2f}, {latency_ms:.0f} ms).")
         else:
             hint = " Try rerank_api auto." if forced else " Check the model id and the server's model."
-            message = (
-                f"Answers but ranks wrongly: {server} at {dialect.path} scored an obviously irrelevant document "
-                f"as high as a relevant one (margin {margin:+.2f}).{hint}"
-            )
-        return cls(
-            ok=outcome.ranks_correctly, endpoint=endpoint, message=message, api=dialect.api, server=server,
-            dialect=dialect.name, path=dialect.path, model=model, latency_ms=latency_ms,
-            relevant_score=outcome.relevant_score, irrelevant_score=outcome.irrelevant_score,
-            margin=margin, attempts=tuple(attempts),
-        )
+            message = (f"Answers but ranks wrongly: {server} at {dialect.path} scored an obviously irrelevant "
+                       f"document as high as a relevant one (margin {margin:+.2f}).{hint}")
+        return cls(ok=outcome.ranks_correctly, endpoint=endpoint, message=message, api=dialect.api, server=server,
+                   dialect=dialect.name, path=dialect.path, model=model, latency_ms=latency_ms,
+                   relevant_score=outcome.relevant_score, irrelevant_score=outcome.irrelevant_score,
+                   margin=margin, attempts=tuple(attempts))
 
     @classmethod
     def of_replicas(cls, endpoint: str, reports: Sequence[ProbeReport]) -> ProbeReport:
-        """The report on a replica set: each replica's report, under a summary that says how many rank
-        correctly and names the others. Its latency is the slowest replica's, its margin the smallest."""
+        """Its latency is the slowest replica's, its margin the smallest."""
         margins = [r.margin for r in reports if r.margin is not None]
         latencies = [r.latency_ms for r in reports if r.latency_ms is not None]
         return cls(ok=all(r.ok for r in reports), endpoint=endpoint, message=_set_message(reports),
@@ -82,8 +69,7 @@ class ProbeReport:
                    replicas=tuple(reports))
 
     def redacted(self, *secrets: str) -> ProbeReport:
-        """The same report with every text but the endpoint (ours) through the one masking: servers write
-        into all of them (error bodies, model ids, names), and may echo a secret into any."""
+        """Every text but the endpoint (ours) masked: servers write into all of them, and may echo a secret."""
         texts: dict[str, Any] = {f.name: shown(value, *secrets) for f in dataclasses.fields(self)
                  if f.name != "endpoint" and isinstance(value := getattr(self, f.name), str)}
         return dataclasses.replace(self, **texts, attempts=tuple(shown(a, *secrets) for a in self.attempts),
@@ -91,14 +77,13 @@ class ProbeReport:
 
     @property
     def verdict(self) -> str:
-        """A replica's state in a word or three: what its row in the panel and the CLI leads with."""
+        """A replica's state in a word or three."""
         if self.ok:
             return "ranks correctly"
         return "ranks wrongly" if self.api else "not working"
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready: every field (``attempts`` as a list), the probed ``url`` and the not-saved
-        ``note``; a replica set's ``replicas`` hold one such dict each (without the note)."""
+        """JSON-ready, with the probed ``url`` and the not-saved ``note`` (not in the replicas' dicts)."""
         data = dataclasses.asdict(self) | {"url": self.endpoint + self.path if self.path else self.endpoint,
                                            "note": NOT_SAVED, "attempts": list(self.attempts)}
         replicas = [{k: v for k, v in r.as_dict().items() if k != "note"} for r in self.replicas]

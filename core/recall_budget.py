@@ -1,21 +1,13 @@
 """How long one A0 recall can take with the reranker, against what A0's own limit for it leaves, and
 settings that work against each other.
 
-A0's recall extension (``plugins/_memory/extensions/python/message_loop_prompts_after/
-_50_recall_memories.py``) runs the whole recall inside one ``asyncio.wait_for(..., SEARCH_TIMEOUT)`` of
-30 s (v1.7 and newer); past it the recall is cancelled and the agent's turn goes on without memories.
-That one limit also covers A0's optional LLM steps: query preparation (``memory_recall_query_prep``:
-the utility model writes the search query before the searches) and the post-filter
-(``memory_recall_post_filter``: it picks the relevant memories after them). A0 gives those calls no
-limit of their own and their time depends on the utility model, so we set ``LLM_STEP_RESERVE_S`` aside
-for each one that is on, and count the reranker's worst case against what is left.
-
-Each reranked search is A0's own store search plus what the plugin adds, which keeps
-``rerank_timeout`` (its pool search, retries and hedges included): its caller's backstop gives up
-``BACKSTOP_GRACE_S`` after it at the latest. So the worst case of one recall is about twice
-``rerank_timeout + BACKSTOP_GRACE_S``, plus A0's own store searches; settings past what is left get a
-warning (with neither LLM step on, the largest safe timeout in whole seconds is 14). A replica list
-longer than the recalls of one A0 process can keep busy gets one too.
+A0's recall extension (``_memory``'s ``_50_recall_memories.py``) runs the whole recall inside one
+``asyncio.wait_for(..., SEARCH_TIMEOUT)`` of 30 s (v1.7 and newer); past it the recall is cancelled and
+the turn goes on without memories. That limit also covers A0's optional LLM steps, query preparation
+and the post-filter, whose time depends on the utility model: each one that is on gets
+``LLM_STEP_RESERVE_S``. Each of the two reranked searches keeps ``rerank_timeout`` (retries and hedges
+included) and its backstop gives up ``BACKSTOP_GRACE_S`` after it, so the worst case is about twice
+that plus A0's own store searches (with no LLM step on, the largest safe timeout is 14 s).
 """
 
 from __future__ import annotations
@@ -36,7 +28,7 @@ LLM_STEP_RESERVE_S: Final = 5.0  # one utility-model call: a short answer to a f
 
 @dataclass(frozen=True)
 class RecallSteps:
-    """A0's optional LLM steps of a recall that are on (its ``_memory`` settings for the scope)."""
+    """A0's optional LLM steps of a recall that are on (``memory_recall_query_prep``, ``_post_filter``)."""
 
     query_prep: bool = False
     post_filter: bool = False
@@ -48,21 +40,18 @@ class RecallSteps:
     @property
     def names(self) -> str:
         """The steps that are on, in A0's order, in words ("" for none)."""
-        on = [name for name, is_on in (("query preparation", self.query_prep), ("post-filter", self.post_filter))
-              if is_on]
-        return " and ".join(on)
+        steps = (("query preparation", self.query_prep), ("post-filter", self.post_filter))
+        return " and ".join(name for name, is_on in steps if is_on)
 
 
 NO_LLM_STEPS: Final = RecallSteps()
 
 
 def left_for_reranking_s(steps: RecallSteps = NO_LLM_STEPS) -> float:
-    """What A0's recall limit leaves once its LLM steps that are on have had their share."""
     return A0_SEARCH_TIMEOUT_S - steps.llm_calls * LLM_STEP_RESERVE_S
 
 
 def worst_recall_s(config: RerankerConfig) -> float:
-    """The longest one recall can wait for the reranker."""
     return SEARCHES_PER_RECALL * (config.timeout + BACKSTOP_GRACE_S) + STORE_SEARCHES_S
 
 
@@ -73,7 +62,6 @@ def longest_safe_timeout_s(steps: RecallSteps = NO_LLM_STEPS) -> float:
 
 
 def budget_line(config: RerankerConfig, steps: RecallSteps = NO_LLM_STEPS) -> str:
-    """The reranker's worst case and what it is counted against, in words (the status shows it)."""
     return f"a recall waits for the reranker at most {worst_recall_s(config):g} s of {_budget_text(steps)}"
 
 
@@ -88,8 +76,7 @@ def _budget_text(steps: RecallSteps) -> str:
 
 
 def warnings(config: RerankerConfig, steps: RecallSteps = NO_LLM_STEPS) -> list[str]:
-    """Plain-language warnings about settings that are valid but work against A0 or each other (empty:
-    none). ``steps``: A0's LLM steps that share the recall limit."""
+    """Settings that are valid but work against A0 or each other, in plain words."""
     found = [_past_a0s_limit(config, steps), _window_against_timeout(config), _too_many_replicas(config)]
     return [warning for warning in found if warning]
 
@@ -104,8 +91,6 @@ def _past_a0s_limit(config: RerankerConfig, steps: RecallSteps) -> str | None:
 
 
 def _window_against_timeout(config: RerankerConfig) -> str | None:
-    """While other requests are in flight a request waits up to the batch window for company, but never
-    more than ``BATCH_WINDOW_SHARE`` of its recalls' timeout: a longer window is not what it seems."""
     window_s = config.batch_window_ms / 1000
     if window_s <= BATCH_WINDOW_SHARE * config.timeout:
         return None
@@ -116,8 +101,6 @@ def _window_against_timeout(config: RerankerConfig) -> str | None:
 
 
 def _too_many_replicas(config: RerankerConfig) -> str | None:
-    """Past ``SENSIBLE_REPLICAS`` most replicas wait idle, and each still costs: a detection of its own, a
-    probe every breaker cooldown while it is down, state kept per replica and key, a status line."""
     count = len(config.endpoints)
     if count <= SENSIBLE_REPLICAS:
         return None

@@ -29,9 +29,8 @@ Span = tuple[int, int]
 
 
 def redact(text: str, *secrets: str) -> str:
-    """``text`` with every quote of each (non-trivial) secret masked; the rest keeps its layout. A
-    secret longer than the text can stand in it only in part, its first or its last characters: only
-    those are read, so a memory of a megabyte costs what one of a few hundred characters does."""
+    """``text`` with every quote of each (non-trivial) secret masked; the rest keeps its layout. Of a
+    secret longer than the text only its ends are read, so a megabyte memory costs no more."""
     flat, starts, ends = _flatten(text)
     escaped = "\\" in flat
     spans = sorted(span for secret in secrets for form in _forms(secret, escaped, len(flat))
@@ -47,14 +46,17 @@ def redact(text: str, *secrets: str) -> str:
 
 def shown(text: str, *secrets: str) -> str:
     """One printable line of at most ``SHOWN_CHARS``: secrets masked first, then flattened and cut."""
-    line = UNPRINTABLE.sub("\ufffd", " ".join(redact(text, *secrets).split()))
-    return line if len(line) <= SHOWN_CHARS else line[: SHOWN_CHARS - 1] + ELLIPSES[0]
+    return clipped(UNPRINTABLE.sub("\ufffd", " ".join(redact(text, *secrets).split())), SHOWN_CHARS)
+
+
+def clipped(text: str, limit: int) -> str:
+    """``text``, or its first ``limit - 1`` characters and an ellipsis."""
+    return text if len(text) <= limit else text[: limit - 1] + ELLIPSES[0]
 
 
 def without_userinfo(text: str) -> str:
-    """``text`` with the ``user:password@`` of each URL in it (one, or a list of replicas) replaced by
-    ``***@``. Plain string work, so it never raises, and it does not trust the list's separators: a
-    password may hold a comma, which would split it over two entries."""
+    """``text`` with the ``user:password@`` of each URL in it replaced by ``***@``. Never raises, and
+    trusts no list separator: a password may hold a comma."""
     return _USERINFO.sub(MASK + "@", text)
 
 
@@ -64,8 +66,8 @@ _REPR.maxlevel = 3
 
 
 def shown_value(value: object) -> str:
-    """A short repr of a foreign value (a setting, a field of an answer), whatever its size or depth. A
-    URL's password is masked before the text is shortened, which could cut off the ``@`` that ends it."""
+    """A short repr of a foreign value, whatever its size or depth; a URL's password is masked first,
+    as shortening could cut off the ``@`` that ends it."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
         return f"an integer of about {int(value.bit_length() * 0.30103)} digits"
     try:
@@ -78,8 +80,8 @@ def shown_value(value: object) -> str:
 
 
 def _flatten(text: str) -> tuple[str, list[int], list[int]]:
-    """``text`` with each whitespace run as one space (ends trimmed), and for each of its characters
-    where it starts and ends in ``text`` (a space stands for the whole run it replaced)."""
+    """``text`` with each whitespace run as one space (ends trimmed), and where each of its characters
+    starts and ends in ``text``."""
     parts: list[str] = []
     starts: list[int] = []
     ends: list[int] = []
@@ -111,8 +113,7 @@ def _forms(secret: str, escaped: bool, room: int) -> set[str]:
 
 
 def _flat_end(secret: str, room: int, head: bool) -> str:
-    """The secret's first (or last) characters, enough of them to hold ``room`` once whitespace runs are
-    flattened to one space (a memory may hold long runs of them)."""
+    """The secret's first (or last) characters, enough to fill ``room`` once whitespace is flattened."""
     size = room
     while True:
         piece = secret[:size] if head else secret[-size:]
@@ -146,8 +147,8 @@ def _occurrences(text: str, part: str) -> list[int]:
 
 
 def _common(text: str, form: str, at: int, *, head: bool) -> int:
-    """How many first characters of ``form`` ``text`` holds from ``at`` on (``head``), or how many last
-    ones it holds just before ``at``; found by bisection."""
+    """How many first characters of ``form`` ``text`` holds from ``at`` on (``head``), or last ones
+    just before ``at``; by bisection."""
     low, high = 0, min(len(text) - at if head else at, len(form))
     while low < high:
         middle = (low + high + 1) // 2

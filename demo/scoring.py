@@ -1,14 +1,10 @@
-"""The demo's two stand-in scorers, over the same crude words (lower-case tokens, suffix stemming).
+"""The demo's two stand-in scorers (neither is a model), over the same crude words: lower-case tokens,
+suffix stemming.
 
-``embedding_order`` is the demo's "before": a deterministic bag-of-words cosine standing in for
-embedding similarity. One vector per text, counting every word, stop words included, so it rewards
-shared surface words and penalises long texts, the way a single embedding per memory blurs the detail.
-
-``word_overlap_score`` is the demo server's scorer, a stand-in for a cross-encoder: the share of the
-query's content words found in the document (stop words ignored), plus a bonus for query word pairs
-that also stand side by side in the document. Unlike the cosine it ignores filler words and does not
-punish long documents, which is enough to show what reranking does; a real cross-encoder reads
-meaning, negation and entities. Neither is a model.
+``embedding_order``, the "before", is a bag-of-words cosine: one vector per text counting every word,
+so it rewards shared surface words and penalises long texts, as one embedding per memory blurs the
+detail. ``word_overlap_score``, the demo server's, stands in for a cross-encoder: the share of the
+query's content words in the document, plus a bonus for query word pairs that stand side by side there.
 """
 
 from __future__ import annotations
@@ -39,12 +35,10 @@ def stem(word: str) -> str:
 
 
 def stems(text: str, *, content_only: bool = False) -> list[str]:
-    """Every word, stemmed, in order; stop words left out when ``content_only``."""
     return [stem(word) for word in _WORD.findall(text.lower()) if not (content_only and word in STOP_WORDS)]
 
 
 def bag_of_words_cosine(query: str, text: str) -> float:
-    """Cosine similarity of the two texts' word-count vectors, in [0, 1]."""
     a, b = Counter(stems(query)), Counter(stems(text))
     dot = sum(count * b[word] for word, count in a.items())
     norms = math.sqrt(sum(v * v for v in a.values()) * sum(v * v for v in b.values()))

@@ -1,15 +1,16 @@
-"""A reference rerank server for the demo: Infinity's API on 127.0.0.1, scored by word overlap.
+"""A reference rerank server for the demo: Infinity's API on 127.0.0.1, scored by ``word_overlap_score``.
 
 It answers ``POST /rerank``, ``GET /models`` and ``GET /health`` with the bodies, status codes and
-error shapes Infinity uses (michaelfeil/infinity, ``infinity_server.py`` and
-``fastapi_schemas/errors.py``), so the plugin detects and talks to it exactly as
-it would to a real Infinity server. The scores come from ``word_overlap_score``: a demo, not a model.
+error shapes Infinity uses (michaelfeil/infinity, ``infinity_server.py`` and ``fastapi_schemas/errors.py``),
+so the plugin detects and talks to it exactly as it would to a real Infinity server.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any, Final
 
 from aiohttp import web
@@ -93,26 +94,17 @@ def build_app() -> web.Application:
     return app
 
 
-class DemoServer:
-    """``async with DemoServer() as server``: serve on 127.0.0.1 (a free port) on the running loop."""
-
-    def __init__(self, port: int = 0) -> None:
-        self._port = port
-        self._runner: web.AppRunner | None = None
-        self.url = ""
-
-    async def __aenter__(self) -> DemoServer:
-        self._runner = web.AppRunner(build_app(), access_log=None)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", self._port).start()
-        host, port = self._runner.addresses[0][:2]
-        self.url = f"http://{host}:{port}"
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+@contextlib.asynccontextmanager
+async def demo_server(port: int = 0) -> AsyncIterator[str]:
+    """Serve on 127.0.0.1 (a free port by default) on the running loop; yields the server's URL."""
+    runner = web.AppRunner(build_app(), access_log=None)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        host, bound = runner.addresses[0][:2]
+        yield f"http://{host}:{bound}"
+    finally:
+        await runner.cleanup()
 
 
 if __name__ == "__main__":  # not how to run it: say what is

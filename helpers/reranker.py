@@ -3,17 +3,12 @@
     pairs = reranker.rerank(query, documents)          # [(orig_index, score), ...] best-first, or None
     pairs = await reranker.rerank_async(query, documents)
 
-Both read this plugin's settings by default (``config=None``); a dict of ``rerank_*`` keys overrides
-them for one call. Neither ever raises: None means "reranker unavailable, keep your prior order"
-(no endpoint set, ``rerank_enabled`` off, bad settings, or any failure). ``rerank`` blocks and is safe
-from any thread, also one whose own event loop is running; ``rerank_async`` is awaitable from any
-event loop, and cancelling it never disturbs other callers.
-
-The scores' scale: by default (``scale="server"``) each server's own, as this API always returned
-them: probabilities in [0, 1] from most (vLLM, TEI, Infinity, the hosted APIs), the model's raw
-output from llama.cpp (logits for a BERT-style GGUF). ``scale="probability"`` puts every server's on
-the one 0-1 scale the memory recall's ``rerank_min_score`` is compared on, so one threshold means the
-same on every server. The order is the same either way.
+Both read this plugin's settings unless ``config`` (a dict of ``rerank_*`` keys) overrides them, and
+never raise: None means "reranker unavailable, keep your prior order". ``rerank`` blocks and is safe
+from any thread, also one running its own event loop; cancelling ``rerank_async`` disturbs no other
+caller. ``scale="server"`` (the default) returns each server's own scores: probabilities from most,
+llama.cpp's raw logits; ``scale="probability"`` puts them all on the 0-1 scale ``rerank_min_score`` is
+compared on. The order is the same either way.
 """
 
 from __future__ import annotations
@@ -54,8 +49,7 @@ def _config_or_none(config: Config, scale: Any) -> RerankerConfig | None:
 
 def rerank(query: str, documents: Sequence[str], *, config: Config = None,
            scale: Scale = "server") -> list[tuple[int, float]] | None:
-    """Rerank ``documents`` for ``query``: best-first ``(original_index, score)``, or None. Blocking.
-    ``scale``: ``"server"`` (the server's own scores) or ``"probability"`` (0-1, as the floor)."""
+    """Best-first ``(original_index, score)`` of ``documents`` for ``query``, or None. Blocking."""
     resolved = _config_or_none(config, scale)
     return None if resolved is None else _scaled(runtime.rerank_result(query, documents, config=resolved), scale)
 

@@ -3,21 +3,80 @@ reference (docs.cohere.com/reference/rerank), Jina's (jina.ai/reranker), Infinit
 (michaelfeil/infinity, ``fastapi_schemas/pymodels.py``), TEI's (huggingface/text-embeddings-inference,
 ``docs/openapi.json``), vLLM's pooling API (docs.vllm.ai, "Score API" and "Re-rank API"), llama.cpp's
 ``tools/server/README.md``, and the Voyage, Mixedbread, Together, SiliconFlow and SGLang API references.
+llama.cpp, SGLang and unidentified servers return raw output, logits or probabilities: the probe settles it.
 
-``Qwen3ScoreDialect`` and vLLM's ``/rerank`` are built per instruction (the one renders it into the text
-it sends, the other sends it for the server's template: a vLLM started with the Qwen3-Reranker template
-renders the judge prompt itself, with that line); the others are constants. llama.cpp, SGLang and
-unidentified servers return the model's raw output, which may be logits or probabilities: their routes
-settle it from the probe (core.scores).
+vLLM's ``/rerank`` sends the instruction for a server-side Qwen3-Reranker template. Without one vLLM
+scores Qwen3-Reranker "almost as random" (vllm-project/vllm PR #19260), so ``Qwen3ScoreDialect`` renders
+the template itself: ``/score`` gets the official prompt's halves as ``text_1``/``text_2``, which vLLM
+joins with no separator into the Transformers prompt of the QwenLM/Qwen3-Embedding README, byte for
+byte. It takes N:N lists, so pairs of different queries (many agents' recalls) share one request. User
+text is concatenated, never passed through ``str.format``, so braces, ``%s`` and newlines stay as they are.
 """
 
 from __future__ import annotations
 
-from typing import Final
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Final
 
-from ..scores import RAW
-from .qwen3_score import Qwen3ScoreDialect
-from .wire import TEI_DEFAULT_MAX_CLIENT_BATCH, RerankDialect, TeiDialect
+from ..errors import MalformedAnswer
+from ..scores import PROBABILITY, RAW, ScoreScale
+from .wire import (
+    TEI_DEFAULT_MAX_CLIENT_BATCH,
+    RerankDialect,
+    ScoreBatch,
+    TeiDialect,
+    WireAnswer,
+    WireRequest,
+    read_success_json,
+    scores_from_items,
+)
+
+PREFIX: Final = (
+    "<|im_start|>system\nJudge whether the Document meets the requirements based on the Query and the "
+    'Instruct provided. Note that the answer can only be "yes" or "no".<|im_end|>\n<|im_start|>user\n'
+)
+SUFFIX: Final = "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+
+
+def query_text(query: str, instruction: str) -> str:
+    """vLLM's ``text_1``: system turn, instruction and query."""
+    return PREFIX + "<Instruct>: " + instruction + "\n<Query>: " + query + "\n"
+
+
+def document_text(document: str) -> str:
+    """vLLM's ``text_2``: the document and the assistant turn to judge."""
+    return "<Document>: " + document + SUFFIX
+
+
+@dataclass(frozen=True)
+class Qwen3ScoreDialect:
+    instruction: str
+    name: str = "qwen3_score"
+    path: str = "/score"
+    max_pairs: int = 100_000
+    api: str = "qwen3_score"
+    mixes_queries: bool = True
+    score_scale: ScoreScale = PROBABILITY  # P(yes): vLLM's sigmoid of the (yes - no) logit
+
+    def with_instruction(self, instruction: str) -> Qwen3ScoreDialect:
+        return dataclasses.replace(self, instruction=instruction)
+
+    def build(self, batch: ScoreBatch, model: str) -> WireRequest:
+        templated = [query_text(query, self.instruction) for query in batch.queries]
+        # 1:N, the smallest body, or N:N
+        text_1: str | list[str] = templated[0] if len(templated) == 1 else [templated[qi] for qi, _ in batch.pairs]
+        body: dict[str, Any] = {"model": model} if model else {}
+        body["text_1"] = text_1
+        body["text_2"] = [document_text(doc) for _, doc in batch.pairs]
+        return WireRequest("POST", self.path, body)
+
+    def parse(self, answer: WireAnswer, batch: ScoreBatch) -> list[float]:
+        data = read_success_json(answer)
+        if not isinstance(data, dict) or "data" not in data:
+            raise MalformedAnswer("a /score answer must be an object with 'data'")
+        return scores_from_items(data["data"], len(batch), ("score",))
+
 
 UNLIMITED: Final = 100_000  # servers without a documented per-request limit; the batcher's setting governs
 
@@ -41,8 +100,6 @@ GENERIC_RERANK: Final = (
 
 
 def vllm_rerank_dialect(instruction: str) -> RerankDialect:
-    """vLLM's ``/rerank`` carrying ``rerank_instruction``: a server-side score template (Qwen3-Reranker
-    started with ``--chat-template``) renders it; without such a template vLLM ignores the field."""
     return VLLM_RERANK.with_instruction(instruction)
 
 

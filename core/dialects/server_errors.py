@@ -1,14 +1,13 @@
 """How a server's failed answer becomes our error: its error body read into one short message, "input
-too long" recognised, and a 429's Retry-After. Only failed answers come here.
+too long" recognised, and a 429's Retry-After.
 
 Shapes, as each server's source and error reference give them: Cohere ``{"message"}``; OpenAI-style
 ``{"error": {"message", "type"}}`` (Infinity, vLLM ≥ 0.10.1, llama.cpp); TEI ``{"error": "...",
 "error_type"}``; old vLLM ``{"object": "error", "message"}``; FastAPI ``{"detail": "..."}`` or
 ``{"detail": [{"loc", "msg"}]}``; vLLM auth ``{"error": "Unauthorized"}``; TEI's text/plain 422 and
-empty 401/404 bodies; HTML pages from proxies. The message keeps the server's own layout and is only
-bounded in length here: servers quote our input in it, and masking (``redaction.shown``) must see the
-quote as written before the text is flattened. A body of any other shape gives no words, only the
-status's hint; reading it never raises.
+empty 401/404 bodies; HTML pages from proxies; any other gives only the status's hint. The message
+keeps the server's layout, only bounded here: masking (``redaction.shown``) must see a quote of our
+input as written before the text is flattened.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import InputTooLong, RateLimited, ServerError
-from ..redaction import ELLIPSES
+from ..redaction import clipped
 
 if TYPE_CHECKING:
     from .wire import WireAnswer
@@ -51,7 +50,6 @@ _STATUS_HINTS: Final = {
 
 
 def server_error(answer: WireAnswer) -> ServerError:
-    """The error for a failed status: ``RateLimited`` with its Retry-After, ``InputTooLong``, or ``ServerError``."""
     message = error_message(answer)
     if answer.status == 429:
         return RateLimited(429, message, parse_retry_after(answer.headers.get("retry-after"), time.time()))
@@ -66,8 +64,7 @@ def error_message(answer: WireAnswer) -> str:
         message = _server_words(answer)
     except Exception:  # a body we cannot read gives no words: the status's hint stands in
         message = ""
-    text = (message or _STATUS_HINTS.get(answer.status, "no error details")).strip()
-    return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 1] + ELLIPSES[0]
+    return clipped((message or _STATUS_HINTS.get(answer.status, "no error details")).strip(), MAX_MESSAGE_CHARS)
 
 
 def _server_words(answer: WireAnswer) -> str:
@@ -113,9 +110,8 @@ def _text(value: Any) -> str:
 
 
 def parse_retry_after(value: str | None, now_epoch: float) -> float | None:
-    """Seconds to wait from ``now_epoch`` (wall-clock seconds, as HTTP dates are), or None. A 429's
-    ``Retry-After`` holds delay-seconds or an HTTP-date (RFC 9110 §10.2.3): a date in the past means
-    "now", an absurd delay is capped, and text we cannot read counts as no header at all."""
+    """Seconds to wait from ``now_epoch`` (wall-clock, as HTTP dates are), or None, for delay-seconds or
+    an HTTP-date (RFC 9110 §10.2.3): a past date means "now", an absurd delay is capped."""
     text = (value or "").strip()
     if not text:
         return None

@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 
-from usr.plugins.a0_reranker.demo.memories import MEMORIES, QUERY
+from usr.plugins.a0_reranker.demo import MEMORIES, QUERY
 
 from .conftest import cli_env
 

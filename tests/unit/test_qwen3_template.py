@@ -8,7 +8,7 @@ import pytest
 
 from usr.plugins.a0_reranker.core.config import QWEN3_DEFAULT_INSTRUCTION
 from usr.plugins.a0_reranker.core.dialects import ScoreBatch, WireAnswer
-from usr.plugins.a0_reranker.core.dialects.qwen3_score import Qwen3ScoreDialect, document_text, full_prompt, query_text
+from usr.plugins.a0_reranker.core.dialects.catalog import Qwen3ScoreDialect, document_text, query_text
 from usr.plugins.a0_reranker.core.errors import MalformedAnswer
 
 # The official Transformers prompt, written out by hand from the QwenLM/Qwen3-Embedding README
@@ -33,7 +33,6 @@ def official(query: str, doc: str, instruction: str) -> bytes:
 def test_split_halves_join_to_the_official_prompt(query: str, doc: str) -> None:
     expected = official(query, doc, QWEN3_DEFAULT_INSTRUCTION)
     assert (query_text(query, QWEN3_DEFAULT_INSTRUCTION) + document_text(doc)).encode() == expected
-    assert full_prompt(query, doc, QWEN3_DEFAULT_INSTRUCTION).encode() == expected
 
 
 def test_the_split_point_is_vllms() -> None:

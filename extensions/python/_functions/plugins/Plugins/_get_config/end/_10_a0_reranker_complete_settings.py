@@ -1,15 +1,15 @@
 """a0_reranker: the settings modal gets every setting, missing ones with their defaults (A0's
 ``api/plugins.py`` ``Plugins._get_config``, loaded by A0 as the module ``plugins``; see
-a0_hooks/settings_modal.py)."""
+a0_hooks/api_handlers.py)."""
 
 from typing import Any
 
 from helpers.extension import Extension
 
-from usr.plugins.a0_reranker.a0_hooks import settings_modal
+from usr.plugins.a0_reranker.a0_hooks import api_handlers
 
 
 class A0RerankerCompleteSettings(Extension):
     def execute(self, data: Any = None, **kwargs: Any) -> None:
         if isinstance(data, dict):
-            settings_modal.complete_loaded(data)
+            api_handlers.complete_loaded(data)
