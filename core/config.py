@@ -111,11 +111,9 @@ class RerankerConfig:
 
     @functools.cached_property
     def for_replica(self) -> Callable[[str], RerankerConfig]:
-        """``for_replica(url)``: the same settings aimed at one replica, how each is detected and sent to.
-        A dict's own lookup, so a warm recall runs no code of this module for it; the replicas' configs
-        are not checked again (every field was, and each URL is an entry of the list that was)."""
-        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        replicas = _Replicas({url: _unchecked({**fields, "endpoint": url}) for url in self.endpoints})
+        """``for_replica(url)``: the same settings aimed at one replica, how each is detected and sent to;
+        a dict's own lookup, so a warm recall runs no code of this module for it."""
+        replicas = _Replicas({url: dataclasses.replace(self, endpoint=url) for url in self.endpoints})
         replicas.config = replicas[self.endpoint] = self
         return replicas.__getitem__
 
@@ -133,16 +131,8 @@ class RerankerConfig:
 class _Replicas(dict[str, RerankerConfig]):
     config: RerankerConfig
 
-    def __missing__(self, url: str) -> RerankerConfig:  # not one of the replicas: built and checked
+    def __missing__(self, url: str) -> RerankerConfig:  # not one of the replicas
         return dataclasses.replace(self.config, endpoint=url)
-
-
-def _unchecked(fields: dict[str, Any]) -> RerankerConfig:
-    """A config of fields known to be valid, built without running the checks again."""
-    config = object.__new__(RerankerConfig)
-    for name, value in fields.items():
-        object.__setattr__(config, name, value)
-    return config
 
 
 def setting_key(field_name: str) -> str:
@@ -209,8 +199,7 @@ _SINGLE_LINE_FIELDS: Final = frozenset({"api_key", "ca_bundle"})  # a header val
 
 
 def _check_field(name: str, value: Any) -> str | None:
-    """What is wrong with one field's value, or None. Every config is checked (one per recall), so the
-    value is rendered for the message only when there is a problem to name."""
+    """What is wrong with one field's value, or None; the value is rendered only when there is one."""
     problem = _field_problem(name, value)
     if problem is None:
         return None
