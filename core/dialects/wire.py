@@ -187,9 +187,7 @@ class Dialect(Protocol):
     @property
     def instruction(self) -> str: ...  # the one it sends or renders ("" when none): requests with another differ
 
-    def with_instruction(self, instruction: str) -> Dialect:
-        """This dialect carrying ``instruction`` where it sends or renders one; itself otherwise."""
-        ...
+    def with_instruction(self, instruction: str) -> Dialect: ...  # carrying it where it sends one; else itself
 
     def build(self, batch: ScoreBatch, model: str) -> WireRequest: ...
 
@@ -218,15 +216,11 @@ class RerankDialect:
     def build(self, batch: ScoreBatch, model: str) -> WireRequest:
         if len(batch.queries) != 1:
             raise ValueError(f"{self.name} scores one query per request, got {len(batch.queries)}")
-        body: dict[str, Any] = {}
-        if model:
-            body["model"] = model
-        body["query"] = batch.queries[0]
-        body[self.documents_key] = batch.documents
+        body: dict[str, Any] = {"model": model} if model else {}
+        body |= {"query": batch.queries[0], self.documents_key: batch.documents}
         if self.instruction:
             body["instruction"] = self.instruction
-        body.update(self.extra)
-        return WireRequest("POST", self.path, body)
+        return WireRequest("POST", self.path, body | dict(self.extra))
 
     def parse(self, answer: WireAnswer, batch: ScoreBatch) -> list[float]:
         data = read_success_json(answer)
