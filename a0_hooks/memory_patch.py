@@ -1,26 +1,22 @@
-"""Our patches on A0's memory: ``Memory.search_similarity_threshold`` wrapped (a plain async method in
-A0: no seam to hook), and each store's query-embedding step tapped, so that a reranked search embeds its
-query once. Standard library only, so ``uninstall`` works without our dependencies.
+"""Our patches on A0's memory (state: the classes wrapped, the stores tapped): ``Memory.
+search_similarity_threshold`` wrapped (a plain async method: no seam to hook), and each store's query
+embedding tapped, so that a reranked search embeds its query once. Standard library only, so
+``uninstall`` works without our dependencies.
 
-The wrapper is deliberately thin and stable: on every call it looks up the current recall code by
-module name and hands it the original method. So a wrapper installed before A0 purged our modules
-keeps working with the code imported after the purge, and if our code can no longer be imported
-(the plugin folder was deleted), it simply calls the original.
+The wrapper is thin and stable: every call looks up the recall code by module name and hands it the
+original. A wrapper installed before A0 purged our modules so runs the code imported after the purge,
+and calls the original alone once our code cannot be imported (the plugin folder was deleted).
+``ensure_installed`` (cheap, idempotent; at startup, per new agent, before every recall) wraps the
+``Memory`` class A0 uses now (a purge of ``plugins`` creates a new one) and replaces a wrapper of an
+older copy of this module, keeping its original; ``uninstall`` restores every class and untaps its
+stores.
 
-``ensure_installed`` is idempotent and cheap; our seams call it at startup, for every new agent and
-before every recall. It wraps the ``Memory`` class A0 uses now (a purge of the ``plugins`` namespace
-creates a new one), and replaces a wrapper made by an older copy of this module, keeping the
-original it wrapped. ``uninstall`` puts the original back on every class we patched, and takes the
-taps off their stores.
-
-The tap: A0's FAISS store embeds the query on every text search, in A0 often through a remote embedding
-API, so the pool search would embed the same query a second time, and wait for it. A tap on the store's
-``_aembed_query`` (which FAISS awaits before each text search) keeps, for the span of one reranked search
-only (``shared_query_embedding``), the vector A0's own call computed, and gives it to the pool search's
-identical request. Outside that span, and for anything but one query string, it calls straight through.
-The tap carries its own ContextVar, so the recall code of any module copy and of any process (after a
-fork) uses the one on the store. A store without that step, or one that takes no attribute, is left
-alone: its pool search embeds again, within the plugin's deadline.
+The tap: A0's FAISS store embeds the query on every text search, often through a remote API, so the
+pool search would embed the same query again, and wait. A tap on the store's ``_aembed_query`` keeps,
+for the span of one reranked search (``shared_query_embedding``), the vector A0's own call computed,
+and gives it to the pool search's identical request; otherwise it calls straight through. The tap
+carries its own ContextVar, so the recall code of any module copy uses the one on the store. A store
+without that step, or that takes no attribute, is left alone: its pool search embeds again.
 """
 
 from __future__ import annotations
@@ -111,8 +107,7 @@ _LOCK: Final[PerProcess[threading.Lock]] = PerProcess("memory_patch_lock", threa
 _PATCHED: Final[PerProcess[weakref.WeakSet[type]]] = PerProcess("memory_patch_classes", weakref.WeakSet)
 
 
-def _patched() -> weakref.WeakSet[type]:
-    """Every Memory class we wrapped in this process (old ones too, for uninstall)."""
+def _patched() -> weakref.WeakSet[type]:  # every Memory class we wrapped (old ones too, for uninstall)
     return _PATCHED.get()
 
 

@@ -1,39 +1,28 @@
 """What the memory wrapper does with one search: pass it through, or rerank a recall.
 
-Outside the recall scope (deletion, consolidation, the dashboard, memorize) the original runs with
-the caller's own arguments and nothing else happens. Inside it, when the plugin is on for the agent,
-``rerank_enabled`` is set and an endpoint is configured, two searches go to the original method:
+Outside the recall scope (deletion, consolidation, the dashboard, memorize) the original runs with the
+caller's arguments and nothing else happens. Inside it, when the plugin is on for the agent and
+configured, two searches go to the original method:
 
-1. the caller's own call, unchanged: A0's answer, which is also the fallback, so the fallback is
-   stock by construction (the same objects in the same order). Nothing found: nothing is returned
-   and nothing else is asked.
+1. the caller's own call, unchanged: A0's answer, which is also the fallback, so the fallback is stock
+   by construction (the same objects in the same order). Nothing found: nothing else is asked.
 2. the pool search: the same call asking for ``max(limit, rerank_candidates)`` memories at
-   ``rerank_pool_threshold`` (never above the caller's threshold), which reuses the query embedding
-   of the first (``memory_patch.shared_query_embedding``).
+   ``rerank_pool_threshold`` (never above the caller's threshold), reusing the first one's query
+   embedding (``memory_patch.shared_query_embedding``).
 
 Everything the plugin adds fits in ``rerank_timeout``: its work before A0's call comes out of it, and
-one deadline, set when A0's answer is in, bounds the pool search and the rerank together: a store that
-hangs or an embedding API that does not answer must not hold a recall whose stock answer is ready.
-The pool goes to ``rerank_pool`` with A0's answer first, and as many memories come back as A0's own
-call returned: A0 decides how many, the reranker which. Every failure returns A0's answer, and the log
-line gives the whole time the plugin added. Exceptions raised by the store in the first search
-propagate unchanged; nothing of ours raises past this module.
+one deadline, set when A0's answer is in, bounds the pool search and the rerank together, so a store
+or an embedding API that hangs cannot hold a recall whose stock answer is ready. As many memories come
+back as A0's own call returned: A0 decides how many, the reranker which. Every failure returns A0's
+answer; exceptions the store raises in the first search propagate unchanged, nothing of ours does.
 
-``SearchCall`` repeats the caller's call in its own shape. A0's callers mix positional and keyword
-arguments (``delete_documents_by_query`` passes the query positionally) and newer A0 adds keywords such
-as ``embedding=``. We read ``query``, ``limit`` and ``threshold`` by binding the call to the original's
-signature, and repeat it changing nothing else: a positional argument stays positional, unknown
-keywords (a precomputed ``embedding`` included) pass through untouched, so every search we make uses
-the caller's embedding.
+``SearchCall`` repeats the caller's call in its own shape: A0's callers mix positional and keyword
+arguments, and newer A0 adds keywords such as ``embedding=``. We read ``query``, ``limit`` and
+``threshold`` by binding the call to the original's signature and change nothing else, so every search
+we make uses the caller's embedding.
 
-The log line: one short line in the agent's A0 log per reranked or shadow-scored recall, so a user
-can watch it work. It says how many candidates were scored, how many were returned, how long the
-plugin made the search take (everything it added to A0's own call: the pool search and the rerank
-included), which API answered (whether the request had to be sent again, and the replica that
-answered when it failed over to another), how much the order changed (memories kept in the top
-``limit`` and their mean shift), how many returned memories the stock result did not hold (rescued)
-and how many the relevance floor left out; on a fallback, why. Never document text (a server's error
-body may echo documents) and never the key.
+One line per reranked or shadow-scored recall goes to the agent's A0 log, so a user can watch it work
+(``describe``): never document text (a server's error body may echo documents) and never the key.
 """
 
 from __future__ import annotations
@@ -62,20 +51,16 @@ class AddedTime:
     """The time the plugin adds to one search: its work before A0's call, and all of it after A0's
     answer. Together they fit in ``rerank_timeout``: ``deadline`` is what is left of it once A0 answered."""
 
-    before_s: float
-    answered: float  # monotonic: when A0's own call returned
-    budget_s: float
+    origin: float  # monotonic: when A0 answered, less our work before its call (the time added counts from)
+    deadline: float
 
     @classmethod
     def since(cls, entered: float, asked: float, config: RerankerConfig) -> AddedTime:
-        return cls(before_s=asked - entered, answered=clock.now(), budget_s=config.timeout)
-
-    @property
-    def deadline(self) -> float:
-        return self.answered + max(0.0, self.budget_s - self.before_s)
+        answered, before_s = clock.now(), asked - entered
+        return cls(origin=answered - before_s, deadline=answered + max(0.0, config.timeout - before_s))
 
     def spent_s(self) -> float:
-        return self.before_s + clock.now() - self.answered
+        return clock.now() - self.origin
 
 
 async def search(original: Callable[..., Any], memory: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -245,14 +230,17 @@ def stock_first(stock: Sequence[Any], found: Sequence[Any]) -> list[Any]:
 
 
 def describe(outcome: RecallOutcome[Any], source: str, added_s: float) -> str:
-    """The log line for one recall whose pool went to the reranker, which added ``added_s`` in all."""
+    """The log line for one recall whose pool went to the reranker: candidates scored and memories
+    returned, the time the plugin added (``added_s``), the API that answered (retries, a failover), how
+    much the order changed, what the pool rescued and the relevance floor dropped; on a fallback, why."""
     ms = round(added_s * 1000)
     returned = len(outcome.documents)
     change = outcome.change
     if not outcome.scored or change is None:
         return fallback_line(outcome.reason or "error", source, outcome.candidates, returned, added_s)
     order = f"kept {change.kept}/{change.limit} of the stock top, mean shift {change.mean_displacement:.1f}"
-    via = f"via {outcome.api}" + (f" after {_retries(outcome.retries)}" if outcome.retries else "")
+    retries = "1 retry" if outcome.retries == 1 else f"{outcome.retries} retries"
+    via = f"via {outcome.api}" + (f" after {retries}" if outcome.retries else "")
     if outcome.failover_to:  # the replica is named only then: which one answered matters when one failed
         via += f" (failed over to {outcome.failover_to})"
     if outcome.applied:
@@ -260,10 +248,6 @@ def describe(outcome: RecallOutcome[Any], source: str, added_s: float) -> str:
                 f"{via}; {order}{_pool_effects(outcome)}")
     return (f"Reranker shadow mode, {source}: {outcome.candidates} candidates scored in {ms} ms {via}; "
             f"would have {order}; stock order returned ({returned})")
-
-
-def _retries(count: int) -> str:
-    return "1 retry" if count == 1 else f"{count} retries"
 
 
 def _pool_effects(outcome: RecallOutcome[Any]) -> str:

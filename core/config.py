@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import json
 import math
 import typing
 from collections.abc import Callable, Mapping
@@ -36,7 +35,9 @@ DEFAULT_CONFIG_FILE: Final = Path(__file__).resolve().parent.parent / "default_c
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RerankerConfig:
-    """Every setting of the plugin, typed and checked. Field ``x`` is the setting ``rerank_x``."""
+    """Every setting of the plugin, typed and checked. Field ``x`` is the setting ``rerank_x``. What is
+    derived from them is a cached property: a recall reuses the config its settings built before
+    (``a0_hooks.settings``), so it reads them as plain attributes."""
 
     enabled: bool = True
     apply: bool = True
@@ -98,48 +99,40 @@ class RerankerConfig:
     def replace(self, **changes: Any) -> RerankerConfig:
         return dataclasses.replace(self, **changes)
 
-    @property
+    @functools.cached_property
     def configured(self) -> bool:
         """An endpoint is set: until then the plugin stays inert."""
         return bool(self.endpoint)
 
     @functools.cached_property
     def endpoints(self) -> tuple[str, ...]:
-        """The replicas' base URLs (one, usually); split once per config, as every recall asks."""
+        """The replicas' base URLs (one, usually)."""
         return split_endpoints(self.endpoint)
 
-    def for_replica(self, url: str) -> RerankerConfig:
-        """The same settings aimed at one replica: how each is detected and sent to."""
-        if url == self.endpoint:
-            return self
-        return self._replica_configs.get(url) or dataclasses.replace(self, endpoint=url)
+    @functools.cached_property
+    def for_replica(self) -> Callable[[str], RerankerConfig]:
+        """``for_replica(url)``: the same settings aimed at one replica, how each is detected and sent to;
+        a dict's own lookup, so a warm recall runs no code of this module for it."""
+        replicas = _Replicas({url: dataclasses.replace(self, endpoint=url) for url in self.endpoints})
+        replicas.config = replicas[self.endpoint] = self
+        return replicas.__getitem__
 
     @functools.cached_property
-    def _replica_configs(self) -> dict[str, RerankerConfig]:
-        """Each replica's settings, built once per config. Not checked again: every field was, and each
-        URL is an entry of the list that was (every recall builds a config, so this is the hot path)."""
-        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        return {url: _unchecked({**fields, "endpoint": url}) for url in self.endpoints if url != self.endpoint}
-
-    @property
     def hedging(self) -> bool:
         """Hedge slow requests: ``on``, or ``auto`` with two replicas or more."""
         return self.hedge == "on" or (self.hedge == "auto" and len(self.endpoints) > 1)
 
-    @property
+    @functools.cached_property
     def key_fingerprint(self) -> str:
         """A short one-way digest of the API key, for cache keys and logs (never the key itself)."""
-        if not self.api_key:
-            return ""
-        return hashlib.sha256(self.api_key.encode()).hexdigest()[:12]
+        return hashlib.sha256(self.api_key.encode()).hexdigest()[:12] if self.api_key else ""
 
 
-def _unchecked(fields: dict[str, Any]) -> RerankerConfig:
-    """A config of fields known to be valid, built without running the checks again."""
-    config = object.__new__(RerankerConfig)
-    for name, value in fields.items():
-        object.__setattr__(config, name, value)
-    return config
+class _Replicas(dict[str, RerankerConfig]):
+    config: RerankerConfig
+
+    def __missing__(self, url: str) -> RerankerConfig:  # not one of the replicas
+        return dataclasses.replace(self.config, endpoint=url)
 
 
 def setting_key(field_name: str) -> str:
@@ -151,36 +144,8 @@ def settings_keys() -> list[str]:
     return [setting_key(f.name) for f in dataclasses.fields(RerankerConfig)]
 
 
-def config_from_settings(settings: Mapping[str, Any]) -> RerankerConfig:
-    """``RerankerConfig.from_settings``, kept for settings seen before: every recall reads its agent's
-    settings, and validating them again each time cost more than the rest of the recall's own work
-    before the hand-over. Settings that are not plain JSON values are validated each time."""
-    try:
-        key = json.dumps([settings.get(name) for name in _SETTING_KEYS])
-    except (TypeError, ValueError):
-        return RerankerConfig.from_settings(settings)
-    return _config_from_json(key)
-
-
-@functools.lru_cache(maxsize=64)
-def _config_from_json(key: str) -> RerankerConfig:
-    return RerankerConfig.from_settings(dict(zip(_SETTING_KEYS, json.loads(key), strict=True)))
-
-
-_SETTING_KEYS: Final = tuple(settings_keys())
-
-
 def load_default_settings(path: Path = DEFAULT_CONFIG_FILE) -> dict[str, Any]:
-    """Parse ``default_config.yaml`` (the documented defaults users see and override).
-
-    Every recall reads the settings, so the parsed file is kept until the file itself changes; each
-    caller gets its own copy to merge into.
-    """
-    return dict(_parse_settings_file(path, path.stat().st_mtime_ns))
-
-
-@functools.lru_cache(maxsize=4)
-def _parse_settings_file(path: Path, mtime_ns: int) -> dict[str, Any]:
+    """Parse ``default_config.yaml`` (the documented defaults users see and override)."""
     with path.open(encoding="utf-8") as handle:
         data = yaml.safe_load(handle) or {}
     if not isinstance(data, dict):
@@ -234,8 +199,7 @@ _SINGLE_LINE_FIELDS: Final = frozenset({"api_key", "ca_bundle"})  # a header val
 
 
 def _check_field(name: str, value: Any) -> str | None:
-    """What is wrong with one field's value, or None. Every config is checked (one per recall), so the
-    value is rendered for the message only when there is a problem to name."""
+    """What is wrong with one field's value, or None; the value is rendered only when there is one."""
     problem = _field_problem(name, value)
     if problem is None:
         return None

@@ -1,14 +1,12 @@
 """Scores, the rankings made of them and what a recall returns: pure, shared by the service and the A0
-layer.
+layer. One relevance scale for every server, probabilities in [0, 1], so one ``rerank_min_score`` means
+the same on each.
 
-One relevance scale for every server: probabilities in [0, 1], so one ``rerank_min_score`` means the
-same on each.
-
-A dialect declares what its server returns. Most return probabilities already (a sigmoid of the
-cross-encoder's logit: vLLM, TEI, Infinity, Cohere, Jina ...). A few return the model's raw output
-(llama.cpp: logits for a BERT-style GGUF, P(yes) for a Qwen3 GGUF), so the route settles that once,
-from the scores the detection probe saw, not anew for every batch: a batch of logits that happens to
-lie inside [0, 1] would otherwise be read as probabilities.
+A dialect declares what its server returns. Most return probabilities (a sigmoid of the cross-encoder's
+logit: vLLM, TEI, Infinity, Cohere, Jina ...). A few return the model's raw output (llama.cpp: logits
+for a BERT-style GGUF, P(yes) for a Qwen3 GGUF), so the route settles that once, from the scores the
+detection probe saw: a batch of logits that happens to lie inside [0, 1] would otherwise be read as
+probabilities.
 """
 
 from __future__ import annotations
@@ -26,10 +24,8 @@ RAW: Final = "raw"  # the model's own output, either of the two; the probe tells
 
 
 def settled(declared: ScoreScale, probe_scores: Sequence[float] | None) -> ScoreScale:
-    """The scale of a route: what the dialect declares, or for ``raw`` what the probe's scores show.
-
-    Stays ``raw`` only when no probe answered (a forced API whose probe failed).
-    """
+    """The scale of a route: what the dialect declares, or for ``raw`` what the probe's scores show
+    (``raw`` when no probe answered: a forced API whose probe failed)."""
     if declared != RAW:
         return declared
     if not probe_scores:
@@ -45,7 +41,7 @@ def normalize(scores: Sequence[float], scale: ScoreScale) -> list[float]:
 
 
 def on_probability_scale(ranking: Sequence[tuple[int, float]], scale: ScoreScale) -> list[tuple[int, float]]:
-    """A best-first ranking with its scores put on the probability scale; the order stays (the map is monotonic)."""
+    """A best-first ranking with its scores on the probability scale (the map is monotonic: same order)."""
     probabilities = normalize([score for _, score in ranking], scale)
     return [(index, probability) for (index, _), probability in zip(ranking, probabilities, strict=True)]
 
@@ -101,7 +97,7 @@ def ranked(scores: Sequence[float]) -> Ranking:
 
 def cut_head(text: str, max_chars: int) -> str:
     """Keep the first ``max_chars`` characters: A0 puts the user's message at the head of the query."""
-    return text if len(text) <= max_chars else text[:max_chars]
+    return text[:max_chars]  # a slice that keeps it all is ``text`` itself, not a copy
 
 
 def tighter_limits(max_query_chars: int, max_doc_chars: int) -> tuple[int, int]:

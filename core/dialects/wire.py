@@ -1,21 +1,16 @@
 """What every dialect shares, and the ``/rerank`` family most servers speak. A dialect does no I/O, so
 it is tested with plain data; a warm recall needs this module alone to build its body and read the answer.
 
-The records a dialect and the transport exchange: the pairs of one request, the request, the answer.
-Everything a server sends is foreign data. Anything that is not what the protocol promises raises
-``MalformedAnswer``: ``read_answer`` turns whatever a parser or a judge raises on a shape it did not
-expect (TypeError, AttributeError, OverflowError, RecursionError ...) into it, so the service counts a
-malformed answer and reports it to the breaker instead of logging a bug; ``read_json`` refuses, while
-the standard library parses, integers longer than any number a reranker has reason to send, and
-nesting deeper than the standard library can follow, so neither reaches a parser. A non-success status
-raises ``ServerError`` carrying the server's own text (``server_errors``).
+Everything a server sends is foreign data: what is not what the protocol promises raises
+``MalformedAnswer``, so the service counts a malformed answer and tells the breaker instead of logging
+a bug. ``read_answer`` turns whatever a parser raises on a shape it did not expect into it;
+``read_json`` refuses integers longer than any number a reranker sends, and nesting deeper than the
+standard library can follow, before a parser sees them. A failed status raises ``ServerError``.
 
-The ``/rerank`` family (``RerankDialect``) takes ``query`` + a list of documents and answers with
-scored indices: Cohere (v1, v2), Jina, Infinity, vLLM, llama.cpp, SGLang and the Cohere-compatible
-services. They differ in the route, the name of the documents field, a few optional fields, the
-container of the results (``results``, ``data`` or a bare list) and the name of the score. Requests
-carry one query each (the servers score one query against many documents). TEI (``TeiDialect``) is a
-cousin with its own fields and a per-request limit from its ``/info``. ``catalog`` lists each server's.
+The ``/rerank`` family (``RerankDialect``: Cohere, Jina, Infinity, vLLM, llama.cpp, SGLang ...) takes
+one query and a list of documents and answers with scored indices; its members differ in the route,
+the documents field, a few optional fields, the container of the results and the name of the score.
+TEI (``TeiDialect``) is a cousin with its own fields and a per-request limit from its ``/info``.
 """
 
 from __future__ import annotations
@@ -71,7 +66,7 @@ class WireRequest:
 
 @dataclass(frozen=True)
 class WireAnswer:
-    """What came back: status, content type and the raw body (already size-capped by the transport)."""
+    """What came back; the body is already size-capped by the transport."""
 
     status: int
     body: bytes = b""
@@ -192,9 +187,7 @@ class Dialect(Protocol):
     @property
     def instruction(self) -> str: ...  # the one it sends or renders ("" when none): requests with another differ
 
-    def with_instruction(self, instruction: str) -> Dialect:
-        """This dialect carrying ``instruction`` where it sends or renders one; itself otherwise."""
-        ...
+    def with_instruction(self, instruction: str) -> Dialect: ...  # carrying it where it sends one; else itself
 
     def build(self, batch: ScoreBatch, model: str) -> WireRequest: ...
 
@@ -223,15 +216,11 @@ class RerankDialect:
     def build(self, batch: ScoreBatch, model: str) -> WireRequest:
         if len(batch.queries) != 1:
             raise ValueError(f"{self.name} scores one query per request, got {len(batch.queries)}")
-        body: dict[str, Any] = {}
-        if model:
-            body["model"] = model
-        body["query"] = batch.queries[0]
-        body[self.documents_key] = batch.documents
+        body: dict[str, Any] = {"model": model} if model else {}
+        body |= {"query": batch.queries[0], self.documents_key: batch.documents}
         if self.instruction:
             body["instruction"] = self.instruction
-        body.update(self.extra)
-        return WireRequest("POST", self.path, body)
+        return WireRequest("POST", self.path, body | dict(self.extra))
 
     def parse(self, answer: WireAnswer, batch: ScoreBatch) -> list[float]:
         data = read_success_json(answer)

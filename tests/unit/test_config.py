@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from usr.plugins.a0_reranker.a0_hooks.settings import config_from_settings
 from usr.plugins.a0_reranker.core.config import (
     QWEN3_DEFAULT_INSTRUCTION,
     RerankerConfig,
-    config_from_settings,
     load_default_settings,
     settings_keys,
 )
