@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 from ..core.config import RerankerConfig
 from ..service import runtime
-from ..service.reranker_service import RerankResult
+from ..service.calls import RerankResult
 from . import exits
 from .exits import FAILED, CliError
 from .formatting import table, terminal_width
