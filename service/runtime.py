@@ -1,11 +1,7 @@
-"""The public engine API: reach the one owner loop of this process from any thread or event loop.
-
-``rerank_async`` and ``rerank`` compute the deadline once and hand the work to the owner loop, which
-enforces it; the caller waits one grace longer as a backstop. Each counts the outcome it returns, once,
-where it returns it, and returns None instead of raising. The sync form refuses to run on the owner
-thread, where it would deadlock. What a recall runs (``rerank_result_async``, ``rerank_pool``, the owner
-loop's ``runtime``) is ``calls``'s; here are the rest: the blocking forms, the live connection test, the
-statistics with the live state, and the owner loop's restart and shutdown.
+"""The public engine API, the module callers import: the rerank calls a recall makes (``calls``'s, named
+here too), their blocking forms, the live connection test, the statistics with the live state, and the
+owner loop's restart and shutdown. None of it runs in a warm recall. The blocking forms refuse to run on
+the owner thread, where they would deadlock; like the rest, they return instead of raising.
 """
 
 from __future__ import annotations
