@@ -22,7 +22,7 @@ from ..core.config import RerankerConfig
 from ..core.errors import ConfigError
 from ..core.scores import on_probability_scale
 from ..service import runtime
-from ..service.reranker_service import RerankResult, stats_recorder
+from ..service.calls import RerankResult, stats_recorder
 
 __all__ = ["rerank", "rerank_async"]
 

@@ -29,7 +29,7 @@ from ..core.errors import (
 )
 from ..core.probe_report import ProbeReport
 from ..core.scores import PROBABILITY, RAW, ScoreScale, settled
-from .transport import HttpTransport, TlsSettings
+from .endpoints import HttpTransport, TlsSettings
 
 GET_TIMEOUT_CAP: Final = 3.0  # identifying GETs are cheap; do not let a slow one eat the whole budget
 

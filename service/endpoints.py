@@ -1,30 +1,32 @@
-"""What the service keeps between recalls (on the owner loop only), built from the settings and bounded:
-each server's state, each replica's detected route, and the route groups a call goes to.
+"""Each server the service sends to: what it keeps of it between recalls (on the owner loop only), built
+from the settings and bounded, and the HTTP transport every request goes out on.
 
 One ``Endpoint`` per base URL, API key and the settings its state is built from: its dispatch state and
 the server's health as this key sees it (a 401 or a per-key rate limit says nothing of it for another
-key). One group per route: the replicas of one model with the settings a batcher is built from. Nothing
-is reconfigured in place: changed settings get new state, and the old drains and is forgotten like any
-idle entry. Both are bounded: endpoints forget first the least recently used whose health holds nothing
-worth keeping (a server that is down keeps its open breaker); groups forget idle batchers past the bound.
+key). One group per route: the replicas of one model with the settings a batcher is built from. Changed
+settings get new state; the old drains and is forgotten like any idle entry, least recently used first (a
+server that is down keeps its open breaker).
 
-Routes (``RouteBook``) are detected per replica and cached (async-lru with a TTL; identical detections
-share one run). A detection is an attempt like any other: it asks the breaker for a permit and waits out
-a Retry-After, and runs to its own end even when its callers leave, so a silent server is counted
-against the breaker and a late answer is remembered. A call waits only while no replica's route is
-known; a known route is read without a task or a turn of the loop, so a burst reaches its queue together.
+``HttpTransport``, the only code that touches aiohttp, owns the owner loop's sessions (pooled, and fresh).
+A request's timeout comes from its deadline, redirects are refused (a POST must not become a GET
+elsewhere), TLS is verified unless turned off, at most ``MAX_ANSWER_BYTES`` are read, errors are
+translated (``http_errors``), and a request whose pooled connection the server had already closed is sent
+once more at once on a fresh one (aiohttp's own resend of a GET goes back to the pool).
 """
 
 from __future__ import annotations
 
-import asyncio
+import ssl
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Final, TypeVar
+from types import SimpleNamespace
+from typing import Any, Final, TypeVar
 
-from async_lru import alru_cache
+import aiohttp
+from aiohttp.http_exceptions import HttpProcessingError
 
+from .. import __version__
 from ..batching.batcher import MicroBatcher
 from ..batching.breaker import BreakerPolicy, CircuitBreaker, RetryBudget
 from ..batching.dispatch import Dispatch, DispatchEvents, DispatchPolicy, ReplicaSet
@@ -32,22 +34,24 @@ from ..batching.endpoint_state import EndpointState, Replica
 from ..batching.queue import EndpointLimiter
 from ..core import deadline as clock
 from ..core.config import RerankerConfig
-from ..core.errors import DeadlineExceeded, RateLimited, RerankError
+from ..core.dialects import WireAnswer, WireRequest
+from ..core.errors import ConfigError, DeadlineExceeded, MalformedAnswer, RerankError, StaleConnection, TransportError
 from ..core.statistics import ReplicaStatistics
-from .detection import Route, resolve_route
-from .transport import HttpTransport
+from .http_errors import translate
 
 MAX_ENDPOINTS: Final = 256  # pairs of server and key: 16 replicas for each of 16 agent profiles' keys
 MAX_GROUPS: Final = 32
-DETECTION_TTL_S: Final = 600.0
-RATE_LIMIT_DEFAULT_S: Final = 1.0  # a 429 during detection without Retry-After holds the endpoint this long
-_ROUTE_FIELDS: Final = ("endpoint", "api", "model", "api_key", "tls_verify", "ca_bundle")
-# What a group's batcher, replica set and dispatch step are built from (not the timeout, which each call
-# brings, nor what only the recall path reads).
+# What a group's batcher, replicas and dispatch are built from (not the timeout each call brings, nor recall settings)
 _GROUP_FIELDS: Final = ("endpoints", "key_fingerprint", "tls_verify", "ca_bundle", "model", "api", "instruction",
                         "max_pairs_per_request", "batch_window_ms", "max_queued_pairs", "shed_overload",
                         "retry_budget", "max_retries", "hedging", "hedge_delay_ms")
 _SEVERITY: Final = {"closed": 0, "half_open": 1, "open": 2}  # status shows an endpoint's worst breaker
+MAX_ANSWER_BYTES: Final = 8 * 1024 * 1024
+_CHUNK: Final = 64 * 1024
+USER_AGENT: Final = f"a0-reranker/{__version__}"
+# Idle keep-alive connections are dropped after this; uvicorn (vLLM, Infinity, TEI's router) and llama.cpp close
+# theirs after 5 s, so ours lapse first and a stale one is rare (one left is recognised and sent again at once).
+KEEPALIVE_S: Final = 4.0
 
 
 @dataclass(eq=False)
@@ -87,10 +91,9 @@ class EndpointRegistry:
         self._groups: OrderedDict[Hashable, _Group] = OrderedDict()
 
     def endpoint(self, config: RerankerConfig, url: str) -> Endpoint:
-        """The state of the server at ``url`` as these settings see it (created on first use). Room is
-        made by forgetting the least recently used endpoint with nothing worth keeping, or failing that
-        the least recently used idle one: a group still naming it is another group from the next call on
-        (see ``group``); idle, the old one holds no slot."""
+        """The server at ``url`` as these settings see it, made on first use. Room is made by forgetting
+        the least recently used endpoint with nothing worth keeping, else an idle one (which holds no slot;
+        a group still naming it is another group from the next call on)."""
         key = (url, config.key_fingerprint, config.max_concurrency, breaker_policy(config))
         found = self._endpoints.get(key)
         if found is not None:
@@ -133,9 +136,8 @@ class EndpointRegistry:
         latest = {key[:2]: e for key, e in self._endpoints.items()}  # per URL and key: the settings last used
         breakers: dict[str, str] = {}
         for endpoint in latest.values():  # one entry per URL, the worst of its keys
-            state = endpoint.state.breaker.state
-            if _SEVERITY[state] > _SEVERITY.get(breakers.get(endpoint.url, ""), -1):
-                breakers[endpoint.url] = state
+            worst = breakers.get(endpoint.url, "closed")
+            breakers[endpoint.url] = max(endpoint.state.breaker.state, worst, key=_SEVERITY.__getitem__)
         by_url: dict[str, list[EndpointState]] = {}  # replicas: one entry per server URL, all its keys together
         for endpoint in self._endpoints.values():
             by_url.setdefault(endpoint.url, []).append(endpoint.state)
@@ -148,7 +150,6 @@ class EndpointRegistry:
         }
 
     def footprint(self) -> dict[str, int]:
-        """How much per-configuration state is kept (tests check that it stays bounded)."""
         return {"endpoints": len(self._endpoints), "batchers": len(self._groups)}
 
     async def close(self) -> None:
@@ -168,11 +169,10 @@ def _replica_statistics(url: str, breaker: str, states: list[EndpointState], tot
                              ms_per_pair=per_pair)
 
 
-K = TypeVar("K")
 V = TypeVar("V")
 
 
-def _forget(entries: OrderedDict[K, V], keep: int, *tests: Callable[[V], bool]) -> None:
+def _forget(entries: OrderedDict[Any, V], keep: int, *tests: Callable[[V], bool]) -> None:
     """Forget entries, least recently used first, until at most ``keep`` are left: those that pass the
     first test, then, while there are still too many, those that pass the next."""
     for test in tests:
@@ -184,109 +184,116 @@ def _forget(entries: OrderedDict[K, V], keep: int, *tests: Callable[[V], bool]) 
 
 
 @dataclass(frozen=True)
-class _Detection:
-    """One detection's arguments; equal (and cached together) when only the deadline or the other
-    settings differ, which do not change the answer."""
-
-    key: tuple[object, ...]
-    config: RerankerConfig = field(compare=False)
-    deadline: float = field(compare=False, default=0.0)
-    endpoint: Endpoint | None = field(compare=False, default=None)
-
-    @classmethod
-    def of(cls, config: RerankerConfig, deadline: float = 0.0, endpoint: Endpoint | None = None) -> _Detection:
-        return cls(tuple(getattr(config, name) for name in _ROUTE_FIELDS), config, deadline, endpoint)
+class TlsSettings:
+    verify: bool = True
+    ca_bundle: str = ""
 
 
-class RouteBook:
-    def __init__(self, transport: HttpTransport, on_detection: Callable[[], None] = lambda: None) -> None:
-        self._transport = transport
-        self._on_detection = on_detection  # counted: detections that keep coming say health is forgotten
-        self._detect = alru_cache(maxsize=128, ttl=DETECTION_TTL_S)(self._detect_uncached)
-        self._running: dict[tuple[object, ...], _Detection] = {}  # key -> the detection under way
+@dataclass(slots=True)
+class _Exchange:  # per-request trace context: did this request go out on a pooled keep-alive connection?
+    fresh: bool
+    reused: bool = False
 
-    @property
-    def cached(self) -> int:
-        return self._detect.cache_info().currsize
 
-    @property
-    def running(self) -> int:  # detections under way (each ends by its deadline at the latest)
-        return len(self._running)
+async def _on_reuse(session: object, context: SimpleNamespace, params: object) -> None:
+    exchange = context.trace_request_ctx
+    if isinstance(exchange, _Exchange):
+        exchange.reused = True
 
-    async def routes(self, config: RerankerConfig, deadline: float, endpoints: Sequence[Endpoint]
-                     ) -> dict[str, Route]:
-        """The known routes of ``endpoints`` (replica URL -> route, at least one), detecting the
-        others; waits only while none is known. Raises the first replica's error when none works."""
-        detections = [_Detection.of(config.for_replica(e.url), deadline, e) for e in endpoints]
-        # One shared with an earlier caller runs to that caller's deadline: leave it at ours.
-        outlasts_us = any(d.key in self._running and self._running[d.key].deadline > deadline for d in detections)
-        routes: dict[str, Route] = {}
-        errors: dict[str, BaseException] = {}
-        tasks: dict[asyncio.Task[Route], str] = {}
-        for detection, endpoint in zip(detections, endpoints, strict=True):
-            endpoint.route_keys.add(detection.key)  # its breaker opening forgets the route, however read
-            if self._detect.cache_contains(detection) and detection.key not in self._running:
-                # a finished detection: its result comes back without a task or a wait
-                try:
-                    routes[endpoint.url] = await self._detect(detection)
-                except Exception as exc:  # a failed one not yet evicted from the cache
-                    errors[endpoint.url] = exc
-            else:
-                tasks[self._detection_task(detection)] = endpoint.url
-        pending = set(tasks)
-        while pending and not routes:
-            timeout = max(0.0, deadline - clock.now()) if outlasts_us else None
-            done, pending = await asyncio.wait(pending, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-            if not done:
-                raise DeadlineExceeded("no replica's API was known before the deadline (detection still running)")
-            for task in done:
-                if task.cancelled():
-                    errors[tasks[task]] = RerankError("detection was cancelled")
-                elif (error := task.exception()) is not None:
-                    errors[tasks[task]] = error
-                else:
-                    routes[tasks[task]] = task.result()
-        if not routes:
-            raise next(errors[e.url] for e in endpoints if e.url in errors)
-        return {e.url: routes[e.url] for e in endpoints if e.url in routes}
 
-    def forget(self, config: RerankerConfig) -> None:
-        """Every replica's cached route (a status said a route no longer holds, or a probe failed)."""
-        for url in config.endpoints:
-            self._detect.cache_invalidate(_Detection.of(config.for_replica(url)))
+class HttpTransport:
+    """Sends requests for the service. Create and use it on one event loop (the owner loop).
+    ``on_stale_resend`` hears of each request sent again after a stale connection (to count it)."""
 
-    def forget_endpoint(self, endpoint: Endpoint) -> None:
-        """The endpoint's breaker opened: when the server is back, detect again (it may be another now)."""
-        for key in endpoint.route_keys:
-            self._detect.cache_invalidate(_Detection(key, RerankerConfig()))
-        endpoint.route_keys.clear()
+    def __init__(self, *, max_connections: int = 256, on_stale_resend: Callable[[], None] = lambda: None) -> None:
+        self._max_connections, self._on_stale_resend = max_connections, on_stale_resend
+        self._sessions: dict[bool, aiohttp.ClientSession] = {}  # fresh -> session
+        self._ssl_contexts: dict[TlsSettings, ssl.SSLContext | bool] = {}
+
+    async def send(self, endpoint: str, request: WireRequest, *, deadline: float, api_key: str = "",
+                   tls: TlsSettings = TlsSettings(), may_resend: Callable[[], bool] = lambda: True) -> WireAnswer:
+        """One HTTP exchange: the answer, or a ``RerankError`` saying why not. Sent again only when the
+        pooled connection it went out on had been closed by the server (``StaleConnection``): at once,
+        on a fresh connection, if ``may_resend`` agrees (scoring asks its retry budget)."""
+        try:
+            return await self._send_once(endpoint, request, deadline, api_key, tls, fresh=False)
+        except StaleConnection:
+            if not may_resend():
+                raise
+            self._on_stale_resend()
+            return await self._send_once(endpoint, request, deadline, api_key, tls, fresh=True)
+
+    async def _send_once(self, endpoint: str, request: WireRequest, deadline: float, api_key: str,
+                         tls: TlsSettings, *, fresh: bool) -> WireAnswer:
+        remaining = deadline - clock.now()
+        if remaining <= 0:
+            raise DeadlineExceeded("no time left to send the request")
+        exchange = _Exchange(fresh)
+        try:
+            return await self._exchange(endpoint, request, remaining, api_key, tls, exchange)
+        except RerankError:
+            raise
+        except (TimeoutError, aiohttp.ClientError, HttpProcessingError, OSError) as exc:
+            raise translate(exc, endpoint, remaining, reused=exchange.reused) from exc
+
+    async def _exchange(self, endpoint: str, request: WireRequest, remaining: float, api_key: str,
+                        tls: TlsSettings, exchange: _Exchange) -> WireAnswer:
+        headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        async with self._session(exchange.fresh).request(
+            request.method, endpoint + request.path, json=request.body, headers=headers,
+            timeout=aiohttp.ClientTimeout(total=remaining), allow_redirects=False, ssl=self._ssl_for(tls),
+            trace_request_ctx=exchange,
+        ) as response:
+            if 300 <= response.status < 400:
+                target = response.headers.get("Location", "another address")
+                raise TransportError(f"the server redirected to {target}; set the endpoint to the address it "
+                                     "redirects to", retryable=False)
+            body = await _read_capped(response)
+            return WireAnswer(status=response.status, body=body, content_type=response.headers.get("Content-Type", ""),
+                              headers={k.lower(): v for k, v in response.headers.items()})
 
     async def close(self) -> None:
-        await self._detect.cache_close()
+        sessions, self._sessions = self._sessions, {}
+        for session in sessions.values():
+            await session.close()
 
-    def _detection_task(self, detection: _Detection) -> asyncio.Task[Route]:
-        """A task of its own, so a caller who leaves does not cancel a detection others may share."""
-        if not self._detect.cache_contains(detection):  # this call starts it (or joins one just started)
-            # its own mark, over a forgotten detection's still running: that one's end must not leave a
-            # turn in which this one, unfinished, looks known
-            self._running[detection.key] = detection
-        task = asyncio.ensure_future(self._detect(detection))
-        task.add_done_callback(lambda t: None if t.cancelled() else t.exception())
-        return task
+    def _session(self, fresh: bool) -> aiohttp.ClientSession:
+        """The pooled session, or (``fresh``) one whose every request opens its own connection."""
+        session = self._sessions.get(fresh)
+        if session is None or session.closed:
+            trace = aiohttp.TraceConfig()
+            trace.on_connection_reuseconn.append(_on_reuse)
+            if fresh:
+                connector = aiohttp.TCPConnector(limit=self._max_connections, force_close=True)
+            else:
+                connector = aiohttp.TCPConnector(limit=self._max_connections, enable_cleanup_closed=True,
+                                                 keepalive_timeout=KEEPALIVE_S)
+            session = aiohttp.ClientSession(connector=connector, trust_env=False, trace_configs=[trace])
+            self._sessions[fresh] = session
+        return session
 
-    async def _detect_uncached(self, detection: _Detection) -> Route:
-        assert detection.endpoint is not None
-        state = detection.endpoint.state
-        self._running[detection.key] = detection
-        try:
-            await state.wait_out_retry_after(detection.deadline)
-            with state.breaker.attempt():  # detection is an attempt too: a probe while half-open
-                self._on_detection()
-                return await resolve_route(self._transport, detection.config, detection.deadline)
-        except RateLimited as exc:
-            wait = exc.retry_after if exc.retry_after is not None else RATE_LIMIT_DEFAULT_S
-            state.hold_off(clock.now() + wait)
-            raise
-        finally:  # a detection forgotten (cancelled) may end after its successor began: clear only its own mark
-            if self._running.get(detection.key) is detection:
-                del self._running[detection.key]
+    def _ssl_for(self, tls: TlsSettings) -> ssl.SSLContext | bool:
+        """What aiohttp's ``ssl`` takes: no verification, the system's trust store, or the user's CA bundle."""
+        if tls not in self._ssl_contexts:
+            bundle = tls.ca_bundle if tls.verify else ""
+            try:
+                self._ssl_contexts[tls] = ssl.create_default_context(cafile=bundle) if bundle else tls.verify
+            except (OSError, ssl.SSLError) as exc:
+                raise ConfigError([f"rerank_ca_bundle: cannot load {tls.ca_bundle!r}: {exc}"]) from None
+        return self._ssl_contexts[tls]
+
+
+async def _read_capped(response: aiohttp.ClientResponse) -> bytes:
+    declared = response.content_length
+    if declared is not None and declared > MAX_ANSWER_BYTES:
+        raise MalformedAnswer(f"the answer is {declared} bytes, more than the {MAX_ANSWER_BYTES} read at most")
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := await response.content.read(_CHUNK):
+        size += len(chunk)
+        if size > MAX_ANSWER_BYTES:
+            raise MalformedAnswer(f"the answer is larger than the {MAX_ANSWER_BYTES} bytes read at most")
+        chunks.append(chunk)
+    return b"".join(chunks)

@@ -1,62 +1,54 @@
-"""The service on the owner loop, the one per process, and the hop that reaches it from other threads.
+"""The service on the owner loop, and the routes it has detected.
 
 ``RerankService`` is the composition root (config -> endpoints -> routes -> batcher -> ranking) and the
-fail-safe boundary: nothing but cancellation leaves ``rerank``. Each replica of ``rerank_endpoint`` has
-its own state and route (``endpoints``); one batcher per route group balances its batches over them
-(``batching.replicas``). ``runtime()`` is the process's owner loop with its service, started on first
-use; ``Handover`` is the one wait for work handed to it (from the public API, ``runtime``).
+fail-safe boundary: nothing but cancellation leaves ``rerank``. Each replica of ``rerank_endpoint`` has its
+own state (``endpoints``) and route; one batcher per route group balances its batches over them
+(``batching.replicas``). Other threads and loops reach it through ``calls``.
+
+Routes (``RouteBook``) are detected per replica and cached (async-lru with a TTL; identical detections
+share one run). A detection is an attempt like any other: it asks the breaker for a permit and waits out
+a Retry-After, and runs to its own end even when its callers leave, so a silent server is counted
+against the breaker and a late answer is remembered. A call waits only while no replica's route is
+known; a known route is read without a task or a turn of the loop, so a burst reaches its queue together.
 """
 
 from __future__ import annotations
 
 import asyncio
-import atexit
-import concurrent.futures
 import dataclasses
 import logging
-from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass
-from typing import Any, Final, Generic, TypeVar
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from async_lru import alru_cache
 
 from ..batching.batcher import MicroBatcher
 from ..batching.endpoint_state import Replica
 from ..core import deadline as clock
 from ..core.config import RerankerConfig
-from ..core.deadline import backstop_remaining
 from ..core.dialects import ScoreBatch
 from ..core.dialects.wire import read_answer
-from ..core.errors import BreakerOpen, InputTooLong, RateLimited, RerankError, ServerError
+from ..core.errors import BreakerOpen, DeadlineExceeded, InputTooLong, RateLimited, RerankError, ServerError
 from ..core.probe_report import ProbeReport
 from ..core.redaction import shown
 from ..core.scores import PROBABILITY, RerankResult, cut_head, normalize, shared_scale, tighter_limits
-from ..core.statistics import RerankerStatistics, StatsRecorder
-from ..process.singletons import OwnerLoop, PerProcess
-from .detection import Route, probe_endpoint, tls_of
-from .endpoints import Endpoint, EndpointRegistry, Members, RouteBook
-from .transport import HttpTransport
+from ..core.statistics import StatsRecorder
+from .detection import Route, probe_endpoint, resolve_route, tls_of
+from .endpoints import Endpoint, EndpointRegistry, HttpTransport, Members
 
 log = logging.getLogger("a0_reranker")
-T = TypeVar("T")
 
-_STATS: Final = PerProcess("stats", StatsRecorder)
-
-
-def stats_recorder() -> StatsRecorder:
-    """The process's counters: they outlive a restarted owner loop. Everyone counts what happens where it
-    happens (``core.statistics``); the status tool, the panel and the CLI read its snapshot."""
-    return _STATS.get()
-
-
-TIMEOUT_MESSAGE: Final = "no answer before rerank_timeout"
-CANCEL_WAIT_S: Final = 2.0  # on shutdown, what work still running gets to unwind before the session closes
+DETECTION_TTL_S: Final = 600.0
+RATE_LIMIT_DEFAULT_S: Final = 1.0  # a 429 during detection without Retry-After holds the endpoint this long
+_ROUTE_FIELDS: Final = ("endpoint", "api", "model", "api_key", "tls_verify", "ca_bundle")
 
 
 class RerankService:
-    """Use from the owner loop only (the runtime module is how other threads and loops reach it)."""
+    """Use from the owner loop only (``calls`` is how other threads and loops reach it)."""
 
     def __init__(self, stats: StatsRecorder, transport: HttpTransport | None = None, *,
                  clock: Callable[[], float] = clock.now) -> None:
-        self._stats = stats
         self._transport = transport or HttpTransport(on_stale_resend=stats.on_stale_resend)
         self._routes = RouteBook(self._transport, on_detection=stats.on_detection)
         self._registry = EndpointRegistry(stats, clock=clock, on_open=self._routes.forget_endpoint)
@@ -64,7 +56,7 @@ class RerankService:
     async def rerank(self, query: str, documents: Sequence[str], config: RerankerConfig, deadline: float
                      ) -> RerankResult:
         """Best-first ``(index, score)`` pairs, or no ranking with the reason. Never raises but
-        cancellation. Counts no outcome: its caller counts the one it returns (``runtime``)."""
+        cancellation. Counts no outcome: its caller counts the one it returns (``calls``)."""
         try:
             return await self._rerank(query, documents, config, deadline)
         except RerankError as exc:
@@ -88,9 +80,6 @@ class RerankService:
         """Per-configuration state kept, and detections cached (bounded whatever the settings do) and
         under way."""
         return {**self._registry.footprint(), "detections": self._routes.cached, "detecting": self._routes.running}
-
-    def statistics(self) -> RerankerStatistics:
-        return self._stats.snapshot(**self.live_state())  # type: ignore[arg-type]
 
     async def close(self) -> None:
         await self._registry.close()
@@ -178,98 +167,109 @@ _ROUTE_GONE_STATUSES: Final = frozenset({401, 403, 404, 405, 501})
 
 
 @dataclass(frozen=True)
-class Runtime:
-    owner: OwnerLoop
-    service: RerankService
+class _Detection:
+    """One detection's arguments; equal (and cached together) when only the deadline or the other
+    settings differ, which do not change the answer."""
 
-
-def _start(clock: Callable[[], float] = clock.now) -> Runtime:
-    owner = OwnerLoop().start()
-    current = Runtime(owner, RerankService(stats_recorder(), clock=clock))
-    atexit.register(_stop, current)
-    return current
-
-
-_RUNTIME: Final = PerProcess("runtime", _start)
-
-
-def runtime() -> Runtime:
-    """The process's owner loop and service, started on first use (and again after a fork)."""
-    current = _RUNTIME.get()
-    if not current.owner.alive:
-        _RUNTIME.discard()
-        current = _RUNTIME.get()
-    return current
-
-
-def running() -> Runtime | None:
-    """The runtime if one is running, without starting one."""
-    current = _RUNTIME.peek()
-    return current if current is not None and current.owner.alive else None
-
-
-def restart(*, clock: Callable[[], float]) -> Runtime:
-    """A fresh owner loop and service whose breakers and retry budgets read ``clock``: tests move it on
-    instead of waiting out a real cooldown."""
-    shutdown()
-    return _RUNTIME.get_or_put(lambda: _start(clock))
-
-
-def shutdown() -> None:
-    """Stop the owner loop and close its HTTP session (tests, uninstall). The next call starts afresh."""
-    current = _RUNTIME.discard()
-    if current is not None:
-        _stop(current)
-
-
-def _stop(current: Runtime) -> None:
-    if current.owner.alive and not current.owner.is_current_thread():
-        for step in (lambda: current.owner.call(current.owner.cancel_running, CANCEL_WAIT_S),
-                     lambda: current.owner.call(current.service.close)):
-            try:
-                step()
-            except Exception:  # shutting down: nothing useful to do with the error
-                log.debug("a0_reranker: error while closing the service", exc_info=True)
-        current.owner.stop()
-
-
-@dataclass(frozen=True)
-class Handover(Generic[T]):
-    """Work handed to the owner loop, and the one wait for its outcome, blocking or awaited: until the
-    deadline plus the backstop grace (``core.deadline``); past it the caller gets ``late`` and the owner's
-    work is cancelled."""
-
-    future: concurrent.futures.Future[T]
-    deadline: float
-    late: T
+    key: tuple[object, ...]
+    config: RerankerConfig = field(compare=False)
+    deadline: float = field(compare=False, default=0.0)
+    endpoint: Endpoint | None = field(compare=False, default=None)
 
     @classmethod
-    def start(cls, current: Runtime, deadline: float, late: T, func: Callable[..., Coroutine[Any, Any, T]],
-              *args: Any) -> Handover[T]:
-        return cls(current.owner.submit(func, *args), deadline, late)
+    def of(cls, config: RerankerConfig, deadline: float = 0.0, endpoint: Endpoint | None = None) -> _Detection:
+        return cls(tuple(getattr(config, name) for name in _ROUTE_FIELDS), config, deadline, endpoint)
 
-    def result(self) -> T:
+
+class RouteBook:
+    def __init__(self, transport: HttpTransport, on_detection: Callable[[], None] = lambda: None) -> None:
+        self._transport = transport
+        self._on_detection = on_detection  # counted: detections that keep coming say health is forgotten
+        self._detect = alru_cache(maxsize=128, ttl=DETECTION_TTL_S)(self._detect_uncached)
+        self._running: dict[tuple[object, ...], _Detection] = {}  # key -> the detection under way
+
+    @property
+    def cached(self) -> int:
+        return self._detect.cache_info().currsize
+
+    @property
+    def running(self) -> int:  # detections under way (each ends by its deadline at the latest)
+        return len(self._running)
+
+    async def routes(self, config: RerankerConfig, deadline: float, endpoints: Sequence[Endpoint]
+                     ) -> dict[str, Route]:
+        """The known routes of ``endpoints`` (replica URL -> route, at least one), detecting the
+        others; waits only while none is known. Raises the first replica's error when none works."""
+        detections = [_Detection.of(config.for_replica(e.url), deadline, e) for e in endpoints]
+        # One shared with an earlier caller runs to that caller's deadline: leave it at ours.
+        outlasts_us = any(d.key in self._running and self._running[d.key].deadline > deadline for d in detections)
+        routes: dict[str, Route] = {}
+        errors: dict[str, BaseException] = {}
+        tasks: dict[asyncio.Task[Route], str] = {}
+        for detection, endpoint in zip(detections, endpoints, strict=True):
+            endpoint.route_keys.add(detection.key)  # its breaker opening forgets the route, however read
+            if self._detect.cache_contains(detection) and detection.key not in self._running:
+                # a finished detection: its result comes back without a task or a wait
+                try:
+                    routes[endpoint.url] = await self._detect(detection)
+                except Exception as exc:  # a failed one not yet evicted from the cache
+                    errors[endpoint.url] = exc
+            else:
+                tasks[self._detection_task(detection)] = endpoint.url
+        pending = set(tasks)
+        while pending and not routes:
+            timeout = max(0.0, deadline - clock.now()) if outlasts_us else None
+            done, pending = await asyncio.wait(pending, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            if not done:
+                raise DeadlineExceeded("no replica's API was known before the deadline (detection still running)")
+            for task in done:
+                if task.cancelled():
+                    errors[tasks[task]] = RerankError("detection was cancelled")
+                elif (error := task.exception()) is not None:
+                    errors[tasks[task]] = error
+                else:
+                    routes[tasks[task]] = task.result()
+        if not routes:
+            raise next(errors[e.url] for e in endpoints if e.url in errors)
+        return {e.url: routes[e.url] for e in endpoints if e.url in routes}
+
+    def forget(self, config: RerankerConfig) -> None:
+        """Every replica's cached route (a status said a route no longer holds, or a probe failed)."""
+        for url in config.endpoints:
+            self._detect.cache_invalidate(_Detection.of(config.for_replica(url)))
+
+    def forget_endpoint(self, endpoint: Endpoint) -> None:
+        """The endpoint's breaker opened: when the server is back, detect again (it may be another now)."""
+        for key in endpoint.route_keys:
+            self._detect.cache_invalidate(_Detection(key, RerankerConfig()))
+        endpoint.route_keys.clear()
+
+    async def close(self) -> None:
+        await self._detect.cache_close()
+
+    def _detection_task(self, detection: _Detection) -> asyncio.Task[Route]:
+        """A task of its own, so a caller who leaves does not cancel a detection others may share."""
+        if not self._detect.cache_contains(detection):  # this call starts it (or joins one just started)
+            # its own mark, over a forgotten detection's still running: that one's end must not leave a
+            # turn in which this one, unfinished, looks known
+            self._running[detection.key] = detection
+        task = asyncio.ensure_future(self._detect(detection))
+        task.add_done_callback(lambda t: None if t.cancelled() else t.exception())
+        return task
+
+    async def _detect_uncached(self, detection: _Detection) -> Route:
+        assert detection.endpoint is not None
+        state = detection.endpoint.state
+        self._running[detection.key] = detection
         try:
-            return self.future.result(timeout=backstop_remaining(self.deadline))
-        except (TimeoutError, concurrent.futures.CancelledError):  # past the backstop, or the owner stopped
-            return self._delivered_or_late()
-
-    async def result_async(self) -> T:
-        try:
-            return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(self.future)),
-                                          backstop_remaining(self.deadline))
-        except TimeoutError:
-            return self._delivered_or_late()
-        except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if task is None or task.cancelling():
-                self.future.cancel()  # the caller left: so does its work on the owner loop
-                raise
-            return self.late  # nobody cancelled the caller: the owner loop stopped (shutdown, update)
-
-    def _delivered_or_late(self) -> T:
-        """What the owner loop delivered just as the backstop fired, else ``late`` (its work is cancelled)."""
-        future = self.future
-        if future.cancel() or future.cancelled() or future.exception() is not None:
-            return self.late
-        return future.result()
+            await state.wait_out_retry_after(detection.deadline)
+            with state.breaker.attempt():  # detection is an attempt too: a probe while half-open
+                self._on_detection()
+                return await resolve_route(self._transport, detection.config, detection.deadline)
+        except RateLimited as exc:
+            wait = exc.retry_after if exc.retry_after is not None else RATE_LIMIT_DEFAULT_S
+            state.hold_off(clock.now() + wait)
+            raise
+        finally:  # a detection forgotten (cancelled) may end after its successor began: clear only its own mark
+            if self._running.get(detection.key) is detection:
+                del self._running[detection.key]

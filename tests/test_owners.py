@@ -36,18 +36,18 @@ def called_methods(tree: ast.Module) -> set[str]:
 # Who counts what: each counter is written where the thing it counts happens, by that code alone.
 COUNTED_BY = {
     # a rerank's outcome, by the caller that returns it (refusals before it: by the recall path)
-    "rerank_started": {"service/runtime.py"},
-    "reranked": {"service/runtime.py"},
-    "rerank_cancelled": {"service/runtime.py"},
-    "fell_back": {"service/runtime.py", "a0_hooks/recall_search.py", "helpers/reranker.py"},
+    "rerank_started": {"service/calls.py"},
+    "reranked": {"service/calls.py"},
+    "rerank_cancelled": {"service/calls.py"},
+    "fell_back": {"service/calls.py", "a0_hooks/recall_search.py", "helpers/reranker.py"},
     # a request's events, by the dispatch step that makes requests (a request sent again: by its retries
     # mixin; the queue wait: by the batcher)
     **{event: {"batching/dispatch.py"} for event in ("on_request", "on_rate_limit_wait")},
     **{event: {"batching/retries.py"} for event in ("on_retry", "on_failover", "on_hedge", "on_budget_spent")},
     "on_queue_wait": {"batching/batcher.py"},
     # a recall's pool and its shadow comparison, by the recall path
-    "pool": {"service/runtime.py", "a0_hooks/recall_search.py"},
-    "shadow": {"service/runtime.py"},
+    "pool": {"service/calls.py", "a0_hooks/recall_search.py"},
+    "shadow": {"service/calls.py"},
 }
 
 
@@ -99,7 +99,7 @@ def test_the_breaker_admits_through_attempt_alone() -> None:
     admitting = {module for module, tree in product_modules() if "admit" in called_methods(tree)}
     assert admitting == {"batching/breaker.py"}
     attempting = {module for module, tree in product_modules() if "attempt" in called_methods(tree)}
-    assert attempting == {"batching/dispatch.py", "service/endpoints.py"}  # requests and detections
+    assert attempting == {"batching/dispatch.py", "service/reranker_service.py"}  # requests and detections
 
 
 def test_the_deadline_has_one_grace_and_callers_never_count() -> None:
@@ -180,7 +180,7 @@ OWNERS: dict[str, tuple[Callable[[ast.Module], bool], set[str]]] = {
                       for holder in ("breaker", "limiter", "budget", "replicas", "batcher", "dispatch")), set()),
     "the route cache: the route book alone": (
         lambda t: bool(calls_on(t, "_detect", {"cache_invalidate", "cache_clear", "cache_close"})),
-        {"service/endpoints.py"}),
+        {"service/reranker_service.py"}),
     "endpoints and route groups: the registry alone": (
         lambda t: bool({"_groups", "_endpoints"} & mutated_attributes(t)), {"service/endpoints.py"}),
 }

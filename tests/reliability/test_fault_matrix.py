@@ -64,8 +64,8 @@ from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.core.scores import RecallOutcome
 from usr.plugins.a0_reranker.helpers import reranker
 from usr.plugins.a0_reranker.service import runtime
+from usr.plugins.a0_reranker.service.endpoints import MAX_ANSWER_BYTES
 from usr.plugins.a0_reranker.service.runtime import rerank_pool
-from usr.plugins.a0_reranker.service.transport import MAX_ANSWER_BYTES
 
 pytestmark = pytest.mark.anyio
 

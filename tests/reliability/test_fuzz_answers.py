@@ -28,7 +28,7 @@ from reliability.kit import MARK, shown_text, tracebacks
 from support.servers import RunningServer, serve_in_thread
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.service import runtime
-from usr.plugins.a0_reranker.service.reranker_service import RerankResult
+from usr.plugins.a0_reranker.service.calls import RerankResult
 
 pytestmark = pytest.mark.fuzz
 

@@ -23,10 +23,10 @@ from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.core.deadline import deadline_in
 from usr.plugins.a0_reranker.core.errors import DeadlineExceeded, RerankError
 from usr.plugins.a0_reranker.core.statistics import StatsRecorder
-from usr.plugins.a0_reranker.service import endpoints as endpoints_module
+from usr.plugins.a0_reranker.service import reranker_service as endpoints_module
 from usr.plugins.a0_reranker.service import runtime
-from usr.plugins.a0_reranker.service.endpoints import EndpointRegistry, Members, RouteBook, breaker_policy
-from usr.plugins.a0_reranker.service.transport import HttpTransport
+from usr.plugins.a0_reranker.service.endpoints import EndpointRegistry, HttpTransport, Members, breaker_policy
+from usr.plugins.a0_reranker.service.reranker_service import RouteBook
 
 pytestmark = pytest.mark.anyio
 

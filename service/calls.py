@@ -1,0 +1,241 @@
+"""The rerank calls on the caller's side of the hop: the process's owner loop with its service
+(``runtime``), the hand-over of work to it and the one wait for it (``Handover``), and the outcome counted
+where it is returned (``settled``). The public API, with the cold calls, is ``runtime``'s.
+
+A call computes its deadline once and hands the work to the owner loop, which enforces it; the caller
+waits one grace longer as a backstop, counts the outcome it returns, once, and returns None instead of
+raising. ``rerank_pool`` picks what a recall returns from the candidate pool in stock order (A0's own
+result first, then the memories a wider search found below A0's threshold): the reranker's best ``limit``
+without those below ``rerank_min_score``, or the stock top-``limit`` in shadow mode and on any failure.
+It counts every pool it is given. The demo and the CLI use it too, so they show what the plugin does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import dataclasses
+import logging
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Generic, TypeVar
+
+from ..core import deadline as clock
+from ..core.config import RerankerConfig
+from ..core.deadline import backstop_remaining, deadline_in
+from ..core.scores import RecallOutcome, RerankResult, choose, normalize, order_change, page_content
+from ..core.statistics import StatsRecorder
+from ..process.singletons import OwnerLoop, PerProcess
+from .reranker_service import RerankService
+
+log = logging.getLogger("a0_reranker")
+T = TypeVar("T")
+D = TypeVar("D")
+
+_STATS: Final = PerProcess("stats", StatsRecorder)
+
+
+def stats_recorder() -> StatsRecorder:
+    """The process's counters: they outlive a restarted owner loop. Everyone counts what happens where it
+    happens (``core.statistics``); the status tool, the panel and the CLI read its snapshot."""
+    return _STATS.get()
+
+
+TIMED_OUT: Final = RerankResult(None, reason="timeout", message="no answer before rerank_timeout")
+CANCEL_WAIT_S: Final = 2.0  # on shutdown, what work still running gets to unwind before the session closes
+
+
+@dataclass(frozen=True)
+class Runtime:
+    owner: OwnerLoop
+    service: RerankService
+
+
+def start(clock: Callable[[], float] = clock.now) -> Runtime:
+    owner = OwnerLoop().start()
+    current = Runtime(owner, RerankService(stats_recorder(), clock=clock))
+    atexit.register(stop, current)
+    return current
+
+
+RUNTIME: Final = PerProcess("runtime", start)
+
+
+def runtime() -> Runtime:
+    """The process's owner loop and service, started on first use (and again after a fork)."""
+    current = RUNTIME.get()
+    if not current.owner.alive:
+        RUNTIME.discard()
+        current = RUNTIME.get()
+    return current
+
+
+def stop(current: Runtime) -> None:
+    if current.owner.alive and not current.owner.is_current_thread():
+        for step in (lambda: current.owner.call(current.owner.cancel_running, CANCEL_WAIT_S),
+                     lambda: current.owner.call(current.service.close)):
+            try:
+                step()
+            except Exception:  # shutting down: nothing useful to do with the error
+                log.debug("a0_reranker: error while closing the service", exc_info=True)
+        current.owner.stop()
+
+
+@dataclass(frozen=True)
+class Handover(Generic[T]):
+    """Work handed to the owner loop, and the one wait for its outcome, blocking or awaited: until the
+    deadline plus the backstop grace (``core.deadline``); past it the caller gets ``late`` and the owner's
+    work is cancelled."""
+
+    future: concurrent.futures.Future[T]
+    deadline: float
+    late: T
+
+    @classmethod
+    def start(cls, current: Runtime, deadline: float, late: T, func: Callable[..., Coroutine[Any, Any, T]],
+              *args: Any) -> Handover[T]:
+        return cls(current.owner.submit(func, *args), deadline, late)
+
+    def result(self) -> T:
+        try:
+            return self.future.result(timeout=backstop_remaining(self.deadline))
+        except (TimeoutError, concurrent.futures.CancelledError):  # past the backstop, or the owner stopped
+            return self._delivered_or_late()
+
+    async def result_async(self) -> T:
+        try:
+            return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(self.future)),
+                                          backstop_remaining(self.deadline))
+        except TimeoutError:
+            return self._delivered_or_late()
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is None or task.cancelling():
+                self.future.cancel()  # the caller left: so does its work on the owner loop
+                raise
+            return self.late  # nobody cancelled the caller: the owner loop stopped (shutdown, update)
+
+    def _delivered_or_late(self) -> T:
+        """What the owner loop delivered just as the backstop fired, else ``late`` (its work is cancelled)."""
+        future = self.future
+        if future.cancel() or future.cancelled() or future.exception() is not None:
+            return self.late
+        return future.result()
+
+
+def _valid_input(query: Any, documents: Any) -> bool:
+    if not isinstance(query, str) or isinstance(documents, str | bytes):
+        log.warning("a0_reranker: rerank() needs a query string and a list of document strings")
+        return False
+    try:
+        valid = isinstance(documents, Sequence) and all(isinstance(d, str) for d in documents)
+    except Exception:  # the caller's sequence failed while we iterated it
+        valid = False
+    if not valid:
+        log.warning("a0_reranker: rerank() needs a list of document strings")
+    return valid
+
+
+def refusal(query: Any, documents: Any, config: Any) -> RerankResult | None:
+    """Why this call goes nowhere near the server, or None when it should be sent. A caller's mistake
+    (settings that are no config, input that is no list of strings) is counted as a fallback."""
+    if not isinstance(config, RerankerConfig):
+        return settled(RerankResult(None, reason="config", message="config: expected a RerankerConfig"))
+    if not config.enabled:
+        return RerankResult(None, reason="disabled", message="rerank_enabled is off")
+    if not config.configured:
+        return RerankResult(None, reason="not_configured", message="no endpoint is set")
+    if not _valid_input(query, documents):
+        return settled(RerankResult(None, reason="bad_input", message="needs a query string and a list of strings"))
+    return None
+
+
+def count_started() -> float:
+    stats_recorder().rerank_started()
+    return clock.now()
+
+
+def settled(result: RerankResult, started: float = 0.0) -> RerankResult:
+    """Count the outcome the caller returns, where it returns it: the one place an outcome is counted, so
+    the counters agree with what callers got however late an owner loop on a busy machine answers."""
+    if result.ranking is None:
+        stats_recorder().fell_back(result.reason, result.message)
+        log.debug("a0_reranker: fallback to the stock order (%s): %s", result.reason, result.message)
+    else:
+        stats_recorder().reranked(clock.now() - started, result.api, retried=result.retries > 0)
+    return result
+
+
+async def rerank_result_async(query: str, documents: Sequence[str], *, config: RerankerConfig,
+                              deadline: float | None = None) -> RerankResult:
+    """The ranking with how it went (API used, or why it fell back), by ``deadline`` (on ``core.deadline``'s
+    clock; default ``rerank_timeout`` from now). Awaitable from any event loop; cancellation propagates,
+    nothing else is raised."""
+    if (refused := refusal(query, documents, config)) is not None:
+        return refused
+    deadline = deadline_in(config.timeout) if deadline is None else deadline
+    started = count_started()
+    try:
+        return settled(await _rerank_from_any_loop(query, list(documents), config, deadline), started)
+    except asyncio.CancelledError:
+        stats_recorder().rerank_cancelled()
+        raise
+
+
+async def _rerank_from_any_loop(query: str, documents: list[str], config: RerankerConfig, deadline: float
+                                ) -> RerankResult:
+    try:
+        current = runtime()
+        if current.owner.is_current_thread():
+            return await current.service.rerank(query, documents, config, deadline)
+        handover = rerank_handover(current, query, documents, config, deadline)
+    except Exception:
+        log.exception("a0_reranker: could not reach the reranker's event loop")
+        return RerankResult(None, reason="error", message="the reranker's event loop is not available")
+    try:
+        return await handover.result_async()
+    except Exception:
+        log.exception("a0_reranker: unexpected error while waiting for a rerank")
+        return RerankResult(None, reason="error", message="unexpected error while waiting")
+
+
+def rerank_handover(current: Runtime, query: str, documents: list[str], config: RerankerConfig, deadline: float
+                     ) -> Handover[RerankResult]:
+    return Handover.start(current, deadline, TIMED_OUT, current.service.rerank, query, documents, config, deadline)
+
+
+async def rerank_pool(query: str, pool: Sequence[D], *, limit: int, config: RerankerConfig,
+                      text_of: Callable[[D], str] = page_content, deadline: float | None = None) -> RecallOutcome[D]:
+    """Rerank ``pool`` (stock order, best first) for ``query`` and keep at most ``limit`` documents.
+
+    Returns the stock top-``limit`` when the reranker is unavailable or in shadow mode. ``deadline``
+    (monotonic; default ``rerank_timeout`` from now) lets a caller whose own work came first keep
+    the whole of it within one timeout.
+    """
+    started = clock.now()
+    stock = RecallOutcome(list(pool[:limit]), applied=False, scored=False, candidates=len(pool), elapsed_s=0.0)
+    if limit <= 0:
+        return stock
+    if len(pool) < 2:
+        return _counted(stock)
+    result = await rerank_result_async(query, [text_of(d) for d in pool], config=config, deadline=deadline)
+    elapsed, ranking = clock.now() - started, result.ranking
+    if ranking is None or len(ranking) != len(pool):
+        return _counted(dataclasses.replace(stock, elapsed_s=elapsed, reason=result.reason or "error",
+                                            message=result.message))
+    change = order_change([index for index, _ in ranking], len(stock.documents))
+    scored = dataclasses.replace(stock, scored=True, elapsed_s=elapsed, api=result.api, change=change,
+                                 ranking=ranking, relevance=normalize([score for _, score in ranking], result.scale),
+                                 retries=result.retries, failover_to=result.failover_to)
+    if not config.apply:
+        stats_recorder().shadow(change.kept / change.limit if change.limit else 1.0, change.mean_displacement)
+        return _counted(scored)
+    return _counted(choose(scored, pool, limit, config.min_score))
+
+
+def _counted(outcome: RecallOutcome[D]) -> RecallOutcome[D]:
+    """Record the pool behind ``outcome`` (how many the stock answer has is what a recall returns)."""
+    returned = outcome.floor_dropped + len(outcome.documents)
+    stats_recorder().pool(outcome.candidates, returned, outcome.rescued, outcome.floor_dropped)
+    return outcome
