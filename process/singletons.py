@@ -125,8 +125,13 @@ class OwnerLoop:
     def start(self) -> OwnerLoop:
         from anyio.from_thread import start_blocking_portal
 
-        self._portal = self._stack.enter_context(start_blocking_portal(backend="asyncio"))
-        self.loop, self._thread = self._portal.call(_adopt, self._name)
+        try:
+            self._portal = self._stack.enter_context(start_blocking_portal(backend="asyncio"))
+            self.loop, self._thread = self._portal.call(_adopt, self._name)
+        except BaseException:
+            self._portal = None
+            self._stack.close()  # a loop that cannot be adopted leaves no thread behind
+            raise
         return self
 
     @property

@@ -54,7 +54,11 @@ class Runtime:
 
 def start(clock: Callable[[], float] = clock.now) -> Runtime:
     owner = OwnerLoop().start()
-    current = Runtime(owner, RerankService(stats_recorder(), clock=clock))
+    try:
+        current = Runtime(owner, RerankService(stats_recorder(), clock=clock))
+    except BaseException:
+        owner.stop()  # a service that cannot be built leaves no loop thread behind
+        raise
     atexit.register(stop, current)
     return current
 
@@ -102,11 +106,14 @@ class Handover(Generic[T]):
             return self.future.result(timeout=backstop_remaining(self.deadline))
         except (TimeoutError, concurrent.futures.CancelledError):  # past the backstop, or the owner stopped
             return self._delivered_or_late()
+        except BaseException:
+            self.future.cancel()  # the waiting thread was interrupted (Ctrl-C): its work stops too
+            raise
 
     async def result_async(self) -> T:
-        try:
-            return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(self.future)),
-                                          backstop_remaining(self.deadline))
+        try:  # not wait_for: on Python 3.11 it returns a result that lands with a cancellation
+            async with asyncio.timeout(backstop_remaining(self.deadline)):
+                return await asyncio.shield(asyncio.wrap_future(self.future))
         except TimeoutError:
             return self._delivered_or_late()
         except asyncio.CancelledError:
@@ -137,26 +144,26 @@ def _valid_input(query: Any, documents: Any) -> bool:
     return valid
 
 
-def refusal(query: Any, documents: Any, config: Any) -> RerankResult | None:
+def _refusal(query: Any, documents: Any, config: Any) -> RerankResult | None:
     """Why this call goes nowhere near the server, or None when it should be sent. A caller's mistake
     (settings that are no config, input that is no list of strings) is counted as a fallback."""
     if not isinstance(config, RerankerConfig):
-        return settled(RerankResult(None, reason="config", message="config: expected a RerankerConfig"))
+        return _settled(RerankResult(None, reason="config", message="config: expected a RerankerConfig"))
     if not config.enabled:
         return RerankResult(None, reason="disabled", message="rerank_enabled is off")
     if not config.configured:
         return RerankResult(None, reason="not_configured", message="no endpoint is set")
     if not _valid_input(query, documents):
-        return settled(RerankResult(None, reason="bad_input", message="needs a query string and a list of strings"))
+        return _settled(RerankResult(None, reason="bad_input", message="needs a query string and a list of strings"))
     return None
 
 
-def count_started() -> float:
+def _count_started() -> float:
     stats_recorder().rerank_started()
     return clock.now()
 
 
-def settled(result: RerankResult, started: float = 0.0) -> RerankResult:
+def _settled(result: RerankResult, started: float = 0.0) -> RerankResult:
     """Count the outcome the caller returns, where it returns it: the one place an outcome is counted, so
     the counters agree with what callers got however late an owner loop on a busy machine answers."""
     if result.ranking is None:
@@ -172,15 +179,37 @@ async def rerank_result_async(query: str, documents: Sequence[str], *, config: R
     """The ranking with how it went (API used, or why it fell back), by ``deadline`` (on ``core.deadline``'s
     clock; default ``rerank_timeout`` from now). Awaitable from any event loop; cancellation propagates,
     nothing else is raised."""
-    if (refused := refusal(query, documents, config)) is not None:
+    if (refused := _refusal(query, documents, config)) is not None:
         return refused
     deadline = deadline_in(config.timeout) if deadline is None else deadline
-    started = count_started()
+    started = _count_started()
     try:
-        return settled(await _rerank_from_any_loop(query, list(documents), config, deadline), started)
+        return _settled(await _rerank_from_any_loop(query, list(documents), config, deadline), started)
     except asyncio.CancelledError:
         stats_recorder().rerank_cancelled()
         raise
+
+
+def rerank_result(query: str, documents: Sequence[str], *, config: RerankerConfig) -> RerankResult:
+    """The blocking form of ``rerank_result_async``, for threads (also one whose own event loop is
+    running). Never raises but what interrupts the thread (counted as a cancellation)."""
+    if (refused := _refusal(query, documents, config)) is not None:
+        return refused
+    deadline, started = deadline_in(config.timeout), _count_started()
+    try:
+        current = runtime()
+        if current.owner.is_current_thread():
+            log.error("a0_reranker: rerank() was called on the reranker's own loop; use rerank_async()")
+            result = RerankResult(None, reason="error", message="rerank() was called on the reranker's own loop")
+        else:
+            result = _rerank_handover(current, query, list(documents), config, deadline).result()
+    except Exception:
+        log.exception("a0_reranker: unexpected error in rerank()")
+        result = RerankResult(None, reason="error", message="unexpected error while waiting")
+    except BaseException:
+        stats_recorder().rerank_cancelled()
+        raise
+    return _settled(result, started)
 
 
 async def _rerank_from_any_loop(query: str, documents: list[str], config: RerankerConfig, deadline: float
@@ -189,7 +218,7 @@ async def _rerank_from_any_loop(query: str, documents: list[str], config: Rerank
         current = runtime()
         if current.owner.is_current_thread():
             return await current.service.rerank(query, documents, config, deadline)
-        handover = rerank_handover(current, query, documents, config, deadline)
+        handover = _rerank_handover(current, query, documents, config, deadline)
     except Exception:
         log.exception("a0_reranker: could not reach the reranker's event loop")
         return RerankResult(None, reason="error", message="the reranker's event loop is not available")
@@ -200,7 +229,7 @@ async def _rerank_from_any_loop(query: str, documents: list[str], config: Rerank
         return RerankResult(None, reason="error", message="unexpected error while waiting")
 
 
-def rerank_handover(current: Runtime, query: str, documents: list[str], config: RerankerConfig, deadline: float
+def _rerank_handover(current: Runtime, query: str, documents: list[str], config: RerankerConfig, deadline: float
                      ) -> Handover[RerankResult]:
     return Handover.start(current, deadline, TIMED_OUT, current.service.rerank, query, documents, config, deadline)
 

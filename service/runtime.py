@@ -18,16 +18,12 @@ from ..core.statistics import RerankerStatistics
 from .calls import (
     RUNTIME,
     Handover,
-    RerankResult,
     Runtime,
-    count_started,
-    refusal,
-    rerank_handover,
-    settled,
     start,
     stop,
 )
 from .calls import rerank_pool as rerank_pool
+from .calls import rerank_result as rerank_result
 from .calls import rerank_result_async as rerank_result_async
 from .calls import runtime as runtime
 from .calls import stats_recorder as stats_recorder
@@ -41,25 +37,6 @@ STATISTICS_WAIT_S: Final = 1.0  # the live state is worth this much wait; after 
 async def rerank_async(query: str, documents: Sequence[str], *, config: RerankerConfig) -> Ranking | None:
     """Best-first ``(index, score)`` pairs, or None. Awaitable from any event loop; cancellation propagates."""
     return (await rerank_result_async(query, documents, config=config)).ranking
-
-
-def rerank_result(query: str, documents: Sequence[str], *, config: RerankerConfig) -> RerankResult:
-    """The blocking form of ``rerank_result_async``, for threads (also one whose own event loop is
-    running). Never raises."""
-    if (refused := refusal(query, documents, config)) is not None:
-        return refused
-    deadline, started = deadline_in(config.timeout), count_started()
-    try:
-        current = runtime()
-        if current.owner.is_current_thread():
-            log.error("a0_reranker: rerank() was called on the reranker's own loop; use rerank_async()")
-            result = RerankResult(None, reason="error", message="rerank() was called on the reranker's own loop")
-        else:
-            result = rerank_handover(current, query, list(documents), config, deadline).result()
-    except Exception:
-        log.exception("a0_reranker: unexpected error in rerank()")
-        result = RerankResult(None, reason="error", message="unexpected error while waiting")
-    return settled(result, started)
 
 
 def rerank(query: str, documents: Sequence[str], *, config: RerankerConfig) -> Ranking | None:
