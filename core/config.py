@@ -110,12 +110,11 @@ class RerankerConfig:
         return split_endpoints(self.endpoint)
 
     @functools.cached_property
-    def for_replica(self) -> Callable[[str], RerankerConfig]:
-        """``for_replica(url)``: the same settings aimed at one replica, how each is detected and sent to;
-        a dict's own lookup, so a warm recall runs no code of this module for it."""
-        replicas = _Replicas({url: dataclasses.replace(self, endpoint=url) for url in self.endpoints})
-        replicas.config = replicas[self.endpoint] = self
-        return replicas.__getitem__
+    def replicas(self) -> Mapping[str, RerankerConfig]:
+        """Each replica's settings by its URL: the same settings aimed at that one server, how each is
+        detected and sent to (this config itself when there is one)."""
+        return {url: self if url == self.endpoint else dataclasses.replace(self, endpoint=url)
+                for url in self.endpoints}
 
     @functools.cached_property
     def hedging(self) -> bool:
@@ -126,13 +125,6 @@ class RerankerConfig:
     def key_fingerprint(self) -> str:
         """A short one-way digest of the API key, for cache keys and logs (never the key itself)."""
         return hashlib.sha256(self.api_key.encode()).hexdigest()[:12] if self.api_key else ""
-
-
-class _Replicas(dict[str, RerankerConfig]):
-    config: RerankerConfig
-
-    def __missing__(self, url: str) -> RerankerConfig:  # not one of the replicas
-        return dataclasses.replace(self.config, endpoint=url)
 
 
 def setting_key(field_name: str) -> str:

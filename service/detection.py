@@ -157,7 +157,7 @@ async def probe_endpoint(transport: HttpTransport, config: RerankerConfig, deadl
     urls = config.endpoints
     if len(urls) <= 1:
         return await _probe_replica(transport, config, deadline)
-    reports = await asyncio.gather(*(_probe_replica(transport, config.for_replica(url), deadline) for url in urls))
+    reports = await asyncio.gather(*(_probe_replica(transport, config.replicas[url], deadline) for url in urls))
     return ProbeReport.of_replicas(config.endpoint, reports)
 
 

@@ -200,7 +200,7 @@ class RouteBook:
                      ) -> dict[str, Route]:
         """The known routes of ``endpoints`` (replica URL -> route, at least one), detecting the
         others; waits only while none is known. Raises the first replica's error when none works."""
-        detections = [_Detection.of(config.for_replica(e.url), deadline, e) for e in endpoints]
+        detections = [_Detection.of(config.replicas[e.url], deadline, e) for e in endpoints]
         # One shared with an earlier caller runs to that caller's deadline: leave it at ours.
         outlasts_us = any(d.key in self._running and self._running[d.key].deadline > deadline for d in detections)
         routes: dict[str, Route] = {}
@@ -236,7 +236,7 @@ class RouteBook:
     def forget(self, config: RerankerConfig) -> None:
         """Every replica's cached route (a status said a route no longer holds, or a probe failed)."""
         for url in config.endpoints:
-            self._detect.cache_invalidate(_Detection.of(config.for_replica(url)))
+            self._detect.cache_invalidate(_Detection.of(config.replicas[url]))
 
     def forget_endpoint(self, endpoint: Endpoint) -> None:
         """The endpoint's breaker opened: when the server is back, detect again (it may be another now)."""

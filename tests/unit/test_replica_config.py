@@ -39,7 +39,7 @@ def test_a_yaml_list_and_a_json_list_load_as_replicas() -> None:
 def test_one_url_is_exactly_as_before() -> None:
     config = RerankerConfig.from_settings({"rerank_endpoint": "http://host:8002/v1/rerank"})
     assert config.endpoint == "http://host:8002" and config.endpoints == ("http://host:8002",)
-    assert config.for_replica("http://host:8002") is config
+    assert config.replicas == {"http://host:8002": config} and config.replicas["http://host:8002"] is config
     assert not config.hedging  # auto hedging is off with one endpoint
 
 
