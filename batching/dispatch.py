@@ -6,8 +6,9 @@ take a request now, as Finagle's and Envoy's least-request balancers do; the req
 slot there, as the wait behind a fast replica's few pairs can be shorter than a slow one's own time.
 
 A request holds one slot of one replica at a time, and each attempt asks that replica's breaker for a
-permit, which always hears the outcome; a failed attempt goes to ``retries``. With hedging on, an
-attempt unanswered after the set's p95 latency (or a set delay) gets a duplicate (``race``).
+permit, which always hears the outcome. With hedging on, an attempt unanswered after the set's p95
+latency (or a set delay) gets a duplicate (``race``). What follows a failed attempt, and where a
+duplicate goes, is the ``retries.Retries`` each dispatch step composes.
 """
 
 from __future__ import annotations
@@ -24,10 +25,10 @@ from ..core.dialects import ScoreBatch
 from ..core.errors import BreakerOpen, MalformedAnswer, RerankError
 from ..core.statistics import StatsRecorder
 from ..core.statistics import percentile as nearest_rank
-from .breaker import Permit, RetryBudget, retry_kind
+from .breaker import Permit, RetryBudget
 from .endpoint_state import MIN_SECONDS_PER_PAIR, Replica, ServiceCost, timeout_health
 from .queue import Lease
-from .retries import Retrying
+from .retries import Retries
 
 MIN_SAMPLES: Final = 20  # fewer answers than this say nothing reliable about the tail
 DispatchEvents = StatsRecorder  # what the dispatch step reports, to be counted
@@ -94,20 +95,16 @@ class ReplicaSet:
         pairs_per_s = sum(1.0 / max(pace or fastest, MIN_SECONDS_PER_PAIR) for pace in paces)
         return queued_pairs / pairs_per_s + min(latencies)
 
-    def pick(self, candidates: Sequence[Replica]) -> Replica:
-        """Power of two choices on cost."""
-        if len(candidates) == 1:
-            return candidates[0]
-        first, second = self._rng.sample(list(candidates), 2)
-        return first if self.cost(first) <= self.cost(second) else second
-
     async def acquire(self, holder: object, *, exclude: Iterable[Replica] = (), priority: bool = False
                       ) -> tuple[Replica, Lease]:
-        """A slot for ``holder`` on the ready replica ``pick`` chose, waiting for it if need be; with none
-        ready, any member (its attempt is then refused at once, not queued)."""
+        """A slot for ``holder`` on the cheaper of two ready replicas drawn, waiting for it if need be; with
+        none ready, any member (its attempt is then refused at once, not queued)."""
         left_out = {r.url for r in exclude}
         candidates = self.ready(exclude) or [r for r in self.replicas if r.url not in left_out] or list(self.replicas)
-        chosen = self.pick(candidates)
+        chosen = candidates[0]
+        if len(candidates) > 1:
+            first, second = self._rng.sample(candidates, 2)
+            chosen = first if self.cost(first) <= self.cost(second) else second
         return chosen, await chosen.state.limiter.acquire(holder, priority=priority)
 
 
@@ -147,7 +144,7 @@ class DispatchPolicy:
         return self.hedge and self.hedge_delay_s is None
 
 
-class Dispatch(Retrying):
+class Dispatch:
     """Carries out the requests of one batcher over its replica set; lives on the owner loop."""
 
     def __init__(self, replicas: ReplicaSet, events: DispatchEvents, policy: DispatchPolicy = DispatchPolicy(),
@@ -155,7 +152,7 @@ class Dispatch(Retrying):
         self.replicas = replicas
         self.events = events
         self.policy = policy
-        self._rng = rng or random.Random()
+        self._retries = Retries(replicas, events, policy, rng or random.Random())
 
     async def carry_out(self, request: Request) -> list[float] | None:
         """The scores, or None when every waiter left first; raises the error that ended the request."""
@@ -166,16 +163,14 @@ class Dispatch(Retrying):
             try:
                 permit = self._permit(request, replica)
             except BreakerOpen as refused:
-                if await self._fail_over(request, replica):
+                if await self._retries.fail_over(request, replica):
                     continue
                 raise (last_error or refused) from None
             try:
-                scores = await self._attempt_maybe_hedged(request, replica, permit)
+                return await self._attempt_maybe_hedged(request, replica, permit)
             except RerankError as exc:
                 last_error = exc
-                await self._retry_or_raise(exc, retry_kind(exc), request, replica)
-            else:
-                return scores
+                await self._retries.after_failure(exc, request, replica)
         return None
 
     async def _replica_for(self, request: Request) -> Replica:
@@ -183,7 +178,7 @@ class Dispatch(Retrying):
         Retry-After holds it back and another can take the request now."""
         replica = request.replica
         assert replica is not None, "a request reaches the dispatch step holding a slot"
-        if replica.state.rate_limited() and await self._fail_over(request, replica):
+        if replica.state.rate_limited() and await self._retries.fail_over(request, replica):
             assert request.replica is not None
             return request.replica
         if await replica.state.wait_out_retry_after(request.deadline):
@@ -211,11 +206,12 @@ class Dispatch(Retrying):
         resent: list[bool] = []
         try:
             with permit:
-                scores = await replica.send(batch, request.deadline, lambda: self._may_resend(resent, replica))
+                scores = await replica.send(batch, request.deadline,
+                                            lambda: self._retries.may_resend(resent, replica))
                 if len(scores) != len(batch):
                     raise MalformedAnswer(f"expected {len(batch)} scores, got {len(scores)}")
         except RerankError as exc:
-            self._failed(state, exc)
+            self._retries.record_failure(state, exc)
             raise
         except Exception as exc:  # a bug in building or parsing: a failed attempt, never a stranded request
             state.failed()
@@ -230,6 +226,11 @@ class Dispatch(Retrying):
             self.replicas.latency.record(elapsed)
         request.answered_by = replica.url
         return scores
+
+    async def _hedge_attempt(self, request: Request, replica: Replica) -> list[float]:
+        permit = self._permit(request, replica)
+        self.events.on_hedge()
+        return await self._attempt(request, replica, permit)
 
     def _hedge_delay(self) -> float | None:
         if not self.policy.hedge:
@@ -246,10 +247,10 @@ class Dispatch(Retrying):
         first = asyncio.create_task(self._attempt(request, replica, permit))
         first.add_done_callback(lambda task: permit.report("neutral") if task.cancelled() else None)
 
-        def start_hedge() -> asyncio.Task[list[float]] | None:
-            if not request.has_waiters or not self.replicas.ready() or not self._spend_budget():
+        def start_hedge() -> Attempt | None:
+            if not request.has_waiters or not self.replicas.ready() or not self._retries.spend_budget():
                 return None  # no replica may take it now (breakers, Retry-After): no hedge
-            return asyncio.create_task(self._hedge(request, replica))
+            return asyncio.create_task(self._retries.hedge(request, replica, self._hedge_attempt))
 
         return await race(first, start_hedge, delay=delay, hedges=self.policy.hedges)
 
