@@ -1,24 +1,18 @@
-"""A circuit breaker per endpoint and a retry budget per replica set (Envoy counts both among its
-circuit breaking): stop paying the timeout on every recall while a server is down, keep reranking
-through one that merely fails now and then, and never multiply the load on a struggling one.
+"""A circuit breaker per endpoint and a retry budget per replica set (Envoy counts both among its circuit
+breaking): stop paying the timeout on every recall while a server is down, keep reranking through one that
+merely fails now and then, and never multiply the load on a struggling one. Each owns its own state.
 
-Two triggers open a breaker. A server that is gone fails every request the same way (refused, reset,
-never answering), so ``consecutive`` such failures in a row open it at once; a timeout after which another
-attempt came back fine proves the server alive and counts as a failure only. A server that answers but
-fails too often opens it by its failure rate: at least ``failure_rate`` of the last ``window`` attempts,
-once ``min_samples`` were seen (a ``neutral`` verdict is not counted at all). Open, it
-refuses every attempt until ``cooldown`` has passed; then half-open, it admits up to ``probes``
-attempts, closing once that many succeed and opening again on the first failure.
+Two triggers open a breaker (docs/failure-behaviour.md): ``consecutive`` failures in a row that say the
+server is gone (``down``: a timeout after which another attempt came back fine proves it alive and
+counts as a failure only), or ``failure_rate`` of the last ``window`` attempts once ``min_samples`` were
+seen. Open, it refuses every attempt until ``cooldown`` has passed; then half-open, it admits up to
+``probes`` attempts, closing once that many succeed and opening again on the first failure.
 
 Every attempt (a request, a retry, a hedge, a detection) goes through ``attempt``: a ``Permit`` or
 ``BreakerOpen``. The permit, a context manager, reports its outcome once: success on a clean exit, the
-error's verdict on an error, on cancellation what ``on_cancel`` says, and on a timeout
+error's verdict (``health_of``) on an error, on cancellation what ``on_cancel`` says, and on a timeout
 ``timeout_health`` (down, unless sent with too little time to be a fair test: see ``endpoint_state``).
 A permit from before the last change of state reports into nothing. Owner loop only.
-
-The verdict on one failed attempt (``health_of``): ``down`` (not there or not answering: refused, reset,
-TLS, no answer in time, no usable API), ``failure`` (answered badly: 5xx, 4xx, a broken protocol) or
-``neutral`` (a 429, a refused input, a stale pooled connection, our settings, a cancellation).
 """
 
 from __future__ import annotations
@@ -48,6 +42,7 @@ Health = Literal["success", "down", "failure", "neutral"]
 
 
 def health_of(exc: BaseException) -> Health:
+    """``down``: not there or not answering; ``failure``: answered badly; ``neutral``: says nothing of it."""
     if isinstance(exc, StaleConnection | RateLimited | InputTooLong | ConfigError):
         return "neutral"
     if isinstance(exc, TransportError | DeadlineExceeded | DetectionFailed):
@@ -126,7 +121,6 @@ class CircuitBreaker:
         return state == "closed" or (state == "half_open" and self._probe_room())
 
     def attempt(self) -> Permit:
-        """A permit for one attempt (a context manager that reports its outcome), or ``BreakerOpen``."""
         permit = self.admit()
         if permit is None:
             raise BreakerOpen("the reranker failed repeatedly; skipping it until the breaker's next probe")

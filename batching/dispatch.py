@@ -40,12 +40,11 @@ class ReplicaSet:
     """The replicas one batcher's requests can go to, with the retry budget and the latency window (for
     the hedge delay) they share. Owner loop only; the members are fixed (other routes make another set)."""
 
-    def __init__(self, replicas: Sequence[Replica], *, budget: RetryBudget, rng: random.Random | None = None
-                 ) -> None:
+    def __init__(self, replicas: Sequence[Replica], *, budget: RetryBudget) -> None:
         self.replicas: tuple[Replica, ...] = tuple(replicas)
         self.budget = budget
         self.latency = LatencyWindow()
-        self._rng = rng or random.Random()
+        self._rng = random.Random()
 
     def ready(self, exclude: Iterable[Replica] = ()) -> list[Replica]:
         """The members that could take a request now (their breaker admits, no Retry-After pending)."""
@@ -147,12 +146,11 @@ class DispatchPolicy:
 class Dispatch:
     """Carries out the requests of one batcher over its replica set; lives on the owner loop."""
 
-    def __init__(self, replicas: ReplicaSet, events: DispatchEvents, policy: DispatchPolicy = DispatchPolicy(),
-                 rng: random.Random | None = None) -> None:
+    def __init__(self, replicas: ReplicaSet, events: DispatchEvents, policy: DispatchPolicy = DispatchPolicy()) -> None:
         self.replicas = replicas
         self.events = events
         self.policy = policy
-        self._retries = Retries(replicas, events, policy, rng or random.Random())
+        self._retries = Retries(replicas, events, policy, random.Random())
 
     async def carry_out(self, request: Request) -> list[float] | None:
         """The scores, or None when every waiter left first; raises the error that ended the request."""
@@ -161,7 +159,7 @@ class Dispatch:
         while request.has_waiters:
             replica = await self._replica_for(request)
             try:
-                permit = self._permit(request, replica)
+                permit = replica.state.breaker.attempt()
             except BreakerOpen as refused:
                 if await self._retries.fail_over(request, replica):
                     continue
@@ -185,19 +183,14 @@ class Dispatch:
             self.events.on_rate_limit_wait()
         return replica
 
-    def _permit(self, request: Request, replica: Replica) -> Permit:
-        """The breaker's permit for one attempt; cancelled, it counts as a timeout only when its last caller
-        gave up at the deadline (a timeout counts only with a fair chance, judged in ``_attempt``)."""
-        permit = replica.state.breaker.attempt()
-        permit.on_cancel = lambda: permit.timeout_health if request.abandoned_at_deadline else "neutral"
-        return permit
-
     async def _attempt(self, request: Request, replica: Replica, permit: Permit) -> list[float]:
         batch = request.batch
         state = replica.state
         started = clock.now()
+        # a timeout counts only with a fair chance; cancelled, only when its last caller left at the deadline
         permit.timeout_health = timeout_health(state.expected_latency(len(batch), started, worst=True),
                                                request.deadline - started)
+        permit.on_cancel = lambda: permit.timeout_health if request.abandoned_at_deadline else "neutral"
         self.events.on_request(len(batch))
         if not request.sent:  # the budget's share is of requests that went out, not of those held back
             request.sent = True
@@ -228,7 +221,7 @@ class Dispatch:
         return scores
 
     async def _hedge_attempt(self, request: Request, replica: Replica) -> list[float]:
-        permit = self._permit(request, replica)
+        permit = replica.state.breaker.attempt()
         self.events.on_hedge()
         return await self._attempt(request, replica, permit)
 
@@ -290,11 +283,6 @@ async def race(first: Attempt, start_hedge: Callable[[], Attempt | None], *, del
                 sent += 1
         return first.result()  # every attempt failed: raise the first one's error
     finally:
-        for task in pending:
-            _cancel_quietly(task)
-
-
-def _cancel_quietly(task: Attempt) -> None:
-    """Cancel a losing attempt; its outcome is reported by the attempt itself, its error is not ours."""
-    task.cancel()
-    task.add_done_callback(lambda t: None if t.cancelled() else t.exception())
+        for task in pending:  # the losers: each reports its own outcome; its error is not ours
+            task.cancel()
+            task.add_done_callback(lambda t: None if t.cancelled() else t.exception())

@@ -1,13 +1,9 @@
-"""What the dispatch step does once an attempt fails or is slow: send the request again, at once on
-another replica (a failover) or after a wait on the same one, or give up; and send a hedge's duplicate.
-Apart from ``dispatch`` because a request answered on its first try, unhedged, never comes here.
+"""What the dispatch step does once an attempt fails or is slow, apart because a request answered on its
+first try, unhedged, never comes here. It owns no state: it spends the replica set's retry budget.
 
-A failed attempt is sent again when its error allows it (``retry_kind``), the request's deadline leaves
-room and the retry budget agrees: on another replica that can take it, at once; otherwise on the same
-one, connection errors and 502/503/504 after a jittered exponential backoff, a 429 after its
-Retry-After, which also holds every other request to that replica back until then. A stale pooled
-connection was already sent again to the same replica by the transport (``may_resend``), so it goes
-on to another at once or not at all. Scoring is idempotent: sending again is always safe.
+A failed attempt is sent again (scoring is idempotent) when its error allows it (``retry_kind``), the
+deadline leaves room and the retry budget agrees: on another replica that can take it, at once (a
+failover); otherwise on the same one after a backoff or its Retry-After (docs/failure-behaviour.md).
 """
 
 from __future__ import annotations
@@ -41,7 +37,7 @@ RETRYABLE_STATUSES: Final = frozenset({502, 503, 504})
 
 def retry_kind(exc: BaseException) -> RetryKind:
     if isinstance(exc, StaleConnection):
-        return "now"
+        return "now"  # to another replica at once, or not at all
     if isinstance(exc, RateLimited):
         return "retry_after"
     if isinstance(exc, InputTooLong):
@@ -55,8 +51,7 @@ def retry_kind(exc: BaseException) -> RetryKind:
 
 @dataclass(eq=False)
 class Retries:
-    """One dispatch step's retries, failovers and hedges over its replica set, each counted as it is made
-    and paid for from the set's retry budget."""
+    """One dispatch step's retries, failovers and hedges, each counted as it is made."""
 
     replicas: ReplicaSet
     events: DispatchEvents
@@ -72,8 +67,7 @@ class Retries:
             if not self.spend_budget():
                 raise exc
             self._count_retry(request, kind)
-            if not await self.fail_over(request, replica):
-                raise exc
+            await self.fail_over(request, replica)  # succeeds: a replica was ready just now, nothing ran since
             return
         if kind == "now":
             raise exc
