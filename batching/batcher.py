@@ -178,8 +178,7 @@ class MicroBatcher:
                 self._finish(job, at_deadline=False)
 
     async def _wait_for_company(self, replica: Replica) -> None:
-        """Other requests are in flight: give more jobs until the window closes to join this one (it stops
-        early once a request's worth of pairs is queued)."""
+        """Other requests are in flight: give more jobs until the window closes to join this one."""
         if not self._queue:
             return
         closes_at = self._window_closes_at(replica)

@@ -60,19 +60,17 @@ class BreakerPolicy:
     probes: int = 2
 
 
+@dataclass(eq=False, slots=True)
 class Permit:
     """One attempt's admission; report its outcome once (later reports are ignored)."""
 
-    __slots__ = ("_breaker", "_epoch", "_settled", "admitted_at", "on_cancel", "probe", "timeout_health")
-
-    def __init__(self, breaker: CircuitBreaker, epoch: int, probe: bool, admitted_at: float) -> None:
-        self._breaker = breaker
-        self._epoch = epoch
-        self._settled = False
-        self.probe = probe
-        self.admitted_at = admitted_at
-        self.on_cancel: Callable[[], Health] = lambda: "neutral"
-        self.timeout_health: Health = "down"
+    _breaker: CircuitBreaker
+    _epoch: int
+    probe: bool
+    admitted_at: float
+    on_cancel: Callable[[], Health] = lambda: "neutral"
+    timeout_health: Health = "down"
+    _settled: bool = False
 
     def report(self, health: Health) -> None:
         if not self._settled:

@@ -225,17 +225,13 @@ class Dispatch:
         self.events.on_hedge()
         return await self._attempt(request, replica, permit)
 
-    def _hedge_delay(self) -> float | None:
-        if not self.policy.hedge:
-            return None
+    async def _attempt_maybe_hedged(self, request: Request, replica: Replica, permit: Permit) -> list[float]:
         delay = self.policy.hedge_delay_s
         if self.policy.delay_from_latency:
             delay = self.replicas.latency.percentile(self.policy.hedge_percentile)
-        return None if delay is None else max(delay, self.policy.hedge_floor_s)
-
-    async def _attempt_maybe_hedged(self, request: Request, replica: Replica, permit: Permit) -> list[float]:
-        delay = self._hedge_delay()
-        if delay is None or clock.now() + delay >= request.deadline:
+        if delay is not None:
+            delay = max(delay, self.policy.hedge_floor_s)
+        if not self.policy.hedge or delay is None or clock.now() + delay >= request.deadline:
             return await self._attempt(request, replica, permit)
         first = asyncio.create_task(self._attempt(request, replica, permit))
         first.add_done_callback(lambda task: permit.report("neutral") if task.cancelled() else None)

@@ -206,9 +206,7 @@ class EndpointState:
         """One more request's cost here, for the balancer: speed times load, raised by recent failures (a
         failing replica is left alone before its breaker opens). Not yet measured, it counts at
         ``unmeasured_seconds_per_pair`` (the set's fastest), so it is never a free choice however busy."""
-        speed = self.seconds_per_pair_now()
-        if speed is None:
-            speed = unmeasured_seconds_per_pair
+        speed = self.seconds_per_pair_now() or unmeasured_seconds_per_pair
         base = speed * (self.outstanding_pairs + 1) + 1e-9 * self.outstanding_pairs
         return (base or 1e-9) * self.failure_factor()
 

@@ -50,11 +50,10 @@ class Job:
     sent: bool = False  # a request carrying some of its pairs has gone out
 
     def __post_init__(self) -> None:
-        positions: dict[str, list[int]] = {}
+        self.targets: dict[str, list[int]] = {}
         for index, doc in enumerate(self.documents):
-            positions.setdefault(doc, []).append(index)
-        self.targets: dict[str, list[int]] = positions
-        self.unsent: list[str] = list(positions)  # distinct documents not yet taken, in first-seen order
+            self.targets.setdefault(doc, []).append(index)
+        self.unsent: list[str] = list(self.targets)  # distinct documents not yet taken, in first-seen order
         self.scores: list[float | None] = [None] * len(self.documents)
 
     @property
@@ -200,12 +199,10 @@ class SlotNotHeld(RuntimeError):
     """A lease was given back that the limiter does not hold: a bug in whoever gave it back."""
 
 
+@dataclass(eq=False, slots=True)
 class Lease:
-    __slots__ = ("_limiter", "holder")
-
-    def __init__(self, limiter: EndpointLimiter, holder: object) -> None:
-        self._limiter = limiter
-        self.holder = holder
+    _limiter: EndpointLimiter
+    holder: object
 
     @property
     def held(self) -> bool:

@@ -69,10 +69,15 @@ class Retries:
             self._count_retry(request, kind)
             await self.fail_over(request, replica)  # succeeds: a replica was ready just now, nothing ran since
             return
-        if kind == "now":
+        if kind == "now":  # the transport already sent it again to this replica (or not, by the budget)
             raise exc
-        delay = self._retry_delay(kind, request, replica)
-        if delay is None:
+        now = clock.now()
+        if kind == "retry_after":
+            delay, wait = 0.0, replica.state.not_before - now  # the next attempt waits the Retry-After out
+        else:
+            delay = wait = self._backoff(request.retries)
+        latency = replica.state.expected_latency(len(request.batch), now)
+        if not worth_sending(latency, request.deadline - now - wait) or not self.spend_budget():
             raise exc
         self._count_retry(request, kind)
         await asyncio.sleep(delay)
@@ -111,19 +116,6 @@ class Retries:
             state.failed()
         if isinstance(exc, RateLimited):
             state.hold_off(clock.now() + (exc.retry_after if exc.retry_after is not None else self._backoff(0)))
-
-    def _retry_delay(self, kind: RetryKind, request: Request, replica: Replica) -> float | None:
-        """How long to wait before sending to the same replica again, or None to give up now."""
-        now = clock.now()
-        if kind == "retry_after":
-            delay = 0.0  # the next attempt waits the Retry-After out first
-            wait = replica.state.not_before - now
-        else:
-            delay = wait = self._backoff(request.retries)
-        latency = replica.state.expected_latency(len(request.batch), now)
-        if not worth_sending(latency, request.deadline - now - wait) or not self.spend_budget():
-            return None
-        return delay
 
     def spend_budget(self) -> bool:
         if self.replicas.budget.try_spend():
