@@ -1,2 +1,2 @@
-"""Scheduling only: the queue, coalescing, concurrency slots, deadlines, splitting, the circuit breaker
-and the owner event loop. Nothing here knows Agent Zero or any wire format."""
+"""Scheduling only: the queue, coalescing, concurrency slots, deadlines, splitting, balancing over replicas,
+breakers, retries and hedges. Nothing here knows Agent Zero or any wire format."""

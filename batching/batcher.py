@@ -1,21 +1,18 @@
 """The micro-batcher: coalesce concurrent scoring jobs into few HTTP requests under a cap and deadlines.
+It owns its requests in flight (the plans' tasks) and the dispatcher task; the queue owns the pairs.
 
 Flush rule: the dispatcher takes a concurrency slot first, then drains the queue. When nothing else
 is in flight at the replica the slot belongs to, it sends at once, so a lone recall pays no window
-and an idle replica does not wait. When other requests are in flight there, it waits up to
-``window`` seconds, counted from the enqueue time of the oldest queued job, for more jobs to join
-(it stops early once a request's worth of pairs is queued, and never takes a queued job more than a
-tenth of its time, nor so much that the request could no longer be answered in time). Under load,
-jobs pile up while slots are busy, so batches grow by themselves. With several replicas, the queue
-is shared out over those short of work (see ``_start_shares``). Each batch goes to the dispatch
-step, which carries it out (attempts, retries, hedges). The dispatcher task runs only while jobs
-are queued; when its last task ends, the batcher says it is idle (``on_idle``).
+and an idle replica does not wait. Otherwise it waits up to ``window`` seconds from the oldest queued
+job's arrival for more to join (``_window_closes_at``). Under load, jobs pile up while slots are
+busy, so batches grow by themselves; with several replicas, the queue is shared out over those short
+of work (``_start_shares``). The dispatcher task runs only while jobs are queued; when its last task
+ends, the batcher says it is idle (``on_idle``).
 
 Every caller owns its deadline: at expiry its future fails at once, its unsent pairs leave the queue,
-and a request whose last waiter left is cancelled. A request task gives its slot back when it ends,
-however it ends (also when it is cancelled before its first step). Whatever fails inside, every
-waiting future is completed (the dispatcher is a supervisor boundary); a full queue refuses at once,
-but a lone call larger than the queue bound is let through when nothing else is queued.
+and a request whose last waiter left is cancelled. Whatever fails inside, every waiting future is
+completed (the dispatcher is a supervisor boundary); a full queue refuses at once, but a lone call
+larger than the queue bound is let through when nothing else is queued.
 """
 
 from __future__ import annotations
@@ -66,8 +63,7 @@ class MicroBatcher:
         return not self._queue and not self._plans and (self._dispatcher is None or self._dispatcher.done())
 
     async def score(self, query: str, documents: Sequence[str], deadline: float) -> RerankResult:
-        """The documents ranked by their scores, and how the requests went. Raises a ``RerankError``
-        naming why it could not."""
+        """The documents ranked by their scores, and how the requests went; or a ``RerankError`` saying why not."""
         if not documents:
             return RerankResult([])
         loop = asyncio.get_running_loop()
@@ -78,12 +74,17 @@ class MicroBatcher:
         pairs = len(set(documents))
         if self._queue and self._queue.pairs + pairs > self._max_queued_pairs:
             raise QueueFull(f"more than {self._max_queued_pairs} pairs are already waiting")
-        if self._shed:
-            self._admit(pairs, deadline, clock.now())
+        if self._shed:  # shed a recall the servers, at their observed pace, cannot answer in time
+            now = clock.now()
+            wait = self._slots.expected_wait(self._queue.pairs, pairs, now)
+            if not admits(wait, deadline - now):
+                raise Overloaded(shed_message(wait or 0.0, deadline - now))
         job = Job(query=query, documents=documents, deadline=deadline, future=loop.create_future())
         self._queue.add(job)
         self._arrived.set()
-        self._ensure_dispatcher()
+        if self._dispatcher is None or self._dispatcher.done():
+            self._dispatcher = loop.create_task(self._dispatch())
+            self._dispatcher.add_done_callback(self._maybe_idle)
         timer = loop.call_at(deadline, self._expire, job)
         try:
             return RerankResult(ranked(await job.future), retries=job.retries, answered_by=job.answered_by,
@@ -105,15 +106,6 @@ class MicroBatcher:
             tasks.append(self._dispatcher)
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    # --- caller side -------------------------------------------------------------------------
-
-    def _admit(self, pairs: int, deadline: float, now: float) -> None:
-        """Shed a recall that the servers, at the rate they are observed to serve, cannot answer before
-        its deadline behind what is queued and in flight (see ``endpoint_state``)."""
-        wait = self._slots.expected_wait(self._queue.pairs, pairs, now)
-        if not admits(wait, deadline - now):
-            raise Overloaded(shed_message(wait or 0.0, deadline - now))
-
     def _expire(self, job: Job) -> None:
         job.fail(DeadlineExceeded("no answer before the deadline"))
         self._finish(job, at_deadline=True)
@@ -124,13 +116,6 @@ class MicroBatcher:
         for plan in list(job.plans):
             if not plan.has_waiters:
                 plan.abandon(at_deadline=at_deadline)
-
-    # --- dispatcher --------------------------------------------------------------------------
-
-    def _ensure_dispatcher(self) -> None:
-        if self._dispatcher is None or self._dispatcher.done():
-            self._dispatcher = asyncio.get_running_loop().create_task(self._dispatch())
-            self._dispatcher.add_done_callback(self._maybe_idle)
 
     async def _dispatch(self) -> None:
         while self._queue and not self._closed:
@@ -153,14 +138,12 @@ class MicroBatcher:
                 lease.release()
 
     def _start_shares(self, replica: Replica, lease: Lease) -> bool:
-        """Start the request for ``replica``, which holds a slot; False when it is not used. While
-        other replicas that cost no more are short of work (fewer than two requests in flight, so
-        their GPU would soon wait), the queue is shared out over them at once (a recall split at a
-        share's edge, see ``PendingQueue.take``), so that each finishes what it has in flight and its
-        share at about the same time (a burst of recalls awaited together ends with the last share),
-        instead of all going to one replica while the others run dry; ``replica`` takes a share only
-        when it was short of work too (its new slot aside). The cheapest go first, so that fewer
-        recalls than replicas go where they are answered soonest."""
+        """Start the request for ``replica``, which holds a slot; False when it is not used. While other
+        replicas that cost no more are short of work, the queue is shared out over them at once, so that
+        each finishes what it has in flight and its share at about the same time (a burst awaited together
+        ends with the last share) instead of all going to one replica while the others run dry; ``replica``
+        takes a share only when it was short of work too. The cheapest go first, so that fewer recalls
+        than replicas go where they are answered soonest."""
         if self._shed:
             self._shed_hopeless(replica)
         peers = self._slots.peers_short_of_work(replica, self._queue.pairs)
@@ -199,10 +182,7 @@ class MicroBatcher:
         if not self._queue:
             return
         closes_at = self._window_closes_at(replica)
-        while self._queue and self._queue.pairs < self._max_pairs:
-            remaining = closes_at - clock.now()
-            if remaining <= 0:
-                return
+        while self._queue and self._queue.pairs < self._max_pairs and (remaining := closes_at - clock.now()) > 0:
             self._arrived.clear()
             try:
                 await asyncio.wait_for(self._arrived.wait(), remaining)
@@ -213,13 +193,10 @@ class MicroBatcher:
         """The window counts from the oldest queued job; it never takes any queued job more than
         ``BATCH_WINDOW_SHARE`` of its time, nor so much that the request could not be answered in time."""
         jobs = self._queue.jobs
-        latency = replica.state.expected_latency(min(self._queue.pairs, self._max_pairs),
-                                                 clock.now()) or 0.0
+        latency = replica.state.expected_latency(min(self._queue.pairs, self._max_pairs), clock.now()) or 0.0
         return min(jobs[0].enqueued_at + self._window,
                    *(job.enqueued_at + BATCH_WINDOW_SHARE * (job.deadline - job.enqueued_at) for job in jobs),
                    *(job.deadline - latency * SEND_MARGIN for job in jobs))
-
-    # --- requests ----------------------------------------------------------------------------
 
     def _start(self, plan: Plan) -> None:
         """Hand the plan, and the slot already taken for it, to a task of its own."""
@@ -265,7 +242,6 @@ class MicroBatcher:
 
     def _fail_jobs(self, jobs: Sequence[Job] | set[Job], error: BaseException) -> None:
         for job in list(jobs):
-            if not job.done:
-                job.fail(error)
+            job.fail(error)
             self._finish(job, at_deadline=False)
 

@@ -1,27 +1,18 @@
-"""A circuit breaker per endpoint and a retry budget per replica set (Envoy counts both among its
-circuit breaking): stop paying the timeout on every recall while a server is down, keep reranking
-through one that merely fails now and then, and never multiply the load on a struggling one.
+"""A circuit breaker per endpoint and a retry budget per replica set (Envoy counts both among its circuit
+breaking): stop paying the timeout on every recall while a server is down, keep reranking through one that
+merely fails now and then, and never multiply the load on a struggling one. Each owns its own state.
 
-Two triggers open a breaker. A server that is gone fails every request the same way (refused, reset,
-never answering), so ``consecutive`` such failures in a row open it at once; a timeout after which
-another attempt came back fine proves the server alive and counts as a failure only. A server that answers but
-fails too often opens it by its failure rate: at least ``failure_rate`` of the last ``window`` attempts,
-once ``min_samples`` were seen (a 429 or an input the model refuses is not counted at all). Open, it
-refuses every attempt until ``cooldown`` has passed; then half-open, it admits up to ``probes``
-attempts, closing once that many succeed and opening again on the first failure.
+Two triggers open a breaker (docs/failure-behaviour.md): ``consecutive`` failures in a row that say the
+server is gone (``down``: a timeout after which another attempt came back fine proves it alive and
+counts as a failure only), or ``failure_rate`` of the last ``window`` attempts once ``min_samples`` were
+seen. Open, it refuses every attempt until ``cooldown`` has passed; then half-open, it admits up to
+``probes`` attempts, closing once that many succeed and opening again on the first failure.
 
 Every attempt (a request, a retry, a hedge, a detection) goes through ``attempt``: a ``Permit`` or
 ``BreakerOpen``. The permit, a context manager, reports its outcome once: success on a clean exit, the
-error's verdict on an error, on cancellation what ``on_cancel`` says, and on a timeout
+error's verdict (``health_of``) on an error, on cancellation what ``on_cancel`` says, and on a timeout
 ``timeout_health`` (down, unless sent with too little time to be a fair test: see ``endpoint_state``).
 A permit from before the last change of state reports into nothing. Owner loop only.
-
-The verdicts on one failed attempt: ``health_of`` is ``down`` (not there or not answering: refused,
-reset, TLS, no answer in time, no usable API), ``failure`` (answered badly: 5xx, 4xx, a broken
-protocol) or ``neutral`` (a 429, a refused input, a stale pooled connection, our settings, a
-cancellation). ``retry_kind`` is ``now`` (a stale connection: on to another replica at once),
-``backoff`` (connection errors, 502/503/504), ``retry_after`` (429) or ``never`` (other 4xx, malformed
-answers, running out of time, too-long input). Scoring is idempotent: sending again is always safe.
 """
 
 from __future__ import annotations
@@ -32,7 +23,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Final, Literal
+from typing import Literal
 
 from ..core import deadline as clock
 from ..core.errors import (
@@ -42,38 +33,21 @@ from ..core.errors import (
     DetectionFailed,
     InputTooLong,
     RateLimited,
-    ServerError,
     StaleConnection,
     TransportError,
 )
 
 State = Literal["closed", "open", "half_open"]
 Health = Literal["success", "down", "failure", "neutral"]
-RetryKind = Literal["now", "backoff", "retry_after", "never"]
-
-RETRYABLE_STATUSES: Final = frozenset({502, 503, 504})
 
 
 def health_of(exc: BaseException) -> Health:
+    """``down``: not there or not answering; ``failure``: answered badly; ``neutral``: says nothing of it."""
     if isinstance(exc, StaleConnection | RateLimited | InputTooLong | ConfigError):
         return "neutral"
     if isinstance(exc, TransportError | DeadlineExceeded | DetectionFailed):
         return "down"
     return "failure"
-
-
-def retry_kind(exc: BaseException) -> RetryKind:
-    if isinstance(exc, StaleConnection):
-        return "now"  # to another replica at once; the transport already sent it again to this one, or not
-    if isinstance(exc, RateLimited):
-        return "retry_after"
-    if isinstance(exc, InputTooLong):
-        return "never"
-    if isinstance(exc, ServerError):
-        return "backoff" if exc.status in RETRYABLE_STATUSES else "never"
-    if isinstance(exc, TransportError):
-        return "backoff" if exc.retryable else "never"
-    return "never"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,19 +60,17 @@ class BreakerPolicy:
     probes: int = 2
 
 
+@dataclass(eq=False, slots=True)
 class Permit:
     """One attempt's admission; report its outcome once (later reports are ignored)."""
 
-    __slots__ = ("_breaker", "_epoch", "_settled", "admitted_at", "on_cancel", "probe", "timeout_health")
-
-    def __init__(self, breaker: CircuitBreaker, epoch: int, probe: bool, admitted_at: float) -> None:
-        self._breaker = breaker
-        self._epoch = epoch
-        self._settled = False
-        self.probe = probe
-        self.admitted_at = admitted_at
-        self.on_cancel: Callable[[], Health] = lambda: "neutral"
-        self.timeout_health: Health = "down"
+    _breaker: CircuitBreaker
+    _epoch: int
+    probe: bool
+    admitted_at: float
+    on_cancel: Callable[[], Health] = lambda: "neutral"
+    timeout_health: Health = "down"
+    _settled: bool = False
 
     def report(self, health: Health) -> None:
         if not self._settled:
@@ -128,10 +100,8 @@ class CircuitBreaker:
         self._state: State = "closed"
         self._epoch = 0
         self._opened_at = 0.0
-        self._consecutive = 0
+        self._consecutive = self._probes_out = self._probe_successes = 0
         self._recent: deque[bool] = deque(maxlen=policy.window)  # True: the attempt failed
-        self._probes_out = 0
-        self._probe_successes = 0
         self._last_success = float("-inf")
 
     @property
@@ -149,7 +119,6 @@ class CircuitBreaker:
         return state == "closed" or (state == "half_open" and self._probe_room())
 
     def attempt(self) -> Permit:
-        """A permit for one attempt (a context manager that reports its outcome), or ``BreakerOpen``."""
         permit = self.admit()
         if permit is None:
             raise BreakerOpen("the reranker failed repeatedly; skipping it until the breaker's next probe")
@@ -202,8 +171,7 @@ class CircuitBreaker:
             self._enter("closed")
 
     def _record(self, health: Health) -> None:
-        failed = health != "success"
-        self._recent.append(failed)
+        self._recent.append(health != "success")
         self._consecutive = self._consecutive + 1 if health == "down" else 0
         if self._consecutive >= self.policy.consecutive or self._rate_exceeded():
             self._open()
@@ -223,9 +191,7 @@ class CircuitBreaker:
     def _enter(self, state: State) -> None:
         self._state = state
         self._epoch += 1
-        self._probes_out = 0
-        self._probe_successes = 0
-        self._consecutive = 0
+        self._probes_out = self._probe_successes = self._consecutive = 0
         if state == "closed":
             self._recent.clear()
 
@@ -236,8 +202,7 @@ BUCKET_S = 1.0
 class RetryBudget:
     """Retries and hedges never multiply the load on a struggling server (Finagle's and gRPC's bound):
     over ``window_s`` they number at most ``ratio`` times the requests first sent, or ``reserve`` (so a
-    lone recall can still be retried), so a server failing everything gets at most ``1 + ratio`` times
-    the requests it would get with no retries, once more than ``reserve / ratio`` pass in a window."""
+    lone recall can still be retried)."""
 
     def __init__(self, *, ratio: float = 0.2, window_s: float = 10.0, reserve: int = 2,
                  clock: Callable[[], float] = clock.now) -> None:
@@ -262,8 +227,7 @@ class RetryBudget:
         return True
 
     def refund(self) -> None:
-        """Give back the last retry taken: it turned out to cost the server nothing (a request resent
-        from a stale pooled connection that the server then answered on the first try)."""
+        """Give back the last retry taken: it cost the server nothing (a stale connection's resend)."""
         for bucket in reversed(self._window):
             if bucket[2] > 0:
                 bucket[2] -= 1

@@ -6,8 +6,9 @@ take a request now, as Finagle's and Envoy's least-request balancers do; the req
 slot there, as the wait behind a fast replica's few pairs can be shorter than a slow one's own time.
 
 A request holds one slot of one replica at a time, and each attempt asks that replica's breaker for a
-permit, which always hears the outcome; a failed attempt goes to ``retries``. With hedging on, an
-attempt unanswered after the set's p95 latency (or a set delay) gets a duplicate (``race``).
+permit, which always hears the outcome. With hedging on, an attempt unanswered after the set's p95
+latency (or a set delay) gets a duplicate (``race``). What follows a failed attempt, and where a
+duplicate goes, is the ``retries.Retries`` each dispatch step composes.
 """
 
 from __future__ import annotations
@@ -24,10 +25,10 @@ from ..core.dialects import ScoreBatch
 from ..core.errors import BreakerOpen, MalformedAnswer, RerankError
 from ..core.statistics import StatsRecorder
 from ..core.statistics import percentile as nearest_rank
-from .breaker import Permit, RetryBudget, retry_kind
+from .breaker import Permit, RetryBudget
 from .endpoint_state import MIN_SECONDS_PER_PAIR, Replica, ServiceCost, timeout_health
 from .queue import Lease
-from .retries import Retrying
+from .retries import Retries
 
 MIN_SAMPLES: Final = 20  # fewer answers than this say nothing reliable about the tail
 DispatchEvents = StatsRecorder  # what the dispatch step reports, to be counted
@@ -39,12 +40,11 @@ class ReplicaSet:
     """The replicas one batcher's requests can go to, with the retry budget and the latency window (for
     the hedge delay) they share. Owner loop only; the members are fixed (other routes make another set)."""
 
-    def __init__(self, replicas: Sequence[Replica], *, budget: RetryBudget, rng: random.Random | None = None
-                 ) -> None:
+    def __init__(self, replicas: Sequence[Replica], *, budget: RetryBudget) -> None:
         self.replicas: tuple[Replica, ...] = tuple(replicas)
         self.budget = budget
         self.latency = LatencyWindow()
-        self._rng = rng or random.Random()
+        self._rng = random.Random()
 
     def ready(self, exclude: Iterable[Replica] = ()) -> list[Replica]:
         """The members that could take a request now (their breaker admits, no Retry-After pending)."""
@@ -94,20 +94,16 @@ class ReplicaSet:
         pairs_per_s = sum(1.0 / max(pace or fastest, MIN_SECONDS_PER_PAIR) for pace in paces)
         return queued_pairs / pairs_per_s + min(latencies)
 
-    def pick(self, candidates: Sequence[Replica]) -> Replica:
-        """Power of two choices on cost."""
-        if len(candidates) == 1:
-            return candidates[0]
-        first, second = self._rng.sample(list(candidates), 2)
-        return first if self.cost(first) <= self.cost(second) else second
-
     async def acquire(self, holder: object, *, exclude: Iterable[Replica] = (), priority: bool = False
                       ) -> tuple[Replica, Lease]:
-        """A slot for ``holder`` on the ready replica ``pick`` chose, waiting for it if need be; with none
-        ready, any member (its attempt is then refused at once, not queued)."""
+        """A slot for ``holder`` on the cheaper of two ready replicas drawn, waiting for it if need be; with
+        none ready, any member (its attempt is then refused at once, not queued)."""
         left_out = {r.url for r in exclude}
         candidates = self.ready(exclude) or [r for r in self.replicas if r.url not in left_out] or list(self.replicas)
-        chosen = self.pick(candidates)
+        chosen = candidates[0]
+        if len(candidates) > 1:
+            first, second = self._rng.sample(candidates, 2)
+            chosen = first if self.cost(first) <= self.cost(second) else second
         return chosen, await chosen.state.limiter.acquire(holder, priority=priority)
 
 
@@ -147,15 +143,14 @@ class DispatchPolicy:
         return self.hedge and self.hedge_delay_s is None
 
 
-class Dispatch(Retrying):
+class Dispatch:
     """Carries out the requests of one batcher over its replica set; lives on the owner loop."""
 
-    def __init__(self, replicas: ReplicaSet, events: DispatchEvents, policy: DispatchPolicy = DispatchPolicy(),
-                 rng: random.Random | None = None) -> None:
+    def __init__(self, replicas: ReplicaSet, events: DispatchEvents, policy: DispatchPolicy = DispatchPolicy()) -> None:
         self.replicas = replicas
         self.events = events
         self.policy = policy
-        self._rng = rng or random.Random()
+        self._retries = Retries(replicas, events, policy, random.Random())
 
     async def carry_out(self, request: Request) -> list[float] | None:
         """The scores, or None when every waiter left first; raises the error that ended the request."""
@@ -164,18 +159,16 @@ class Dispatch(Retrying):
         while request.has_waiters:
             replica = await self._replica_for(request)
             try:
-                permit = self._permit(request, replica)
+                permit = replica.state.breaker.attempt()
             except BreakerOpen as refused:
-                if await self._fail_over(request, replica):
+                if await self._retries.fail_over(request, replica):
                     continue
                 raise (last_error or refused) from None
             try:
-                scores = await self._attempt_maybe_hedged(request, replica, permit)
+                return await self._attempt_maybe_hedged(request, replica, permit)
             except RerankError as exc:
                 last_error = exc
-                await self._retry_or_raise(exc, retry_kind(exc), request, replica)
-            else:
-                return scores
+                await self._retries.after_failure(exc, request, replica)
         return None
 
     async def _replica_for(self, request: Request) -> Replica:
@@ -183,26 +176,21 @@ class Dispatch(Retrying):
         Retry-After holds it back and another can take the request now."""
         replica = request.replica
         assert replica is not None, "a request reaches the dispatch step holding a slot"
-        if replica.state.rate_limited() and await self._fail_over(request, replica):
+        if replica.state.rate_limited() and await self._retries.fail_over(request, replica):
             assert request.replica is not None
             return request.replica
         if await replica.state.wait_out_retry_after(request.deadline):
             self.events.on_rate_limit_wait()
         return replica
 
-    def _permit(self, request: Request, replica: Replica) -> Permit:
-        """The breaker's permit for one attempt; cancelled, it counts as a timeout only when its last caller
-        gave up at the deadline (a timeout counts only with a fair chance, judged in ``_attempt``)."""
-        permit = replica.state.breaker.attempt()
-        permit.on_cancel = lambda: permit.timeout_health if request.abandoned_at_deadline else "neutral"
-        return permit
-
     async def _attempt(self, request: Request, replica: Replica, permit: Permit) -> list[float]:
         batch = request.batch
         state = replica.state
         started = clock.now()
+        # a timeout counts only with a fair chance; cancelled, only when its last caller left at the deadline
         permit.timeout_health = timeout_health(state.expected_latency(len(batch), started, worst=True),
                                                request.deadline - started)
+        permit.on_cancel = lambda: permit.timeout_health if request.abandoned_at_deadline else "neutral"
         self.events.on_request(len(batch))
         if not request.sent:  # the budget's share is of requests that went out, not of those held back
             request.sent = True
@@ -211,11 +199,12 @@ class Dispatch(Retrying):
         resent: list[bool] = []
         try:
             with permit:
-                scores = await replica.send(batch, request.deadline, lambda: self._may_resend(resent, replica))
+                scores = await replica.send(batch, request.deadline,
+                                            lambda: self._retries.may_resend(resent, replica))
                 if len(scores) != len(batch):
                     raise MalformedAnswer(f"expected {len(batch)} scores, got {len(scores)}")
         except RerankError as exc:
-            self._failed(state, exc)
+            self._retries.record_failure(state, exc)
             raise
         except Exception as exc:  # a bug in building or parsing: a failed attempt, never a stranded request
             state.failed()
@@ -231,25 +220,26 @@ class Dispatch(Retrying):
         request.answered_by = replica.url
         return scores
 
-    def _hedge_delay(self) -> float | None:
-        if not self.policy.hedge:
-            return None
+    async def _hedge_attempt(self, request: Request, replica: Replica) -> list[float]:
+        permit = replica.state.breaker.attempt()
+        self.events.on_hedge()
+        return await self._attempt(request, replica, permit)
+
+    async def _attempt_maybe_hedged(self, request: Request, replica: Replica, permit: Permit) -> list[float]:
         delay = self.policy.hedge_delay_s
         if self.policy.delay_from_latency:
             delay = self.replicas.latency.percentile(self.policy.hedge_percentile)
-        return None if delay is None else max(delay, self.policy.hedge_floor_s)
-
-    async def _attempt_maybe_hedged(self, request: Request, replica: Replica, permit: Permit) -> list[float]:
-        delay = self._hedge_delay()
-        if delay is None or clock.now() + delay >= request.deadline:
+        if delay is not None:
+            delay = max(delay, self.policy.hedge_floor_s)
+        if not self.policy.hedge or delay is None or clock.now() + delay >= request.deadline:
             return await self._attempt(request, replica, permit)
         first = asyncio.create_task(self._attempt(request, replica, permit))
         first.add_done_callback(lambda task: permit.report("neutral") if task.cancelled() else None)
 
-        def start_hedge() -> asyncio.Task[list[float]] | None:
-            if not request.has_waiters or not self.replicas.ready() or not self._spend_budget():
+        def start_hedge() -> Attempt | None:
+            if not request.has_waiters or not self.replicas.ready() or not self._retries.spend_budget():
                 return None  # no replica may take it now (breakers, Retry-After): no hedge
-            return asyncio.create_task(self._hedge(request, replica))
+            return asyncio.create_task(self._retries.hedge(request, replica, self._hedge_attempt))
 
         return await race(first, start_hedge, delay=delay, hedges=self.policy.hedges)
 
@@ -289,11 +279,6 @@ async def race(first: Attempt, start_hedge: Callable[[], Attempt | None], *, del
                 sent += 1
         return first.result()  # every attempt failed: raise the first one's error
     finally:
-        for task in pending:
-            _cancel_quietly(task)
-
-
-def _cancel_quietly(task: Attempt) -> None:
-    """Cancel a losing attempt; its outcome is reported by the attempt itself, its error is not ours."""
-    task.cancel()
-    task.add_done_callback(lambda t: None if t.cancelled() else t.exception())
+        for task in pending:  # the losers: each reports its own outcome; its error is not ours
+            task.cancel()
+            task.add_done_callback(lambda t: None if t.cancelled() else t.exception())

@@ -1,7 +1,7 @@
 """A replica, and everything the dispatch step keeps per endpoint (one server: base URL and API key): its
 slots (a ``queue.EndpointLimiter``), breaker, the time before which a 429 asked us not to send, the load
-and speed the balancer reads (pairs in flight, seconds per pair as an EWMA), and the pace at which it
-serves pairs (``ServiceRate``), from which ``balanced_shares`` shares a queue out over replicas.
+and speed the balancer reads, and the pace at which it serves pairs (``ServiceRate``), from which
+``balanced_shares`` shares a queue out over replicas. ``EndpointState`` alone changes what it holds.
 
 On that pace, the overload rules: a recall the servers cannot answer before its deadline is shed at
 once (``admits``), a request nobody can wait for any more is not sent (``worth_sending``), and a
@@ -53,11 +53,11 @@ class ServiceCost:
 
 
 class ServiceRate:
-    """How fast one server gets through our pairs; owned by one ``EndpointState``, written as its requests
-    are answered. Each answer adds its pairs and its service interval, from when it was sent or from the
-    previous answer if that came later (its pass without the wait behind ours), over the last few answers
-    and the last few dozen: admitting, the faster counts; judging a timeout, the slower. Without answers
-    both fade toward fast, so no slow spell keeps recalls away for ever (docs/overload.md)."""
+    """How fast one server gets through our pairs, over the last few answers and the last few dozen:
+    admitting, the faster counts; judging a timeout, the slower. Each answer adds its pairs and its
+    service interval, from when it was sent or from the previous answer if that came later (its pass
+    without the wait behind ours). Without answers both fade toward fast, so no slow spell keeps recalls
+    away for ever (docs/overload.md)."""
 
     __slots__ = ("_last_answer", "_long_n", "_long_t", "_n", "_nn", "_nt", "_t", "_weight")
 
@@ -66,7 +66,6 @@ class ServiceRate:
         self._last_answer = float("-inf")
 
     def answered(self, pairs: int, sent_at: float, now: float) -> None:
-        """A request of ``pairs`` pairs sent at ``sent_at`` was answered at ``now``."""
         interval = max(0.0, now - max(sent_at, self._last_answer))
         self._weight = self._weight * DECAY + 1.0
         self._n = self._n * DECAY + pairs
@@ -78,17 +77,16 @@ class ServiceRate:
         self._last_answer = max(now, self._last_answer)
 
     def seconds_per_pair(self, now: float, *, worst: bool = False) -> float | None:
-        """The faster of the recent and the longer-run figure (``worst``: the slower); None until the
-        first answer."""
+        """The faster of the recent and the longer-run figure (``worst``: the slower); None before an answer."""
         if not self._n:
             return None
         recent, longer = self._t / self._n, self._long_t / self._long_n
         return (max(recent, longer) if worst else min(recent, longer)) * self._fade(now)
 
     def cost(self, now: float) -> ServiceCost | None:
-        """The fixed and per-pair cost of a request, from a line through the recent answers (least
-        squares, weighted as the sums decay); all per pair when their sizes hardly vary, or when the
-        line would have a negative part. None until the first answer."""
+        """The fixed and per-pair cost of a request, from a line through the recent answers (least squares,
+        weighted as the sums decay); all per pair when their sizes hardly vary or the line would have a
+        negative part. None before an answer."""
         if not self._n:
             return None
         fade = self._fade(now)
@@ -129,15 +127,13 @@ class EndpointState:
     _pairs_sum: float = field(default=0.0, repr=False)
 
     def hold_off(self, until: float) -> None:
-        """No attempt to this endpoint before ``until`` (a later Retry-After only extends it)."""
-        self.not_before = max(self.not_before, until)
+        self.not_before = max(self.not_before, until)  # a later Retry-After only extends it
 
     def rate_limited(self) -> bool:
         return self.not_before > clock.now()
 
     async def wait_out_retry_after(self, deadline: float) -> bool:
-        """Before any request: wait out a Retry-After when the deadline allows it (True when it
-        waited), and raise ``RateLimited`` at once when it does not."""
+        """Wait out a Retry-After if the deadline allows it (True when it waited), else raise ``RateLimited``."""
         wait = self.not_before - clock.now()
         if wait <= 0:
             return False
@@ -147,8 +143,7 @@ class EndpointState:
         return True
 
     def answered(self, seconds: float, pairs: int, sent_at: float | None = None) -> None:
-        """A request of ``pairs`` pairs sent at ``sent_at`` (default: ``seconds`` ago) came back fine
-        after ``seconds``."""
+        """A request of ``pairs`` pairs came back fine after ``seconds`` (sent then, by default)."""
         if sent_at is None:
             sent_at = clock.now() - seconds
         self._latency_sum = self._latency_sum * (1 - EWMA_WEIGHT) + seconds
@@ -161,7 +156,7 @@ class EndpointState:
         self.answers += 1
 
     def begin_request(self, pairs: int, now: float) -> None:
-        """A request of ``pairs`` pairs goes out: in flight until ``end_request``, counted as sent."""
+        """A request goes out: in flight until ``end_request`` (however it ends), counted as sent."""
         if not self.outstanding_requests:
             self.busy_since = now
         self.outstanding_requests += 1
@@ -169,20 +164,18 @@ class EndpointState:
         self.pairs_sent += pairs
 
     def end_request(self, pairs: int) -> None:
-        """The request ``begin_request`` announced ended, however it ended."""
         self.outstanding_requests -= 1
         self.outstanding_pairs -= pairs
 
     def busy_for(self, fixed_s: float, per_pair_s: float, now: float) -> float:
-        """How much longer what is in flight here should keep the server busy: its work, at a request's
-        fixed cost and a pair's, less what has gone by since it began (served one after another)."""
+        """How much longer what is in flight should keep the server busy, served one after another."""
         work = fixed_s * self.outstanding_requests + per_pair_s * self.outstanding_pairs
         return max(0.0, work - (now - self.busy_since)) if self.outstanding_requests else 0.0
 
     def expected_latency(self, pairs: int, now: float, *, worst: bool = False) -> float | None:
         """How long a request of ``pairs`` sent now should take: the shorter (``worst``: the longer, at the
-        slower pace) of behind the pairs in flight at the pace the server serves (one GPU, a pass at a
-        time) and at its recent answers' latency per pair (serving side by side). None before an answer."""
+        slower pace) of behind the pairs in flight at the server's pace (one GPU, a pass at a time) and at
+        its recent answers' latency per pair (serving side by side). None before an answer."""
         per_pair = self.service.seconds_per_pair(now, worst=worst)
         if per_pair is None:
             return None
@@ -192,7 +185,7 @@ class EndpointState:
         return max(readings) if worst else min(readings)
 
     def failed(self) -> None:
-        """An attempt failed here (not a 429, a stale connection or a cancellation)."""
+        """An attempt failed here (its verdict ``down`` or ``failure``)."""
         self.failure_score = _ewma(self.recent_failures(), 1.0)
         self.failure_at = clock.now()
 
@@ -210,17 +203,14 @@ class EndpointState:
         return self.seconds_per_pair * 0.5 ** ((clock.now() - self.answered_at) / SPEED_HALF_LIFE_S)
 
     def cost(self, unmeasured_seconds_per_pair: float = 0.0) -> float:
-        """What one more request costs here, for the balancer: its speed times its load, raised by its recent
-        failures (a failing replica is left alone before its breaker opens). Not yet measured, it counts at
+        """One more request's cost here, for the balancer: speed times load, raised by recent failures (a
+        failing replica is left alone before its breaker opens). Not yet measured, it counts at
         ``unmeasured_seconds_per_pair`` (the set's fastest), so it is never a free choice however busy."""
-        speed = self.seconds_per_pair_now()
-        if speed is None:
-            speed = unmeasured_seconds_per_pair
+        speed = self.seconds_per_pair_now() or unmeasured_seconds_per_pair
         base = speed * (self.outstanding_pairs + 1) + 1e-9 * self.outstanding_pairs
         return (base or 1e-9) * self.failure_factor()
 
     def failure_factor(self) -> float:
-        """How much costlier its recent failures make this replica look (1: none)."""
         return 1.0 + FAILURE_WEIGHT * self.recent_failures()
 
     @property
@@ -229,8 +219,7 @@ class EndpointState:
 
     @property
     def forgettable(self) -> bool:
-        """Nothing in flight and nothing learned that a later recall would miss: its breaker clean, no
-        Retry-After pending, no recent failures (its speed fades by itself while it is not asked)."""
+        """Nothing in flight and nothing learned that a later recall would miss (its speed fades anyway)."""
         return (self.idle and self.breaker.clean and not self.rate_limited()
                 and self.recent_failures() < FAILING_ABOVE)
 
@@ -243,8 +232,8 @@ class EndpointState:
 
 
 def admits(expected_wait: float | None, remaining: float) -> bool:
-    """Whether a recall expected to be answered after ``expected_wait`` seconds (None: no estimate yet,
-    or nothing ahead of it) fits in the ``remaining`` seconds before its deadline."""
+    """Whether a recall expected to be answered after ``expected_wait`` (None: no estimate yet, or nothing
+    ahead of it) fits in the ``remaining`` seconds before its deadline."""
     return expected_wait is None or expected_wait * ADMIT_MARGIN + ADMIT_SLACK_S <= remaining
 
 

@@ -1,11 +1,9 @@
-"""How the dispatch step sends a request again: after a failed attempt, at once on another replica or
-after a wait on the same one (or it gives up), and a hedge's duplicate. A mixin of ``dispatch.Dispatch``,
-apart because a request answered on its first try, unhedged, never comes here.
+"""What the dispatch step does once an attempt fails or is slow, apart because a request answered on its
+first try, unhedged, never comes here. It owns no state: it spends the replica set's retry budget.
 
-A failed attempt is sent again when its error allows it (``breaker.retry_kind``), the request's
-deadline leaves room and the retry budget agrees: on another replica that can take it, at once;
-otherwise on the same one, connection errors and 502/503/504 after a jittered exponential backoff, a
-429 after its Retry-After, which also holds every other request to that replica back until then.
+A failed attempt is sent again (scoring is idempotent) when its error allows it (``retry_kind``), the
+deadline leaves room and the retry budget agrees: on another replica that can take it, at once (a
+failover); otherwise on the same one after a backoff or its Retry-After (docs/failure-behaviour.md).
 """
 
 from __future__ import annotations
@@ -13,40 +11,73 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final, Literal
 
 from ..core import deadline as clock
-from ..core.errors import BreakerOpen, DeadlineExceeded, RateLimited, RerankError
-from .breaker import Permit, RetryKind, health_of
-from .endpoint_state import EndpointState, worth_sending
+from ..core.errors import (
+    BreakerOpen,
+    DeadlineExceeded,
+    InputTooLong,
+    RateLimited,
+    RerankError,
+    ServerError,
+    StaleConnection,
+    TransportError,
+)
+from .breaker import health_of
+from .endpoint_state import EndpointState, Replica, worth_sending
 
-if TYPE_CHECKING:  # the dispatch step inherits this
-    from .dispatch import DispatchEvents, DispatchPolicy, Replica, ReplicaSet, Request
+if TYPE_CHECKING:  # types only: the dispatch step composes a ``Retries``
+    from .dispatch import DispatchEvents, DispatchPolicy, ReplicaSet, Request
+
+RetryKind = Literal["now", "backoff", "retry_after", "never"]
+RETRYABLE_STATUSES: Final = frozenset({502, 503, 504})
 
 
-class Retrying:
+def retry_kind(exc: BaseException) -> RetryKind:
+    if isinstance(exc, StaleConnection):
+        return "now"  # to another replica at once, or not at all
+    if isinstance(exc, RateLimited):
+        return "retry_after"
+    if isinstance(exc, InputTooLong):
+        return "never"
+    if isinstance(exc, ServerError):
+        return "backoff" if exc.status in RETRYABLE_STATUSES else "never"
+    if isinstance(exc, TransportError):
+        return "backoff" if exc.retryable else "never"
+    return "never"  # other 4xx, malformed answers, running out of time
+
+
+@dataclass(eq=False)
+class Retries:
+    """One dispatch step's retries, failovers and hedges, each counted as it is made."""
+
     replicas: ReplicaSet
     events: DispatchEvents
     policy: DispatchPolicy
-    _rng: random.Random
-    _permit: Callable[[Request, Replica], Permit]  # the dispatch step's, for a hedge's own attempt
-    _attempt: Callable[[Request, Replica, Permit], Awaitable[list[float]]]
+    rng: random.Random
 
-    async def _retry_or_raise(self, exc: RerankError, kind: RetryKind, request: Request, replica: Replica) -> None:
+    async def after_failure(self, exc: RerankError, request: Request, replica: Replica) -> None:
         """Go on to another replica at once, or wait for this one, or give up by raising ``exc``."""
+        kind = retry_kind(exc)
         if kind == "never" or request.retries >= self.policy.max_retries:
             raise exc
         if self.replicas.ready(exclude=[replica]):
-            if not self._spend_budget():
+            if not self.spend_budget():
                 raise exc
             self._count_retry(request, kind)
-            if not await self._fail_over(request, replica):
-                raise exc
+            await self.fail_over(request, replica)  # succeeds: a replica was ready just now, nothing ran since
             return
-        if kind == "now":  # a stale connection, already sent again to this replica (or not, by the budget)
+        if kind == "now":  # the transport already sent it again to this replica (or not, by the budget)
             raise exc
-        delay = self._retry_delay(kind, request, replica)
-        if delay is None:
+        now = clock.now()
+        if kind == "retry_after":
+            delay, wait = 0.0, replica.state.not_before - now  # the next attempt waits the Retry-After out
+        else:
+            delay = wait = self._backoff(request.retries)
+        latency = replica.state.expected_latency(len(request.batch), now)
+        if not worth_sending(latency, request.deadline - now - wait) or not self.spend_budget():
             raise exc
         self._count_retry(request, kind)
         await asyncio.sleep(delay)
@@ -55,7 +86,7 @@ class Retrying:
         request.retries += 1
         self.events.on_retry(kind)
 
-    async def _fail_over(self, request: Request, failed: Replica) -> bool:
+    async def fail_over(self, request: Request, failed: Replica) -> bool:
         """Move the request (and its slot) to another replica that can take it; False if there is none."""
         if not self.replicas.ready(exclude=[failed]):
             return False
@@ -71,36 +102,22 @@ class Retrying:
         self.events.on_failover()
         return True
 
-    def _may_resend(self, resent: list[bool], replica: Replica) -> bool:
+    def may_resend(self, resent: list[bool], replica: Replica) -> bool:
         """After a stale pooled connection, whether the transport may send again (out of the retry budget,
         given back if answered): not when another replica can take it, as going there is one retry."""
-        if self.policy.stale_retries <= 0 or self.replicas.ready(exclude=[replica]) or not self._spend_budget():
+        if self.policy.stale_retries <= 0 or self.replicas.ready(exclude=[replica]) or not self.spend_budget():
             return False
         resent.append(True)
         return True
 
-    def _failed(self, state: EndpointState, exc: RerankError) -> None:
+    def record_failure(self, state: EndpointState, exc: RerankError) -> None:
         """What a failed attempt tells the balancer, and a 429's hold on the replica."""
         if health_of(exc) in ("down", "failure"):
             state.failed()
         if isinstance(exc, RateLimited):
-            wait = exc.retry_after if exc.retry_after is not None else self._backoff(0)
-            state.hold_off(clock.now() + wait)
+            state.hold_off(clock.now() + (exc.retry_after if exc.retry_after is not None else self._backoff(0)))
 
-    def _retry_delay(self, kind: RetryKind, request: Request, replica: Replica) -> float | None:
-        """How long to wait before sending to the same replica again, or None to give up now."""
-        now = clock.now()
-        if kind == "retry_after":
-            delay = 0.0  # the next attempt waits the Retry-After out first
-            wait = replica.state.not_before - now
-        else:
-            delay = wait = self._backoff(request.retries)
-        latency = replica.state.expected_latency(len(request.batch), now)
-        if not worth_sending(latency, request.deadline - now - wait) or not self._spend_budget():
-            return None
-        return delay
-
-    def _spend_budget(self) -> bool:
+    def spend_budget(self) -> bool:
         if self.replicas.budget.try_spend():
             return True
         self.events.on_budget_spent()
@@ -109,21 +126,19 @@ class Retrying:
     def _backoff(self, retries: int) -> float:
         """Exponential with equal jitter: half fixed, half random, so retries spread out but still wait."""
         ceiling = min(self.policy.backoff_cap_s, self.policy.backoff_base_s * (2 ** retries))
-        return ceiling / 2 + self._rng.uniform(0.0, ceiling / 2)
+        return ceiling / 2 + self.rng.uniform(0.0, ceiling / 2)
 
-    async def _hedge(self, request: Request, primary: Replica) -> list[float]:
+    async def hedge(self, request: Request, primary: Replica,
+                    attempt: Callable[[Request, Replica], Awaitable[list[float]]]) -> list[float]:
         """The duplicate: another replica if one can take it (else the same, unless a Retry-After holds it
-        back), the next free slot there (ahead of new batches), its own permit, one attempt."""
-        others = self.replicas.ready(exclude=[primary])
-        exclude = [primary] if others else []
+        back), the next free slot there (ahead of new batches), one ``attempt`` with its own permit."""
+        exclude = [primary] if self.replicas.ready(exclude=[primary]) else []
         replica, lease = await self.replicas.acquire(request, exclude=exclude, priority=True)
         try:
             if not request.has_waiters:
                 raise BreakerOpen("no hedge: every caller left")
             if replica.state.rate_limited():  # a 429 came while it waited for the slot
                 raise RateLimited(429, "no hedge: the server asked us to wait (Retry-After)")
-            permit = self._permit(request, replica)
-            self.events.on_hedge()
-            return await self._attempt(request, replica, permit)
+            return await attempt(request, replica)
         finally:
             lease.release()

@@ -40,10 +40,10 @@ COUNTED_BY = {
     "reranked": {"service/calls.py"},
     "rerank_cancelled": {"service/calls.py"},
     "fell_back": {"service/calls.py", "a0_hooks/recall_search.py", "helpers/reranker.py"},
-    # a request's events, by the dispatch step that makes requests (a request sent again: by its retries
-    # mixin; the queue wait: by the batcher)
-    **{event: {"batching/dispatch.py"} for event in ("on_request", "on_rate_limit_wait")},
-    **{event: {"batching/retries.py"} for event in ("on_retry", "on_failover", "on_hedge", "on_budget_spent")},
+    # a request's events, by the dispatch step that makes requests (a request sent again: by the retries
+    # it composes; the queue wait: by the batcher)
+    **{event: {"batching/dispatch.py"} for event in ("on_request", "on_rate_limit_wait", "on_hedge")},
+    **{event: {"batching/retries.py"} for event in ("on_retry", "on_failover", "on_budget_spent")},
     "on_queue_wait": {"batching/batcher.py"},
     # a recall's pool and its shadow comparison, by the recall path
     "pool": {"service/calls.py", "a0_hooks/recall_search.py"},
@@ -172,7 +172,7 @@ OWNERS: dict[str, tuple[Callable[[ast.Module], bool], set[str]]] = {
         {"batching/batcher.py", "batching/dispatch.py"}),
     "a replica's load, speed and failures: its state alone (the dispatch step reports through it)": (
         lambda t: bool(mutated_attributes(t) & endpoint_state_fields()), {"batching/endpoint_state.py"}),
-    "the retry budget: spent and refunded where requests are made (the dispatch step and its retries mixin)": (
+    "the retry budget: spent and refunded where requests are made (the dispatch step and its retries)": (
         lambda t: bool(calls_on(t, "budget", {"record_request", "try_spend", "refund"})),
         {"batching/dispatch.py", "batching/retries.py"}),
     "settings: never changed in place (new settings build new state; the old drains)": (

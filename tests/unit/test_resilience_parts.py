@@ -8,9 +8,10 @@ import asyncio
 import pytest
 
 from support.loop_steps import until_suspended
-from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreaker, RetryBudget, health_of, retry_kind
+from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreaker, RetryBudget, health_of
 from usr.plugins.a0_reranker.batching.endpoint_state import EndpointState
 from usr.plugins.a0_reranker.batching.queue import EndpointLimiter, SlotNotHeld
+from usr.plugins.a0_reranker.batching.retries import retry_kind
 from usr.plugins.a0_reranker.core.dialects.server_errors import MAX_RETRY_AFTER_S, parse_retry_after
 from usr.plugins.a0_reranker.core.errors import (
     ConfigError,
