@@ -94,9 +94,10 @@ async def test_the_automatic_delay_waits_for_enough_answers_to_know_the_tail() -
         server.set_fault(None)
         for q in range(2, 30):
             assert await runtime.rerank_async(*recall(q, 4), config=config) is not None
+        hedged_before = runtime.statistics().hedges  # an answer slower than the p95 so far may be hedged too
         server.set_fault(nth_posts({1: Hang()}))
         assert await runtime.rerank_async(*recall(40, 4), config=config) is not None
-        assert runtime.statistics().hedges == 1
+        assert runtime.statistics().hedges == hedged_before + 1
     finally:
         await server.close()
 
