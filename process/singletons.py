@@ -75,15 +75,12 @@ class PerProcess(Generic[T]):
         self.name = name
         self._factory = factory
 
-    def get(self) -> T:
-        return self.get_or_put(self._factory)
-
-    def get_or_put(self, factory: Callable[[], T]) -> T:
-        """The object, made by ``factory`` (instead of its own factory) if there is none yet."""
+    def get(self, factory: Callable[[], T] | None = None) -> T:
+        """The object, made by ``factory`` (by default the declared one) if there is none yet."""
         anchor = _anchor()
         with anchor.lock:
             if self.name not in anchor.values:
-                anchor.values[self.name] = factory()
+                anchor.values[self.name] = (factory or self._factory)()
             return cast(T, anchor.values[self.name])
 
     def peek(self) -> T | None:
@@ -100,10 +97,9 @@ class PerProcess(Generic[T]):
 
 
 class OwnerLoop:
-    """One daemon thread running asyncio, started with anyio's ``start_blocking_portal`` and kept until
-    ``stop``, so that callers on any thread or loop can hand it work. Work goes over with asyncio's
-    ``run_coroutine_threadsafe``: cancelling the future it returns cancels the task on the owner loop,
-    whatever instant the cancel arrives (also just as the task finishes)."""
+    """One daemon thread running asyncio (anyio's blocking portal) until ``stop``, to which callers on any
+    thread or loop hand work with ``run_coroutine_threadsafe``: cancelling the future it returns cancels
+    the task on the owner loop, whatever instant the cancel arrives (also just as the task finishes)."""
 
     def __init__(self) -> None:
         self._stack = contextlib.ExitStack()
@@ -146,9 +142,8 @@ class OwnerLoop:
             self._running.discard(task)
 
     async def cancel_running(self, wait_s: float) -> None:
-        """Cancel the work handed over that still runs (its caller was interrupted while it waited, say)
-        and give it up to ``wait_s`` to unwind: run on the owner loop before its resources close, so that no
-        request left behind opens a new HTTP session after the old one closed."""
+        """Cancel the work handed over that still runs and give it up to ``wait_s`` to unwind: run before
+        the owner's resources close, so that no request left behind opens a session after the old one closed."""
         tasks = [task for task in self._running if not task.done()]
         for task in tasks:
             task.cancel()

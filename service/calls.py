@@ -36,8 +36,7 @@ _STATS: Final = PerProcess("stats", StatsRecorder)
 
 
 def stats_recorder() -> StatsRecorder:
-    """The process's counters: they outlive a restarted owner loop. Everyone counts what happens where it
-    happens (``core.statistics``); the status tool, the panel and the CLI read its snapshot."""
+    """The process's counters, which outlive a restarted owner loop."""
     return _STATS.get()
 
 
@@ -140,14 +139,6 @@ def on_owner(work: Work[T], deadline: float, late: T) -> T | None:
     return Handover(current.owner.submit(work, current.service), deadline, late).result()
 
 
-def _valid_input(query: Any, documents: Any) -> bool:
-    try:
-        return (isinstance(query, str) and isinstance(documents, Sequence) and not isinstance(documents, str | bytes)
-                and all(isinstance(d, str) for d in documents))
-    except Exception:  # the caller's sequence failed while we iterated it
-        return False
-
-
 def _refusal(query: Any, documents: Any, config: Any) -> RerankResult | None:
     """Why this call goes nowhere near the server, or None when it should be sent. A caller's mistake
     (settings that are no config, input that is no list of strings) is counted as a fallback."""
@@ -157,7 +148,12 @@ def _refusal(query: Any, documents: Any, config: Any) -> RerankResult | None:
         return RerankResult(None, reason="disabled", message="rerank_enabled is off")
     if not config.configured:
         return RerankResult(None, reason="not_configured", message="no endpoint is set")
-    if not _valid_input(query, documents):
+    try:
+        valid = (isinstance(query, str) and isinstance(documents, Sequence) and not isinstance(documents, str | bytes)
+                 and all(isinstance(d, str) for d in documents))
+    except Exception:  # the caller's sequence failed while we iterated it
+        valid = False
+    if not valid:
         log.warning("a0_reranker: rerank() needs a query string and a list of document strings")
         return _settled(RerankResult(None, reason="bad_input", message="needs a query string and a list of strings"))
     return None
@@ -181,9 +177,8 @@ def _settled(result: RerankResult, started: float = 0.0) -> RerankResult:
 
 async def rerank_result_async(query: str, documents: Sequence[str], *, config: RerankerConfig,
                               deadline: float | None = None) -> RerankResult:
-    """The ranking with how it went (API used, or why it fell back), by ``deadline`` (on ``core.deadline``'s
-    clock; default ``rerank_timeout`` from now). Awaitable from any event loop; cancellation propagates,
-    nothing else is raised."""
+    """The ranking with how it went (API used, or why it fell back), by ``deadline`` (default
+    ``rerank_timeout`` from now). Awaitable from any event loop; raises nothing but cancellation."""
     if (refused := _refusal(query, documents, config)) is not None:
         return refused
     due = deadline_in(config.timeout) if deadline is None else deadline

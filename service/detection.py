@@ -36,13 +36,12 @@ GET_TIMEOUT_CAP: Final = 3.0  # identifying GETs are cheap; do not let a slow on
 
 @dataclass(frozen=True)
 class Route:
-    """How to talk to one endpoint: the dialect and model to use, and what the probe saw."""
+    """How to talk to one endpoint: the dialect and model to use, and the server the probe saw."""
 
     endpoint: str
     dialect: Dialect
     model: str
     server: str
-    probe: det.ProbeOutcome | None = None
     scale: ScoreScale = PROBABILITY  # what the scores are: the dialect's word, settled by the probe
 
 
@@ -59,8 +58,7 @@ async def _send(transport: HttpTransport, config: RerankerConfig, request: WireR
 async def identify_endpoint(transport: HttpTransport, config: RerankerConfig, deadline: float) -> det.ServerIdentity:
     """Hosted APIs by host name; otherwise the GETs that name a server without any compute. When no GET
     got an HTTP answer, the port runs something else (SSH, Redis): say so, and probe nothing."""
-    hosted = det.hosted_kind(config.endpoint)
-    if hosted:
+    if hosted := det.hosted_kind(config.endpoint):
         return det.ServerIdentity(kind=hosted)
     get_deadline = min(deadline, clock.now() + GET_TIMEOUT_CAP)
     paths = det.IDENTIFYING_GETS
@@ -134,26 +132,24 @@ async def resolve_route(transport: HttpTransport, config: RerankerConfig, deadli
         raise _unreachable(attempts) or DetectionFailed(_nothing_answered(described), described)
     chosen = read_answer(det.judge, winners) if config.api == "auto" else winners[0]
     scale = settled(chosen.dialect.score_scale, chosen.scores)
-    return Route(config.endpoint, chosen.dialect, model, _server_name(identity, chosen), chosen, scale)
+    return Route(config.endpoint, chosen.dialect, model, _server_name(identity, chosen), scale)
 
 
 async def _pinned_route(
     transport: HttpTransport, config: RerankerConfig, dialect: Dialect, model: str, server: str, deadline: float
 ) -> Route:
-    """A forced API on a server the GETs named: the path is known, so no probe is needed, except to
-    learn whether a server that returns its model's raw output (llama.cpp) gives logits. If that probe
-    gets no answer the route still stands, and its scores are read batch by batch."""
+    """A forced API on a server the GETs named: no probe is needed, except to learn whether raw output
+    (llama.cpp) is logits; if that probe gets no answer the route still stands, its scores read batch by batch."""
     if dialect.score_scale != RAW:
         return Route(config.endpoint, dialect, model, server, scale=dialect.score_scale)
     outcome = await probe_dialect(transport, config, dialect, model, deadline)
-    return Route(config.endpoint, dialect, model, server, outcome if outcome.answered else None,
-                 settled(RAW, outcome.scores))
+    return Route(config.endpoint, dialect, model, server, settled(RAW, outcome.scores))
 
 
 async def probe_endpoint(transport: HttpTransport, config: RerankerConfig, deadline: float) -> ProbeReport:
-    """A live Test connection: identify, probe every candidate, report in plain words. Never raises.
-    Several replicas are probed at once, each on its own (its API and path may differ), under one
-    deadline: a silent replica delays the report to the deadline but never hides the others' rows."""
+    """A live Test connection: identify, probe every candidate, report in plain words; never raises.
+    Replicas are probed at once, each on its own (its API and path may differ), under one deadline: a
+    silent one delays the report to the deadline but never hides the others' rows."""
     urls = config.endpoints
     if len(urls) <= 1:
         return await _probe_replica(transport, config, deadline)

@@ -1,5 +1,5 @@
-"""Each server the service sends to: what it keeps of it between recalls (on the owner loop only), built
-from the settings and bounded, and the HTTP transport every request goes out on.
+"""What the service keeps of each server between recalls (``EndpointRegistry``, on the owner loop only),
+and the HTTP transport every request goes out on (``HttpTransport``, the only code that touches aiohttp).
 
 One ``Endpoint`` per base URL, API key and the settings its state is built from: its dispatch state and
 the server's health as this key sees it (a 401 or a per-key rate limit says nothing of it for another
@@ -7,11 +7,10 @@ key). One group per route: the replicas of one model with the settings a batcher
 settings get new state; the old drains and is forgotten like any idle entry, least recently used first (a
 server that is down keeps its open breaker).
 
-``HttpTransport``, the only code that touches aiohttp, owns the owner loop's sessions (pooled, and fresh).
-A request's timeout comes from its deadline, redirects are refused (a POST must not become a GET
-elsewhere), TLS is verified unless turned off, at most ``MAX_ANSWER_BYTES`` are read, errors are
-translated (``http_errors``), and a request whose pooled connection the server had already closed is sent
-once more at once on a fresh one (aiohttp's own resend of a GET goes back to the pool).
+The transport owns the owner loop's sessions (pooled, and fresh). Redirects are refused (a POST must not
+become a GET elsewhere), at most ``MAX_ANSWER_BYTES`` are read, and a request whose pooled connection the
+server had already closed is sent once more at once on a fresh one (aiohttp's own resend of a GET goes
+back to the pool).
 """
 
 from __future__ import annotations
@@ -90,9 +89,9 @@ class EndpointRegistry:
         self._groups: OrderedDict[Hashable, _Group] = OrderedDict()
 
     def endpoint(self, config: RerankerConfig, url: str) -> Endpoint:
-        """The server at ``url`` as these settings see it, made on first use. Room is made by forgetting
-        the least recently used endpoint with nothing worth keeping, else an idle one (which holds no slot;
-        a group still naming it is another group from the next call on)."""
+        """The server at ``url`` as these settings see it, made on first use; room is made by forgetting the
+        least recently used endpoint with nothing worth keeping, else an idle one (which holds no slot; a
+        group still naming it is another group from the next call on)."""
         key = (url, config.key_fingerprint, config.max_concurrency, breaker_policy(config))
         found = self._endpoints.get(key)
         if found is not None:
@@ -200,8 +199,7 @@ async def _on_reuse(session: object, context: SimpleNamespace, params: object) -
 
 
 class HttpTransport:
-    """Sends requests for the service. Create and use it on one event loop (the owner loop).
-    ``on_stale_resend`` hears of each request sent again after a stale connection (to count it)."""
+    """Create and use it on one event loop (the owner loop); ``on_stale_resend`` counts stale resends."""
 
     def __init__(self, *, on_stale_resend: Callable[[], None] = lambda: None) -> None:
         self._on_stale_resend = on_stale_resend

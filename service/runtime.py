@@ -1,7 +1,6 @@
-"""The public engine API, the module callers import: the rerank calls a recall makes (``calls``'s, named
-here too), their blocking forms, the live connection test, the statistics with the live state, and the
-owner loop's restart and shutdown. None of it runs in a warm recall. The blocking forms refuse to run on
-the owner thread, where they would deadlock; like the rest, they return instead of raising.
+"""The public engine API, the module callers import: the rerank calls (``calls``'s, named here too) and
+their blocking forms, the live connection test, the statistics with the live state, and the owner loop's
+restart and shutdown; cold (not in a warm recall). All return instead of raising.
 """
 
 from __future__ import annotations
@@ -103,7 +102,7 @@ def restart(*, clock: Callable[[], float]) -> Runtime:
     """A fresh owner loop and service whose breakers and retry budgets read ``clock``: tests move it on
     instead of waiting out a real cooldown."""
     shutdown()
-    return RUNTIME.get_or_put(lambda: start(clock))
+    return RUNTIME.get(lambda: start(clock))
 
 
 def shutdown() -> None:
