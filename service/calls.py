@@ -159,11 +159,6 @@ def _refusal(query: Any, documents: Any, config: Any) -> RerankResult | None:
     return None
 
 
-def _count_started() -> float:
-    stats_recorder().rerank_started()
-    return clock.now()
-
-
 def _settled(result: RerankResult, started: float = 0.0) -> RerankResult:
     """Count the outcome the caller returns, where it returns it: the one place an outcome is counted, so
     the counters agree with what callers got however late an owner loop on a busy machine answers."""
@@ -182,7 +177,8 @@ async def rerank_result_async(query: str, documents: Sequence[str], *, config: R
     if (refused := _refusal(query, documents, config)) is not None:
         return refused
     due = deadline_in(config.timeout) if deadline is None else deadline
-    started, texts = _count_started(), list(documents)
+    stats_recorder().rerank_started()
+    started, texts = clock.now(), list(documents)
     try:
         result = await on_owner_async(lambda service: service.rerank(query, texts, config, due), due, TIMED_OUT)
     except asyncio.CancelledError:
@@ -199,7 +195,8 @@ def rerank_result(query: str, documents: Sequence[str], *, config: RerankerConfi
     running). Never raises but what interrupts the thread (counted as a cancellation)."""
     if (refused := _refusal(query, documents, config)) is not None:
         return refused
-    deadline, started = deadline_in(config.timeout), _count_started()
+    stats_recorder().rerank_started()
+    deadline, started = deadline_in(config.timeout), clock.now()
     try:
         texts = list(documents)
         result = on_owner(lambda service: service.rerank(query, texts, config, deadline), deadline, TIMED_OUT)
