@@ -1,5 +1,5 @@
 """What is one per process: the anchor that holds each such object where A0's module purges cannot split
-it (emptied in a forked child), and the owner loop, the one daemon thread that runs our asyncio work.
+it, and the owner loop, the one daemon thread that runs our asyncio work.
 
 A0 drops every ``usr.plugins.*`` module from ``sys.modules`` when a plugin is installed or deleted or an
 extension file changes, and the next import builds fresh modules: state in a module global would split
@@ -35,8 +35,6 @@ T = TypeVar("T")
 
 
 class _Anchor(types.ModuleType):
-    """The one module, outside ``usr.plugins``, that holds the process-wide objects."""
-
     def __init__(self) -> None:
         super().__init__(ANCHOR_MODULE, "a0_reranker's process-wide state (see process/singletons.py)")
         self.reset()
@@ -165,7 +163,6 @@ class OwnerLoop:
 
 
 async def _adopt(name: str) -> tuple[asyncio.AbstractEventLoop, threading.Thread]:
-    """Name the portal's thread ours, and say which loop and thread it is."""
     thread = threading.current_thread()
     thread.name = name
     return asyncio.get_running_loop(), thread
