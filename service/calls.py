@@ -3,9 +3,8 @@
 calls, which count the outcome they return. ``runtime`` is the public API, with the cold calls.
 
 A call computes its deadline once and hands the work to the owner loop, which enforces it; the caller
-waits one grace longer as a backstop and returns instead of raising. ``rerank_pool`` picks what a recall
-returns from its pool (stock order): the reranker's best ``limit`` above ``rerank_min_score``, or the
-stock top-``limit`` in shadow mode and on any failure; the demo and the CLI use it too.
+waits one grace longer as a backstop and returns instead of raising. The demo and the CLI use
+``rerank_pool`` too, so they show what a recall gets.
 """
 
 from __future__ import annotations
@@ -214,9 +213,9 @@ def rerank_result(query: str, documents: Sequence[str], *, config: RerankerConfi
 
 async def rerank_pool(query: str, pool: Sequence[D], *, limit: int, config: RerankerConfig,
                       text_of: Callable[[D], str] = page_content, deadline: float | None = None) -> RecallOutcome[D]:
-    """At most ``limit`` of ``pool`` (stock order, best first) for ``query``: the stock top-``limit``
-    when the reranker is unavailable or in shadow mode. A caller whose own work came first passes its
-    ``deadline`` (default ``rerank_timeout`` from now) to keep the whole of it within one timeout."""
+    """At most ``limit`` of ``pool`` (stock order, best first) for ``query``, none below ``rerank_min_score``;
+    the stock top-``limit`` when the reranker is unavailable or in shadow mode. A caller whose own work came
+    first passes its ``deadline`` (default ``rerank_timeout`` from now) to keep the whole within one timeout."""
     started = clock.now()
     stock = RecallOutcome(list(pool[:limit]), applied=False, scored=False, candidates=len(pool), elapsed_s=0.0)
     if limit <= 0:
