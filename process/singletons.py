@@ -1,21 +1,17 @@
 """What is one per process: the anchor that holds each such object where A0's module purges cannot split
-it (rebuilt after ``fork``), and the owner loop, the one daemon thread that runs our asyncio work.
+it, and the owner loop, the one daemon thread that runs our asyncio work.
 
-A0 drops every ``usr.plugins.*`` module from ``sys.modules`` when a plugin is installed or deleted or
-an extension file changes; the next import builds fresh module objects. State kept in a module global
-would then split in two: the memory wrapper installed earlier would read the old copy while our
-freshly imported extensions write the new one. So each such object lives in one anchor module under a
-name outside ``usr.plugins``, and is reached through a typed ``PerProcess`` declared where it is used:
+A0 drops every ``usr.plugins.*`` module from ``sys.modules`` when a plugin is installed or deleted or an
+extension file changes, and the next import builds fresh modules: state in a module global would split
+in two (the memory wrapper installed earlier reading the old copy, our fresh extensions writing the new).
+So each such object lives in one anchor module named outside ``usr.plugins``, reached through a
+``PerProcess`` declared where it is used (``STATS: Final = PerProcess("stats", StatsRecorder)``). A
+forked child finds the anchor empty: the parent's threads (the owner loop) do not exist there.
 
-    STATS: Final = PerProcess("stats", StatsRecorder)
-    STATS.get()  # the process's one recorder, created on first use
-
-A forked child finds an empty anchor: the parent's threads (the owner loop) do not exist there.
-
-Everything bound to a loop (the aiohttp session, the batchers, the detection cache) is created and used
-on the owner loop only, which is how sessions never cross event loops. Standard library only at import
-(anyio is imported when the loop starts): ``a0_hooks.memory_patch`` uses ``PerProcess``, and uninstall
-must work when our dependencies do not.
+Everything bound to a loop (the aiohttp session, the batchers, the detection cache) is made and used on
+the owner loop only, so sessions never cross event loops. Standard library only at import (anyio is
+imported when the loop starts): ``a0_hooks.memory_patch`` uses ``PerProcess``, and uninstall must work
+when our dependencies do not.
 """
 
 from __future__ import annotations
@@ -34,12 +30,11 @@ if TYPE_CHECKING:
     from anyio.from_thread import BlockingPortal
 
 ANCHOR_MODULE: Final = "_a0_reranker_process_state"
+OWNER_THREAD: Final = "a0-reranker-owner"
 T = TypeVar("T")
 
 
 class _Anchor(types.ModuleType):
-    """The one module, outside ``usr.plugins``, that holds the process-wide objects."""
-
     def __init__(self) -> None:
         super().__init__(ANCHOR_MODULE, "a0_reranker's process-wide state (see process/singletons.py)")
         self.reset()
@@ -56,7 +51,7 @@ def _anchor() -> _Anchor:
         fresh = _Anchor()
         module = sys.modules.setdefault(ANCHOR_MODULE, fresh)  # atomic: one anchor even if threads race
         if module is fresh and hasattr(os, "register_at_fork"):
-            os.register_at_fork(after_in_child=_forget_after_fork)
+            os.register_at_fork(after_in_child=fresh.reset)
     anchor = cast(_Anchor, module)  # made by this module or by an earlier copy of it (the same shape)
     if anchor.pid != os.getpid():  # forked without the at-fork hook having run
         anchor.reset()
@@ -71,12 +66,6 @@ def forget_all() -> None:
         anchor.values.clear()
 
 
-def _forget_after_fork() -> None:
-    module = sys.modules.get(ANCHOR_MODULE)
-    if module is not None:
-        cast(_Anchor, module).reset()
-
-
 class PerProcess(Generic[T]):
     """One process-wide object of type ``T``, made by ``factory`` on first use."""
 
@@ -84,15 +73,12 @@ class PerProcess(Generic[T]):
         self.name = name
         self._factory = factory
 
-    def get(self) -> T:
-        return self.get_or_put(self._factory)
-
-    def get_or_put(self, factory: Callable[[], T]) -> T:
-        """The object, made by ``factory`` (instead of its own factory) if there is none yet."""
+    def get(self, factory: Callable[[], T] | None = None) -> T:
+        """The object, made by ``factory`` (by default the declared one) if there is none yet."""
         anchor = _anchor()
         with anchor.lock:
             if self.name not in anchor.values:
-                anchor.values[self.name] = factory()
+                anchor.values[self.name] = (factory or self._factory)()
             return cast(T, anchor.values[self.name])
 
     def peek(self) -> T | None:
@@ -109,13 +95,11 @@ class PerProcess(Generic[T]):
 
 
 class OwnerLoop:
-    """One daemon thread running asyncio, started with anyio's ``start_blocking_portal`` and kept until
-    ``stop``, so that callers on any thread or loop can hand it work. Work goes over with asyncio's
-    ``run_coroutine_threadsafe``: cancelling the future it returns cancels the task on the owner loop,
-    whatever instant the cancel arrives (also just as the task finishes)."""
+    """One daemon thread running asyncio (anyio's blocking portal) until ``stop``, to which callers on any
+    thread or loop hand work with ``run_coroutine_threadsafe``: cancelling the future it returns cancels
+    the task on the owner loop, whatever instant the cancel arrives (also just as the task finishes)."""
 
-    def __init__(self, name: str = "a0-reranker-owner") -> None:
-        self._name = name
+    def __init__(self) -> None:
         self._stack = contextlib.ExitStack()
         self._portal: BlockingPortal | None = None
         self._thread: threading.Thread | None = None
@@ -127,7 +111,7 @@ class OwnerLoop:
 
         try:
             self._portal = self._stack.enter_context(start_blocking_portal(backend="asyncio"))
-            self.loop, self._thread = self._portal.call(_adopt, self._name)
+            self.loop, self._thread = self._portal.call(_adopt, OWNER_THREAD)
         except BaseException:
             self._portal = None
             self._stack.close()  # a loop that cannot be adopted leaves no thread behind
@@ -156,9 +140,8 @@ class OwnerLoop:
             self._running.discard(task)
 
     async def cancel_running(self, wait_s: float) -> None:
-        """Cancel the work handed over that still runs (its caller was interrupted while it waited, say)
-        and give it up to ``wait_s`` to unwind: run on the owner loop before its resources close, so that no
-        request left behind opens a new HTTP session after the old one closed."""
+        """Cancel the work handed over that still runs and give it up to ``wait_s`` to unwind: run before
+        the owner's resources close, so that no request left behind opens a session after the old one closed."""
         tasks = [task for task in self._running if not task.done()]
         for task in tasks:
             task.cancel()
@@ -180,7 +163,6 @@ class OwnerLoop:
 
 
 async def _adopt(name: str) -> tuple[asyncio.AbstractEventLoop, threading.Thread]:
-    """Name the portal's thread ours, and say which loop and thread it is."""
     thread = threading.current_thread()
     thread.name = name
     return asyncio.get_running_loop(), thread

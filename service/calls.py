@@ -1,13 +1,10 @@
-"""The rerank calls on the caller's side of the hop: the process's owner loop with its service
-(``runtime``), the hand-over of work to it and the one wait for it (``Handover``), and the outcome counted
-where it is returned (``settled``). The public API, with the cold calls, is ``runtime``'s.
+"""The caller's side of the hop: the process's counters (``stats_recorder``), its owner loop and service
+(``runtime``), the hand-over of work to that loop and the one wait for it (``Handover``), and the rerank
+calls, which count the outcome they return. ``runtime`` is the public API, with the cold calls.
 
 A call computes its deadline once and hands the work to the owner loop, which enforces it; the caller
-waits one grace longer as a backstop, counts the outcome it returns, once, and returns None instead of
-raising. ``rerank_pool`` picks what a recall returns from the candidate pool in stock order (A0's own
-result first, then the memories a wider search found below A0's threshold): the reranker's best ``limit``
-without those below ``rerank_min_score``, or the stock top-``limit`` in shadow mode and on any failure.
-It counts every pool it is given. The demo and the CLI use it too, so they show what the plugin does.
+waits one grace longer as a backstop and returns instead of raising. The demo and the CLI use
+``rerank_pool`` too, so they show what a recall gets.
 """
 
 from __future__ import annotations
@@ -32,13 +29,13 @@ from .reranker_service import RerankService
 log = logging.getLogger("a0_reranker")
 T = TypeVar("T")
 D = TypeVar("D")
+Work = Callable[[RerankService], Coroutine[Any, Any, T]]
 
 _STATS: Final = PerProcess("stats", StatsRecorder)
 
 
 def stats_recorder() -> StatsRecorder:
-    """The process's counters: they outlive a restarted owner loop. Everyone counts what happens where it
-    happens (``core.statistics``); the status tool, the panel and the CLI read its snapshot."""
+    """The process's counters, which outlive a restarted owner loop."""
     return _STATS.get()
 
 
@@ -88,18 +85,12 @@ def stop(current: Runtime) -> None:
 
 @dataclass(frozen=True)
 class Handover(Generic[T]):
-    """Work handed to the owner loop, and the one wait for its outcome, blocking or awaited: until the
-    deadline plus the backstop grace (``core.deadline``); past it the caller gets ``late`` and the owner's
-    work is cancelled."""
+    """The one wait for work handed to the owner loop, blocking or awaited: until the deadline plus the
+    backstop grace (``core.deadline``); past it the caller gets ``late`` and the owner's work is cancelled."""
 
     future: concurrent.futures.Future[T]
     deadline: float
     late: T
-
-    @classmethod
-    def start(cls, current: Runtime, deadline: float, late: T, func: Callable[..., Coroutine[Any, Any, T]],
-              *args: Any) -> Handover[T]:
-        return cls(current.owner.submit(func, *args), deadline, late)
 
     def result(self) -> T:
         try:
@@ -131,17 +122,20 @@ class Handover(Generic[T]):
         return future.result()
 
 
-def _valid_input(query: Any, documents: Any) -> bool:
-    if not isinstance(query, str) or isinstance(documents, str | bytes):
-        log.warning("a0_reranker: rerank() needs a query string and a list of document strings")
-        return False
-    try:
-        valid = isinstance(documents, Sequence) and all(isinstance(d, str) for d in documents)
-    except Exception:  # the caller's sequence failed while we iterated it
-        valid = False
-    if not valid:
-        log.warning("a0_reranker: rerank() needs a list of document strings")
-    return valid
+async def on_owner_async(work: Work[T], deadline: float, late: T) -> T:
+    """``work(service)`` run on the owner loop, awaited from any event loop (on the owner loop, directly)."""
+    current = runtime()
+    if current.owner.is_current_thread():
+        return await work(current.service)
+    return await Handover(current.owner.submit(work, current.service), deadline, late).result_async()
+
+
+def on_owner(work: Work[T], deadline: float, late: T) -> T | None:
+    """The blocking form, for threads; None on the owner thread itself, where the wait would deadlock."""
+    current = runtime()
+    if current.owner.is_current_thread():
+        return None
+    return Handover(current.owner.submit(work, current.service), deadline, late).result()
 
 
 def _refusal(query: Any, documents: Any, config: Any) -> RerankResult | None:
@@ -153,14 +147,15 @@ def _refusal(query: Any, documents: Any, config: Any) -> RerankResult | None:
         return RerankResult(None, reason="disabled", message="rerank_enabled is off")
     if not config.configured:
         return RerankResult(None, reason="not_configured", message="no endpoint is set")
-    if not _valid_input(query, documents):
+    try:
+        valid = (isinstance(query, str) and isinstance(documents, Sequence) and not isinstance(documents, str | bytes)
+                 and all(isinstance(d, str) for d in documents))
+    except Exception:  # the caller's sequence failed while we iterated it
+        valid = False
+    if not valid:
+        log.warning("a0_reranker: rerank() needs a query string and a list of document strings")
         return _settled(RerankResult(None, reason="bad_input", message="needs a query string and a list of strings"))
     return None
-
-
-def _count_started() -> float:
-    stats_recorder().rerank_started()
-    return clock.now()
 
 
 def _settled(result: RerankResult, started: float = 0.0) -> RerankResult:
@@ -176,18 +171,22 @@ def _settled(result: RerankResult, started: float = 0.0) -> RerankResult:
 
 async def rerank_result_async(query: str, documents: Sequence[str], *, config: RerankerConfig,
                               deadline: float | None = None) -> RerankResult:
-    """The ranking with how it went (API used, or why it fell back), by ``deadline`` (on ``core.deadline``'s
-    clock; default ``rerank_timeout`` from now). Awaitable from any event loop; cancellation propagates,
-    nothing else is raised."""
+    """The ranking with how it went (API used, or why it fell back), by ``deadline`` (default
+    ``rerank_timeout`` from now). Awaitable from any event loop; raises nothing but cancellation."""
     if (refused := _refusal(query, documents, config)) is not None:
         return refused
-    deadline = deadline_in(config.timeout) if deadline is None else deadline
-    started = _count_started()
+    due = deadline_in(config.timeout) if deadline is None else deadline
+    stats_recorder().rerank_started()
+    started, texts = clock.now(), list(documents)
     try:
-        return _settled(await _rerank_from_any_loop(query, list(documents), config, deadline), started)
+        result = await on_owner_async(lambda service: service.rerank(query, texts, config, due), due, TIMED_OUT)
     except asyncio.CancelledError:
         stats_recorder().rerank_cancelled()
         raise
+    except Exception:
+        log.exception("a0_reranker: could not reach the reranker's event loop")
+        result = RerankResult(None, reason="error", message="the reranker's event loop is not available")
+    return _settled(result, started)
 
 
 def rerank_result(query: str, documents: Sequence[str], *, config: RerankerConfig) -> RerankResult:
@@ -195,53 +194,28 @@ def rerank_result(query: str, documents: Sequence[str], *, config: RerankerConfi
     running). Never raises but what interrupts the thread (counted as a cancellation)."""
     if (refused := _refusal(query, documents, config)) is not None:
         return refused
-    deadline, started = deadline_in(config.timeout), _count_started()
+    stats_recorder().rerank_started()
+    deadline, started = deadline_in(config.timeout), clock.now()
     try:
-        current = runtime()
-        if current.owner.is_current_thread():
-            log.error("a0_reranker: rerank() was called on the reranker's own loop; use rerank_async()")
-            result = RerankResult(None, reason="error", message="rerank() was called on the reranker's own loop")
-        else:
-            result = _rerank_handover(current, query, list(documents), config, deadline).result()
+        texts = list(documents)
+        result = on_owner(lambda service: service.rerank(query, texts, config, deadline), deadline, TIMED_OUT)
     except Exception:
         log.exception("a0_reranker: unexpected error in rerank()")
         result = RerankResult(None, reason="error", message="unexpected error while waiting")
     except BaseException:
         stats_recorder().rerank_cancelled()
         raise
+    if result is None:
+        log.error("a0_reranker: rerank() was called on the reranker's own loop; use rerank_async()")
+        result = RerankResult(None, reason="error", message="rerank() was called on the reranker's own loop")
     return _settled(result, started)
-
-
-async def _rerank_from_any_loop(query: str, documents: list[str], config: RerankerConfig, deadline: float
-                                ) -> RerankResult:
-    try:
-        current = runtime()
-        if current.owner.is_current_thread():
-            return await current.service.rerank(query, documents, config, deadline)
-        handover = _rerank_handover(current, query, documents, config, deadline)
-    except Exception:
-        log.exception("a0_reranker: could not reach the reranker's event loop")
-        return RerankResult(None, reason="error", message="the reranker's event loop is not available")
-    try:
-        return await handover.result_async()
-    except Exception:
-        log.exception("a0_reranker: unexpected error while waiting for a rerank")
-        return RerankResult(None, reason="error", message="unexpected error while waiting")
-
-
-def _rerank_handover(current: Runtime, query: str, documents: list[str], config: RerankerConfig, deadline: float
-                     ) -> Handover[RerankResult]:
-    return Handover.start(current, deadline, TIMED_OUT, current.service.rerank, query, documents, config, deadline)
 
 
 async def rerank_pool(query: str, pool: Sequence[D], *, limit: int, config: RerankerConfig,
                       text_of: Callable[[D], str] = page_content, deadline: float | None = None) -> RecallOutcome[D]:
-    """Rerank ``pool`` (stock order, best first) for ``query`` and keep at most ``limit`` documents.
-
-    Returns the stock top-``limit`` when the reranker is unavailable or in shadow mode. ``deadline``
-    (monotonic; default ``rerank_timeout`` from now) lets a caller whose own work came first keep
-    the whole of it within one timeout.
-    """
+    """At most ``limit`` of ``pool`` (stock order, best first) for ``query``, none below ``rerank_min_score``;
+    the stock top-``limit`` when the reranker is unavailable or in shadow mode. A caller whose own work came
+    first passes its ``deadline`` (default ``rerank_timeout`` from now) to keep the whole within one timeout."""
     started = clock.now()
     stock = RecallOutcome(list(pool[:limit]), applied=False, scored=False, candidates=len(pool), elapsed_s=0.0)
     if limit <= 0:

@@ -36,13 +36,12 @@ GET_TIMEOUT_CAP: Final = 3.0  # identifying GETs are cheap; do not let a slow on
 
 @dataclass(frozen=True)
 class Route:
-    """How to talk to one endpoint: the dialect and model to use, and what the probe saw."""
+    """How to talk to one endpoint: the dialect and model to use, and the server the probe saw."""
 
     endpoint: str
     dialect: Dialect
     model: str
     server: str
-    probe: det.ProbeOutcome | None = None
     scale: ScoreScale = PROBABILITY  # what the scores are: the dialect's word, settled by the probe
 
 
@@ -50,83 +49,81 @@ def tls_of(config: RerankerConfig) -> TlsSettings:
     return TlsSettings(verify=config.tls_verify, ca_bundle=config.ca_bundle)
 
 
-async def _send(transport: HttpTransport, config: RerankerConfig, request: WireRequest, deadline: float
-                ) -> WireAnswer:
-    return await transport.send(config.endpoint, request, deadline=deadline, api_key=config.api_key,
-                                tls=tls_of(config))
+@dataclass(frozen=True)
+class _Probe:
+    """The requests that detect one replica's API, all by one deadline."""
 
+    transport: HttpTransport
+    config: RerankerConfig
+    deadline: float
 
-async def identify_endpoint(transport: HttpTransport, config: RerankerConfig, deadline: float) -> det.ServerIdentity:
-    """Hosted APIs by host name; otherwise the GETs that name a server without any compute. When no GET
-    got an HTTP answer, the port runs something else (SSH, Redis): say so, and probe nothing."""
-    hosted = det.hosted_kind(config.endpoint)
-    if hosted:
-        return det.ServerIdentity(kind=hosted)
-    get_deadline = min(deadline, clock.now() + GET_TIMEOUT_CAP)
-    paths = det.IDENTIFYING_GETS
-    bodies = await asyncio.gather(*(_get_json(transport, config, path, get_deadline) for path in paths))
-    not_http = [body for body in bodies if isinstance(body, NotHttp)]
-    if len(not_http) == len(bodies):
-        raise not_http[0]
-    readable = (None if isinstance(body, NotHttp) else body for body in bodies)
-    return det.identify(dict(zip(paths, readable, strict=True)))
+    async def identify(self) -> det.ServerIdentity:
+        """Hosted APIs by host name; otherwise the GETs that name a server without any compute. When no GET
+        got an HTTP answer, the port runs something else (SSH, Redis): say so, and probe nothing."""
+        if hosted := det.hosted_kind(self.config.endpoint):
+            return det.ServerIdentity(kind=hosted)
+        get_deadline = min(self.deadline, clock.now() + GET_TIMEOUT_CAP)
+        paths = det.IDENTIFYING_GETS
+        bodies = await asyncio.gather(*(self._get_json(path, get_deadline) for path in paths))
+        not_http = [body for body in bodies if isinstance(body, NotHttp)]
+        if len(not_http) == len(bodies):
+            raise not_http[0]
+        readable = (None if isinstance(body, NotHttp) else body for body in bodies)
+        return det.identify(dict(zip(paths, readable, strict=True)))
 
+    async def groups(self, groups: list[list[Dialect]], model: str) -> list[list[det.ProbeOutcome]]:
+        """Every group at once, each trying its dialects in order until one answers (its attempts, that last)."""
 
-async def _get_json(transport: HttpTransport, config: RerankerConfig, path: str, deadline: float) -> object:
-    """The JSON of a 200, None for any other answer or error, or the error of an answer not in HTTP."""
-    try:
-        answer = await _send(transport, config, WireRequest("GET", path), deadline)
-        return answer.json() if answer.status == 200 else None
-    except NotHttp as exc:
-        return exc
-    except RerankError:
-        return None
+        async def first_answer(group: Sequence[Dialect]) -> list[det.ProbeOutcome]:
+            attempts: list[det.ProbeOutcome] = []
+            for dialect in group:
+                outcome = await self.dialect(dialect, model)
+                attempts.append(outcome)
+                if outcome.answered or clock.now() >= self.deadline:
+                    break
+            return attempts
 
+        return list(await asyncio.gather(*(first_answer(group) for group in groups)))
 
-async def probe_dialect(
-    transport: HttpTransport, config: RerankerConfig, dialect: Dialect, model: str, deadline: float
-) -> det.ProbeOutcome:
-    """Score the fixed probe documents with one dialect; never raises."""
-    if getattr(dialect, "requires_model", False) and not model:
-        return det.ProbeOutcome(dialect, error="this API needs a model id (set rerank_model)")
-    batch = ScoreBatch.single(det.PROBE_QUERY, det.PROBE_DOCUMENTS)
-    started = clock.now()
-    try:
-        answer = await _send(transport, config, dialect.build(batch, model), deadline)
-        scores = read_answer(dialect.parse, answer, batch)
-    except RerankError as exc:
-        return det.ProbeOutcome(dialect, error=str(exc), latency_s=clock.now() - started, failure=exc.reason,
-                                retry_after=getattr(exc, "retry_after", None))
-    return det.ProbeOutcome(dialect, scores=tuple(scores), latency_s=clock.now() - started)
+    async def dialect(self, dialect: Dialect, model: str) -> det.ProbeOutcome:
+        """Score the fixed probe documents with one dialect; never raises."""
+        if getattr(dialect, "requires_model", False) and not model:
+            return det.ProbeOutcome(dialect, error="this API needs a model id (set rerank_model)")
+        batch = ScoreBatch.single(det.PROBE_QUERY, det.PROBE_DOCUMENTS)
+        started = clock.now()
+        try:
+            answer = await self._send(dialect.build(batch, model), self.deadline)
+            scores = read_answer(dialect.parse, answer, batch)
+        except RerankError as exc:
+            return det.ProbeOutcome(dialect, error=str(exc), latency_s=clock.now() - started, failure=exc.reason,
+                                    retry_after=getattr(exc, "retry_after", None))
+        return det.ProbeOutcome(dialect, scores=tuple(scores), latency_s=clock.now() - started)
 
+    async def _get_json(self, path: str, deadline: float) -> object:
+        """The JSON of a 200, None for any other answer or error, or the error of an answer not in HTTP."""
+        try:
+            answer = await self._send(WireRequest("GET", path), deadline)
+            return answer.json() if answer.status == 200 else None
+        except NotHttp as exc:
+            return exc
+        except RerankError:
+            return None
 
-async def _first_answer(
-    transport: HttpTransport, config: RerankerConfig, group: Sequence[Dialect], model: str, deadline: float
-) -> list[det.ProbeOutcome]:
-    """Try a group's dialects in order until one answers; return every attempt, the answer last."""
-    attempts: list[det.ProbeOutcome] = []
-    for dialect in group:
-        outcome = await probe_dialect(transport, config, dialect, model, deadline)
-        attempts.append(outcome)
-        if outcome.answered or clock.now() >= deadline:
-            break
-    return attempts
-
-
-async def _probe_groups(
-    transport: HttpTransport, config: RerankerConfig, groups: list[list[Dialect]], model: str, deadline: float
-) -> list[list[det.ProbeOutcome]]:
-    return list(await asyncio.gather(*(_first_answer(transport, config, g, model, deadline) for g in groups)))
+    async def _send(self, request: WireRequest, deadline: float) -> WireAnswer:
+        config = self.config
+        return await self.transport.send(config.endpoint, request, deadline=deadline, api_key=config.api_key,
+                                         tls=tls_of(config))
 
 
 async def resolve_route(transport: HttpTransport, config: RerankerConfig, deadline: float) -> Route:
     """The route a rerank uses. ``auto`` judges the probe; a forced API only finds its path."""
-    identity = await identify_endpoint(transport, config, deadline)
+    probe = _Probe(transport, config, deadline)
+    identity = await probe.identify()
     model = config.model or identity.default_model
     groups = det.candidates(identity, config.api, config.instruction)
     if config.api != "auto" and det.is_known(identity):
-        return await _pinned_route(transport, config, groups[0][0], model, identity.kind, deadline)
-    results = await _probe_groups(transport, config, groups, model, deadline)
+        return await _pinned_route(probe, groups[0][0], model, identity.kind)
+    results = await probe.groups(groups, model)
     winners = [attempts[-1] for attempts in results if attempts and attempts[-1].answered]
     if not winners:
         attempts = [o for group in results for o in group]
@@ -134,26 +131,22 @@ async def resolve_route(transport: HttpTransport, config: RerankerConfig, deadli
         raise _unreachable(attempts) or DetectionFailed(_nothing_answered(described), described)
     chosen = read_answer(det.judge, winners) if config.api == "auto" else winners[0]
     scale = settled(chosen.dialect.score_scale, chosen.scores)
-    return Route(config.endpoint, chosen.dialect, model, _server_name(identity, chosen), chosen, scale)
+    return Route(config.endpoint, chosen.dialect, model, _server_name(identity, chosen), scale)
 
 
-async def _pinned_route(
-    transport: HttpTransport, config: RerankerConfig, dialect: Dialect, model: str, server: str, deadline: float
-) -> Route:
-    """A forced API on a server the GETs named: the path is known, so no probe is needed, except to
-    learn whether a server that returns its model's raw output (llama.cpp) gives logits. If that probe
-    gets no answer the route still stands, and its scores are read batch by batch."""
+async def _pinned_route(probe: _Probe, dialect: Dialect, model: str, server: str) -> Route:
+    """A forced API on a server the GETs named: no probe is needed, except to learn whether raw output
+    (llama.cpp) is logits; if that probe gets no answer the route still stands, its scores read batch by batch."""
     if dialect.score_scale != RAW:
-        return Route(config.endpoint, dialect, model, server, scale=dialect.score_scale)
-    outcome = await probe_dialect(transport, config, dialect, model, deadline)
-    return Route(config.endpoint, dialect, model, server, outcome if outcome.answered else None,
-                 settled(RAW, outcome.scores))
+        return Route(probe.config.endpoint, dialect, model, server, scale=dialect.score_scale)
+    outcome = await probe.dialect(dialect, model)
+    return Route(probe.config.endpoint, dialect, model, server, settled(RAW, outcome.scores))
 
 
 async def probe_endpoint(transport: HttpTransport, config: RerankerConfig, deadline: float) -> ProbeReport:
-    """A live Test connection: identify, probe every candidate, report in plain words. Never raises.
-    Several replicas are probed at once, each on its own (its API and path may differ), under one
-    deadline: a silent replica delays the report to the deadline but never hides the others' rows."""
+    """A live Test connection: identify, probe every candidate, report in plain words; never raises.
+    Replicas are probed at once, each on its own (its API and path may differ), under one deadline: a
+    silent one delays the report to the deadline but never hides the others' rows."""
     urls = config.endpoints
     if len(urls) <= 1:
         return await _probe_replica(transport, config, deadline)
@@ -162,12 +155,11 @@ async def probe_endpoint(transport: HttpTransport, config: RerankerConfig, deadl
 
 
 async def _probe_replica(transport: HttpTransport, config: RerankerConfig, deadline: float) -> ProbeReport:
-    started = clock.now()
+    probe, started = _Probe(transport, config, deadline), clock.now()
     try:
-        identity = await identify_endpoint(transport, config, deadline)
+        identity = await probe.identify()
         model = config.model or identity.default_model
-        groups = det.candidates(identity, config.api, config.instruction)
-        results = await _probe_groups(transport, config, groups, model, deadline)
+        results = await probe.groups(det.candidates(identity, config.api, config.instruction), model)
         return read_answer(_judged_report, config, identity, model, results, clock.now() - started)
     except DetectionFailed as exc:
         return ProbeReport.failure(config.endpoint, str(exc), exc.attempts, clock.now() - started)
@@ -175,10 +167,8 @@ async def _probe_replica(transport: HttpTransport, config: RerankerConfig, deadl
         return ProbeReport.failure(config.endpoint, str(exc), (), clock.now() - started)
 
 
-def _judged_report(
-    config: RerankerConfig, identity: det.ServerIdentity, model: str, results: list[list[det.ProbeOutcome]],
-    elapsed_s: float,
-) -> ProbeReport:
+def _judged_report(config: RerankerConfig, identity: det.ServerIdentity, model: str,
+                   results: list[list[det.ProbeOutcome]], elapsed_s: float) -> ProbeReport:
     """The report on the probe's answers: the best candidate, or why none answered."""
     attempts = tuple(o.describe() for group in results for o in group)
     winners = [group[-1] for group in results if group and group[-1].answered]

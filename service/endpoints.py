@@ -1,5 +1,5 @@
-"""Each server the service sends to: what it keeps of it between recalls (on the owner loop only), built
-from the settings and bounded, and the HTTP transport every request goes out on.
+"""What the service keeps of each server between recalls (``EndpointRegistry``, on the owner loop only),
+and the HTTP transport every request goes out on (``HttpTransport``, the only code that touches aiohttp).
 
 One ``Endpoint`` per base URL, API key and the settings its state is built from: its dispatch state and
 the server's health as this key sees it (a 401 or a per-key rate limit says nothing of it for another
@@ -7,11 +7,10 @@ key). One group per route: the replicas of one model with the settings a batcher
 settings get new state; the old drains and is forgotten like any idle entry, least recently used first (a
 server that is down keeps its open breaker).
 
-``HttpTransport``, the only code that touches aiohttp, owns the owner loop's sessions (pooled, and fresh).
-A request's timeout comes from its deadline, redirects are refused (a POST must not become a GET
-elsewhere), TLS is verified unless turned off, at most ``MAX_ANSWER_BYTES`` are read, errors are
-translated (``http_errors``), and a request whose pooled connection the server had already closed is sent
-once more at once on a fresh one (aiohttp's own resend of a GET goes back to the pool).
+The transport owns the owner loop's sessions (pooled, and fresh). Redirects are refused (a POST must not
+become a GET elsewhere), at most ``MAX_ANSWER_BYTES`` are read, and a request whose pooled connection the
+server had already closed is sent once more at once on a fresh one (aiohttp's own resend of a GET goes
+back to the pool).
 """
 
 from __future__ import annotations
@@ -47,6 +46,7 @@ _GROUP_FIELDS: Final = ("endpoints", "key_fingerprint", "tls_verify", "ca_bundle
                         "retry_budget", "max_retries", "hedging", "hedge_delay_ms")
 _SEVERITY: Final = {"closed": 0, "half_open": 1, "open": 2}  # status shows an endpoint's worst breaker
 MAX_ANSWER_BYTES: Final = 8 * 1024 * 1024
+MAX_CONNECTIONS: Final = 256  # per session
 _CHUNK: Final = 64 * 1024
 USER_AGENT: Final = f"a0-reranker/{__version__}"
 # Idle keep-alive connections are dropped after this; uvicorn (vLLM, Infinity, TEI's router) and llama.cpp close
@@ -83,17 +83,15 @@ def breaker_policy(config: RerankerConfig) -> BreakerPolicy:
 
 class EndpointRegistry:
     def __init__(self, events: DispatchEvents, *, clock: Callable[[], float] = clock.now,
-                 on_open: Callable[[Endpoint], None] = lambda endpoint: None,
-                 max_endpoints: int = MAX_ENDPOINTS, max_groups: int = MAX_GROUPS) -> None:
-        self._events, self._clock, self._on_open = events, clock, on_open
-        self._max_endpoints, self._max_groups = max_endpoints, max_groups
+                 on_open: Callable[[Endpoint], None] = lambda _: None, max_endpoints: int = MAX_ENDPOINTS) -> None:
+        self._events, self._clock, self._on_open, self._max_endpoints = events, clock, on_open, max_endpoints
         self._endpoints: OrderedDict[tuple[object, ...], Endpoint] = OrderedDict()
         self._groups: OrderedDict[Hashable, _Group] = OrderedDict()
 
     def endpoint(self, config: RerankerConfig, url: str) -> Endpoint:
-        """The server at ``url`` as these settings see it, made on first use. Room is made by forgetting
-        the least recently used endpoint with nothing worth keeping, else an idle one (which holds no slot;
-        a group still naming it is another group from the next call on)."""
+        """The server at ``url`` as these settings see it, made on first use; room is made by forgetting the
+        least recently used endpoint with nothing worth keeping, else an idle one (which holds no slot; a
+        group still naming it is another group from the next call on)."""
         key = (url, config.key_fingerprint, config.max_concurrency, breaker_policy(config))
         found = self._endpoints.get(key)
         if found is not None:
@@ -113,7 +111,7 @@ class EndpointRegistry:
                *((url, id(route), id(state)) for url, route, state in bound_to))
         group = self._groups.get(key)
         if group is None:
-            _forget(self._groups, self._max_groups - 1, lambda g: g.batcher.idle)
+            _forget(self._groups, MAX_GROUPS - 1, lambda g: g.batcher.idle)
             group = self._groups[key] = _Group(self._new_batcher(config, members()), tuple(bound_to))
         else:
             self._groups.move_to_end(key)
@@ -130,7 +128,7 @@ class EndpointRegistry:
 
     def _trim_groups(self) -> None:
         """A batcher went idle: keep the groups within their bound now, not when the next one is made."""
-        _forget(self._groups, self._max_groups, lambda g: g.batcher.idle)
+        _forget(self._groups, MAX_GROUPS, lambda g: g.batcher.idle)
 
     def live_state(self) -> dict[str, object]:
         latest = {key[:2]: e for key, e in self._endpoints.items()}  # per URL and key: the settings last used
@@ -191,7 +189,6 @@ class TlsSettings:
 
 @dataclass(slots=True)
 class _Exchange:  # per-request trace context: did this request go out on a pooled keep-alive connection?
-    fresh: bool
     reused: bool = False
 
 
@@ -202,11 +199,10 @@ async def _on_reuse(session: object, context: SimpleNamespace, params: object) -
 
 
 class HttpTransport:
-    """Sends requests for the service. Create and use it on one event loop (the owner loop).
-    ``on_stale_resend`` hears of each request sent again after a stale connection (to count it)."""
+    """Create and use it on one event loop (the owner loop); ``on_stale_resend`` counts stale resends."""
 
-    def __init__(self, *, max_connections: int = 256, on_stale_resend: Callable[[], None] = lambda: None) -> None:
-        self._max_connections, self._on_stale_resend = max_connections, on_stale_resend
+    def __init__(self, *, on_stale_resend: Callable[[], None] = lambda: None) -> None:
+        self._on_stale_resend = on_stale_resend
         self._sessions: dict[bool, aiohttp.ClientSession] = {}  # fresh -> session
         self._ssl_contexts: dict[TlsSettings, ssl.SSLContext | bool] = {}
 
@@ -228,31 +224,28 @@ class HttpTransport:
         remaining = deadline - clock.now()
         if remaining <= 0:
             raise DeadlineExceeded("no time left to send the request")
-        exchange = _Exchange(fresh)
+        headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        exchange = _Exchange()
         try:
-            return await self._exchange(endpoint, request, remaining, api_key, tls, exchange)
+            async with self._session(fresh).request(
+                request.method, endpoint + request.path, json=request.body, headers=headers,
+                timeout=aiohttp.ClientTimeout(total=remaining), allow_redirects=False, ssl=self._ssl_for(tls),
+                trace_request_ctx=exchange,
+            ) as response:
+                if 300 <= response.status < 400:
+                    target = response.headers.get("Location", "another address")
+                    raise TransportError(f"the server redirected to {target}; set the endpoint to the address it "
+                                         "redirects to", retryable=False)
+                body = await _read_capped(response)
+                return WireAnswer(status=response.status, body=body,
+                                  content_type=response.headers.get("Content-Type", ""),
+                                  headers={k.lower(): v for k, v in response.headers.items()})
         except RerankError:
             raise
         except (TimeoutError, aiohttp.ClientError, HttpProcessingError, OSError) as exc:
             raise translate(exc, endpoint, remaining, reused=exchange.reused) from exc
-
-    async def _exchange(self, endpoint: str, request: WireRequest, remaining: float, api_key: str,
-                        tls: TlsSettings, exchange: _Exchange) -> WireAnswer:
-        headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
-        if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
-        async with self._session(exchange.fresh).request(
-            request.method, endpoint + request.path, json=request.body, headers=headers,
-            timeout=aiohttp.ClientTimeout(total=remaining), allow_redirects=False, ssl=self._ssl_for(tls),
-            trace_request_ctx=exchange,
-        ) as response:
-            if 300 <= response.status < 400:
-                target = response.headers.get("Location", "another address")
-                raise TransportError(f"the server redirected to {target}; set the endpoint to the address it "
-                                     "redirects to", retryable=False)
-            body = await _read_capped(response)
-            return WireAnswer(status=response.status, body=body, content_type=response.headers.get("Content-Type", ""),
-                              headers={k.lower(): v for k, v in response.headers.items()})
 
     async def close(self) -> None:
         sessions, self._sessions = self._sessions, {}
@@ -266,9 +259,9 @@ class HttpTransport:
             trace = aiohttp.TraceConfig()
             trace.on_connection_reuseconn.append(_on_reuse)
             if fresh:
-                connector = aiohttp.TCPConnector(limit=self._max_connections, force_close=True)
+                connector = aiohttp.TCPConnector(limit=MAX_CONNECTIONS, force_close=True)
             else:
-                connector = aiohttp.TCPConnector(limit=self._max_connections, enable_cleanup_closed=True,
+                connector = aiohttp.TCPConnector(limit=MAX_CONNECTIONS, enable_cleanup_closed=True,
                                                  keepalive_timeout=KEEPALIVE_S)
             session = aiohttp.ClientSession(connector=connector, trust_env=False, trace_configs=[trace])
             self._sessions[fresh] = session
@@ -289,11 +282,9 @@ async def _read_capped(response: aiohttp.ClientResponse) -> bytes:
     declared = response.content_length
     if declared is not None and declared > MAX_ANSWER_BYTES:
         raise MalformedAnswer(f"the answer is {declared} bytes, more than the {MAX_ANSWER_BYTES} read at most")
-    chunks: list[bytes] = []
-    size = 0
-    while chunk := await response.content.read(_CHUNK):
-        size += len(chunk)
-        if size > MAX_ANSWER_BYTES:
+    body = bytearray()
+    async for chunk in response.content.iter_chunked(_CHUNK):
+        body += chunk
+        if len(body) > MAX_ANSWER_BYTES:
             raise MalformedAnswer(f"the answer is larger than the {MAX_ANSWER_BYTES} bytes read at most")
-        chunks.append(chunk)
-    return b"".join(chunks)
+    return bytes(body)

@@ -1,15 +1,12 @@
-"""The service on the owner loop, and the routes it has detected.
+"""The service on the owner loop (``calls`` is how other threads and loops reach it), and the routes it
+has detected per replica (``RouteBook``: async-lru with a TTL; identical detections share one run).
 
 ``RerankService`` is the composition root (config -> endpoints -> routes -> batcher -> ranking) and the
-fail-safe boundary: nothing but cancellation leaves ``rerank``. Each replica of ``rerank_endpoint`` has its
-own state (``endpoints``) and route; one batcher per route group balances its batches over them
-(``batching.replicas``). Other threads and loops reach it through ``calls``.
-
-Routes (``RouteBook``) are detected per replica and cached (async-lru with a TTL; identical detections
-share one run). A detection is an attempt like any other: it asks the breaker for a permit and waits out
-a Retry-After, and runs to its own end even when its callers leave, so a silent server is counted
-against the breaker and a late answer is remembered. A call waits only while no replica's route is
-known; a known route is read without a task or a turn of the loop, so a burst reaches its queue together.
+fail-safe boundary: nothing but cancellation leaves ``rerank``. A detection is an attempt like any other:
+it asks the breaker for a permit, waits out a Retry-After, and runs to its own end even when its callers
+leave, so a silent server is counted against the breaker and a late answer is remembered. A call waits
+only while no replica's route is known; a known one is read without a task or a turn of the loop, so a
+burst reaches its queue together.
 """
 
 from __future__ import annotations
@@ -45,11 +42,8 @@ _ROUTE_FIELDS: Final = ("endpoint", "api", "model", "api_key", "tls_verify", "ca
 
 
 class RerankService:
-    """Use from the owner loop only (``calls`` is how other threads and loops reach it)."""
-
-    def __init__(self, stats: StatsRecorder, transport: HttpTransport | None = None, *,
-                 clock: Callable[[], float] = clock.now) -> None:
-        self._transport = transport or HttpTransport(on_stale_resend=stats.on_stale_resend)
+    def __init__(self, stats: StatsRecorder, *, clock: Callable[[], float] = clock.now) -> None:
+        self._transport = HttpTransport(on_stale_resend=stats.on_stale_resend)
         self._routes = RouteBook(self._transport, on_detection=stats.on_detection)
         self._registry = EndpointRegistry(stats, clock=clock, on_open=self._routes.forget_endpoint)
 
@@ -77,8 +71,7 @@ class RerankService:
         return self._registry.live_state()
 
     def footprint(self) -> dict[str, int]:
-        """Per-configuration state kept, and detections cached (bounded whatever the settings do) and
-        under way."""
+        """State kept per configuration and detections cached (bounded whatever the settings do), and under way."""
         return {**self._registry.footprint(), "detections": self._routes.cached, "detecting": self._routes.running}
 
     async def close(self) -> None:
@@ -86,11 +79,8 @@ class RerankService:
         await self._routes.close()
         await self._transport.close()
 
-    # --- the rerank path ---------------------------------------------------------------------
-
-    async def _rerank(
-        self, query: str, documents: Sequence[str], config: RerankerConfig, deadline: float
-    ) -> RerankResult:
+    async def _rerank(self, query: str, documents: Sequence[str], config: RerankerConfig, deadline: float
+                      ) -> RerankResult:
         if not documents:
             return RerankResult([])
         endpoints = [self._registry.endpoint(config, url) for url in config.endpoints]
@@ -101,9 +91,9 @@ class RerankService:
             raise RateLimited(429, "the server asked us to wait (Retry-After) past this recall's deadline")
         routes = await self._routes.routes(config, deadline, usable)
         scale = shared_scale([route.scale for route in routes.values()])
+        batcher = self._batcher(config, routes, {e.url: e for e in usable}, to_probability=scale is None)
         try:
-            scored = await self._score(config, routes, {e.url: e for e in usable}, query, documents, deadline,
-                                       to_probability=scale is None)
+            scored = await self._score(batcher, config, query, documents, deadline)
         except ServerError as exc:
             if exc.status in _ROUTE_GONE_STATUSES:
                 self._routes.forget(config)
@@ -111,11 +101,8 @@ class RerankService:
         answered = routes.get(scored.answered_by) or next(iter(routes.values()))
         return dataclasses.replace(scored, api=answered.dialect.api, scale=scale or PROBABILITY)
 
-    async def _score(
-        self, config: RerankerConfig, routes: dict[str, Route], endpoints: dict[str, Endpoint], query: str,
-        documents: Sequence[str], deadline: float, *, to_probability: bool,
-    ) -> RerankResult:
-        batcher = self._batcher(config, routes, endpoints, to_probability)
+    async def _score(self, batcher: MicroBatcher, config: RerankerConfig, query: str, documents: Sequence[str],
+                     deadline: float) -> RerankResult:
         query_chars, doc_chars = config.max_query_chars, config.max_doc_chars
         try:
             return await batcher.score(cut_head(query, query_chars), [cut_head(d, doc_chars) for d in documents],
@@ -128,24 +115,23 @@ class RerankService:
             return await batcher.score(cut_head(query, tighter[0]), [cut_head(d, tighter[1]) for d in documents],
                                        deadline)
 
-    def _batcher(self, config: RerankerConfig, routes: dict[str, Route], endpoints: dict[str, Endpoint],
+    def _batcher(self, config: RerankerConfig, routes: dict[str, Route], endpoints: dict[str, Endpoint], *,
                  to_probability: bool) -> MicroBatcher:
         """The batcher of this route group and of the replicas whose route is known, each with its own
         dialect (and, when their scales differ, each sending back probabilities)."""
-        bound_to = [(url, route, endpoints[url].state) for url, route in routes.items()]
-        return self._registry.group(config, to_probability, bound_to,
-                                    lambda: self._members(config, routes, endpoints, to_probability))
 
-    def _members(self, config: RerankerConfig, routes: dict[str, Route], endpoints: dict[str, Endpoint],
-                 to_probability: bool) -> Members:
-        # routes are cached without the instruction: bind this call's to the dialect that sends it
-        bound = {url: dataclasses.replace(route, dialect=route.dialect.with_instruction(config.instruction))
-                 for url, route in routes.items()}
-        replicas = [Replica(url, endpoints[url].state, self._sender(route, config, to_probability))
-                    for url, route in bound.items()]
-        dialects = [route.dialect for route in bound.values()]
-        return Members(replicas, mixes_queries=all(d.mixes_queries for d in dialects),
-                       max_pairs=max(1, min(config.max_pairs_per_request, *(d.max_pairs for d in dialects))))
+        def members() -> Members:
+            # routes are cached without the instruction: bind this call's to the dialect that sends it
+            bound = {url: dataclasses.replace(route, dialect=route.dialect.with_instruction(config.instruction))
+                     for url, route in routes.items()}
+            replicas = [Replica(url, endpoints[url].state, self._sender(route, config, to_probability))
+                        for url, route in bound.items()]
+            dialects = [route.dialect for route in bound.values()]
+            return Members(replicas, mixes_queries=all(d.mixes_queries for d in dialects),
+                           max_pairs=max(1, min(config.max_pairs_per_request, *(d.max_pairs for d in dialects))))
+
+        bound_to = [(url, route, endpoints[url].state) for url, route in routes.items()]
+        return self._registry.group(config, to_probability, bound_to, members)
 
     def _sender(self, route: Route, config: RerankerConfig, to_probability: bool):  # type: ignore[no-untyped-def]
         transport, dialect, tls, api_key = self._transport, route.dialect, tls_of(config), config.api_key

@@ -1,7 +1,6 @@
-"""The public engine API, the module callers import: the rerank calls a recall makes (``calls``'s, named
-here too), their blocking forms, the live connection test, the statistics with the live state, and the
-owner loop's restart and shutdown. None of it runs in a warm recall. The blocking forms refuse to run on
-the owner thread, where they would deadlock; like the rest, they return instead of raising.
+"""The public engine API, the module callers import: the rerank calls (``calls``'s, named here too) and
+their blocking forms, the live connection test, the statistics with the live state, and the owner loop's
+restart and shutdown; cold (not in a warm recall). All return instead of raising.
 """
 
 from __future__ import annotations
@@ -15,13 +14,7 @@ from ..core.deadline import deadline_in
 from ..core.probe_report import ProbeReport
 from ..core.scores import Ranking
 from ..core.statistics import RerankerStatistics
-from .calls import (
-    RUNTIME,
-    Handover,
-    Runtime,
-    start,
-    stop,
-)
+from .calls import RUNTIME, Runtime, on_owner, on_owner_async, start, stop
 from .calls import rerank_pool as rerank_pool
 from .calls import rerank_result as rerank_result
 from .calls import rerank_result_async as rerank_result_async
@@ -52,9 +45,13 @@ def _probe_refusal(config: Any) -> ProbeReport | None:
     return None
 
 
-def _probe_handover(current: Runtime, config: RerankerConfig, deadline: float) -> Handover[ProbeReport]:
-    late = ProbeReport.failure(config.endpoint, f"no answer within {config.timeout:g} s", (), config.timeout)
-    return Handover.start(current, deadline, late, current.service.probe, config, deadline)
+def _probe_late(config: RerankerConfig) -> ProbeReport:
+    return ProbeReport.failure(config.endpoint, f"no answer within {config.timeout:g} s", (), config.timeout)
+
+
+def _probe_failed(config: RerankerConfig, exc: Exception) -> ProbeReport:
+    log.exception("a0_reranker: connection test failed unexpectedly")
+    return ProbeReport.failure(config.endpoint, f"unexpected error: {type(exc).__name__}", (), 0.0)
 
 
 async def probe_async(config: RerankerConfig) -> ProbeReport:
@@ -63,27 +60,21 @@ async def probe_async(config: RerankerConfig) -> ProbeReport:
         return refusal
     deadline = deadline_in(config.timeout)
     try:
-        current = runtime()
-        if current.owner.is_current_thread():
-            return await current.service.probe(config, deadline)
-        return await _probe_handover(current, config, deadline).result_async()
+        return await on_owner_async(lambda service: service.probe(config, deadline), deadline, _probe_late(config))
     except Exception as exc:
-        log.exception("a0_reranker: connection test failed unexpectedly")
-        return ProbeReport.failure(config.endpoint, f"unexpected error: {type(exc).__name__}", (), 0.0)
+        return _probe_failed(config, exc)
 
 
 def probe(config: RerankerConfig) -> ProbeReport:
     """Blocking form of ``probe_async`` for threads and the CLI."""
     if (refusal := _probe_refusal(config)) is not None:
         return refusal
+    deadline = deadline_in(config.timeout)
     try:
-        current = runtime()
-        if current.owner.is_current_thread():
-            return ProbeReport.failure(config.endpoint, "probe() called on the reranker's own loop", (), 0.0)
-        return _probe_handover(current, config, deadline_in(config.timeout)).result()
+        report = on_owner(lambda service: service.probe(config, deadline), deadline, _probe_late(config))
     except Exception as exc:
-        log.exception("a0_reranker: connection test failed unexpectedly")
-        return ProbeReport.failure(config.endpoint, f"unexpected error: {type(exc).__name__}", (), 0.0)
+        return _probe_failed(config, exc)
+    return report or ProbeReport.failure(config.endpoint, "probe() called on the reranker's own loop", (), 0.0)
 
 
 def statistics() -> RerankerStatistics:
@@ -92,12 +83,12 @@ def statistics() -> RerankerStatistics:
     if current is None or current.owner.is_current_thread():
         return stats_recorder().snapshot()
     try:  # from A0's event loop too (the status tool): never wait long on a busy owner loop
-        return current.owner.submit(_async_statistics, current.service).result(timeout=STATISTICS_WAIT_S)
+        return current.owner.submit(_with_live_state, current.service).result(timeout=STATISTICS_WAIT_S)
     except Exception:  # late or stopped: the counters without the live state
         return stats_recorder().snapshot()
 
 
-async def _async_statistics(service: RerankService) -> RerankerStatistics:
+async def _with_live_state(service: RerankService) -> RerankerStatistics:
     return stats_recorder().snapshot(**service.live_state())  # type: ignore[arg-type]
 
 
@@ -111,7 +102,7 @@ def restart(*, clock: Callable[[], float]) -> Runtime:
     """A fresh owner loop and service whose breakers and retry budgets read ``clock``: tests move it on
     instead of waiting out a real cooldown."""
     shutdown()
-    return RUNTIME.get_or_put(lambda: start(clock))
+    return RUNTIME.get(lambda: start(clock))
 
 
 def shutdown() -> None:
