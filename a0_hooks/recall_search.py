@@ -1,4 +1,4 @@
-"""What the memory wrapper does with one search: pass it through, or rerank a recall.
+"""What the memory wrapper does with one search (state: none): pass it through, or rerank a recall.
 
 Outside the recall scope (deletion, consolidation, the dashboard, memorize) the original runs with the
 caller's arguments and nothing else happens. Inside it, when the plugin is on for the agent and
