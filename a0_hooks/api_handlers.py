@@ -1,6 +1,7 @@
 """What the settings panel asks the server: Test connection (``api/test_connection.py``), live status
 (``api/status.py``), and the settings the modal loads (the extension of A0's ``Plugins._get_config``).
-Each answers and never raises; none ever returns the API key.
+Each answers and never raises; none ever returns the API key. State: none; the modal's scope (a project
+and an agent profile) comes with each request.
 
 Test probes the unsaved settings of the form, ``{"config": {rerank_* ...}}`` over the defaults:
 validated first (one message per bad key), then probed live, never from the detection cache, so a URL
@@ -14,9 +15,12 @@ unsaved change), so Save writes every key.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
+import re
 from collections.abc import Mapping, MutableMapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Final
 
 from ..core import recall_budget
 from ..core.coercion import to_endpoints
@@ -26,9 +30,29 @@ from ..core.probe_report import NOT_SAVED
 from ..service import runtime
 from . import PLUGIN_NAME
 from . import status as plugin_status
-from .settings import Scope, recall_steps, scope_labels
 
 log = logging.getLogger("a0_reranker")
+_SCOPE_NAME: Final = re.compile(r"^(?!\.{1,2}$)[^/\\\x00]{0,255}$")  # one folder name (or "" for all): no path
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The modal's selection: a project and an agent profile by name; ``""`` is A0's "Global" and "All
+    profiles"."""
+
+    project_name: str = ""
+    agent_profile: str = ""
+
+    def __post_init__(self) -> None:
+        for name in (self.project_name, self.agent_profile):
+            if not isinstance(name, str) or not _SCOPE_NAME.match(name):
+                raise ValueError(f"not a project or agent profile name: {name!r}")
+
+    def lookup(self) -> dict[str, str]:
+        """The keywords of A0's ``get_plugin_config`` for this scope: none for the global one."""
+        if not (self.project_name or self.agent_profile):
+            return {}
+        return {"project_name": self.project_name, "agent_profile": self.agent_profile}
 
 
 async def test_connection(payload: Any) -> dict[str, Any]:
@@ -44,7 +68,7 @@ async def test_connection(payload: Any) -> dict[str, Any]:
         if not config.configured:
             return _failure("Set the Reranker endpoint first (the server's base URL, e.g. http://HOST:8002).", key)
         report = await runtime.probe_async(config)
-        warnings = recall_budget.warnings(config, recall_steps(scope=_scope_or_global(payload)))
+        warnings = recall_budget.warnings(config, plugin_status.recall_steps(**_scope_or_global(payload).lookup()))
         reply = {**report.as_dict(), "success": report.ok, "warnings": warnings}
         return plugin_status.scrub(reply, key)
     except Exception as exc:
@@ -86,7 +110,7 @@ def status(payload: Any = None) -> dict[str, Any]:
     try:
         scope_names = {"project_name": scope.project_name, "agent_profile": scope.agent_profile,
                        **scope_labels(scope)}
-        return {"success": True, "scope": scope_names, **plugin_status.snapshot(None, scope)}
+        return {"success": True, "scope": scope_names, **plugin_status.snapshot(None, scope=scope.lookup())}
     except Exception as exc:
         log.exception("a0_reranker: status failed unexpectedly")
         return {"success": False, "message": f"Unexpected error: {type(exc).__name__}."}
@@ -104,6 +128,23 @@ def _scope(payload: Any) -> Scope:
     if not isinstance(payload, Mapping):
         return Scope()
     return Scope(project_name=payload.get("project_name") or "", agent_profile=payload.get("agent_profile") or "")
+
+
+def scope_labels(scope: Scope) -> dict[str, str]:
+    """The scope's names as A0's modal shows them (a project's title, a profile's label), else the names."""
+    return {"project_label": _label(scope.project_name, "projects", "get_active_projects_list", "name", "title"),
+            "agent_profile_label": _label(scope.agent_profile, "subagents", "get_all_agents_list", "key", "label")}
+
+
+def _label(name: str, module: str, lister: str, key: str, field: str) -> str:
+    if not name:
+        return ""
+    try:
+        entries = getattr(importlib.import_module(f"helpers.{module}"), lister)()
+        return {str(e.get(key)): str(e.get(field) or "") for e in entries}.get(name) or name
+    except Exception:  # outside A0, or A0 could not list them: the name says it
+        log.debug("a0_reranker: could not read the scope's labels", exc_info=True)
+        return name
 
 
 def complete_loaded(data: MutableMapping[str, Any]) -> None:

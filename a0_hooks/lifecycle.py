@@ -1,4 +1,5 @@
-"""Install, uninstall and update: what ``hooks.py`` runs (plain sync functions, as A0 calls them).
+"""Install, uninstall and update: what ``hooks.py`` runs (plain sync functions, as A0 calls them), and
+wrapping the memory search at startup and for each new agent (what our extensions run; state: none).
 
 ``install`` pip-installs into A0's interpreter only the runtime dependencies it lacks (async-lru is not
 used by A0 at all). When pip cannot install one, the error names each such requirement and the exact
@@ -6,7 +7,8 @@ command to run: A0 then deletes the new plugin folder and shows that text as the
 An update in place (A0's ``update_from_git``: ``pre_update``, ``git pull``, ``install``) purges no
 module, so ``pre_update`` stops the old owner loop, unwraps the memory search, forgets the process-wide
 objects and drops our modules from ``sys.modules``: ``install`` then wraps the search with the pulled code.
-Only the standard library is imported at the top, so this works before the dependencies exist.
+Only the standard library and PyYAML (A0 ships it) are imported at the top, so this works before the
+other dependencies exist.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..process import singletons
-from . import memory_patch, settings
+from . import PLUGIN_NAME, memory_patch, recall_entry
 
 log = logging.getLogger("a0_reranker")
 
@@ -59,8 +61,30 @@ def install(run: Runner = subprocess.run) -> None:
     missing = missing_requirements(REQUIREMENTS_FILE)
     if missing:
         pip_install(missing, run=run)
-    if settings.installed():
-        memory_patch.ensure_installed()
+    if installed():
+        recall_entry.ensure_installed()
+
+
+def installed() -> bool:
+    """The plugin folder is still there (a manual ``rm -rf`` calls no hook)."""
+    return recall_entry.from_a0(False, "the plugin folder",
+                                lambda plugins: plugins.find_plugin_dir(PLUGIN_NAME) is not None)
+
+
+def on_startup() -> None:  # startup_migration: wrap the memory search before the first chat
+    _wrap("startup")
+
+
+def on_agent_init(agent: Any) -> None:  # every new agent, subordinates included
+    _wrap("agent_init")
+
+
+def _wrap(seam: str) -> None:  # A0 does not catch what extensions raise: log it here
+    try:
+        if installed():
+            recall_entry.ensure_installed()
+    except Exception:
+        log.exception("a0_reranker: could not wrap the memory search at %s", seam)
 
 
 def uninstall() -> None:

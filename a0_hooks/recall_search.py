@@ -1,4 +1,4 @@
-"""What the memory wrapper does with one search: pass it through, or rerank a recall.
+"""What the memory wrapper does with one search (state: none): pass it through, or rerank a recall.
 
 Outside the recall scope (deletion, consolidation, the dashboard, memorize) the original runs with the
 caller's arguments and nothing else happens. Inside it, when the plugin is on for the agent and
@@ -8,7 +8,7 @@ configured, two searches go to the original method:
    by construction (the same objects in the same order). Nothing found: nothing else is asked.
 2. the pool search: the same call asking for ``max(limit, rerank_candidates)`` memories at
    ``rerank_pool_threshold`` (never above the caller's threshold), reusing the first one's query
-   embedding (``memory_patch.shared_query_embedding``).
+   embedding (``recall_entry.shared_query_embedding``).
 
 Everything the plugin adds fits in ``rerank_timeout``: its work before A0's call comes out of it, and
 one deadline, set when A0's answer is in, bounds the pool search and the rerank together, so a store
@@ -40,8 +40,8 @@ from ..core.errors import ConfigError
 from ..core.redaction import shown
 from ..core.scores import RecallOutcome, page_content
 from ..service.runtime import rerank_pool, stats_recorder
-from . import memory_patch, settings
-from .settings import RecallScope
+from . import recall_entry
+from .recall_entry import RecallScope
 
 log = logging.getLogger("a0_reranker")
 
@@ -65,7 +65,7 @@ class AddedTime:
 
 async def search(original: Callable[..., Any], memory: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """The wrapped ``search_similarity_threshold``: stock outside recall, reranked inside it."""
-    scope = settings.current()
+    scope = recall_entry.current()
     if scope is None:
         return await original(memory, *args, **kwargs)
     entered = clock.now()
@@ -73,7 +73,7 @@ async def search(original: Callable[..., Any], memory: Any, args: tuple[Any, ...
     if plan is None:
         return await original(memory, *args, **kwargs)
     call, config = plan
-    with settings.suspended(), memory_patch.shared_query_embedding(memory):
+    with recall_entry.suspended(), recall_entry.shared_query_embedding(memory):
         asked = clock.now()
         stock = await original(memory, *args, **kwargs)
         if not stock:
@@ -91,13 +91,13 @@ def _plan(
 ) -> tuple[SearchCall, RerankerConfig] | None:
     """The call and settings when this recall is to be reranked; None to run it stock. Never raises."""
     try:
-        if not settings.enabled_for(scope.agent):
+        if not recall_entry.enabled_for(scope.agent):
             return None
         call = SearchCall.read(original, memory, args, kwargs)
         if call is None:
             return None
         try:
-            config = settings.resolve_config(agent=scope.agent)
+            config = recall_entry.resolve_config(agent=scope.agent)
         except ConfigError as exc:
             _note_bad_settings(scope, exc)
             return None

@@ -1,5 +1,7 @@
-"""What the plugin reports about itself: one snapshot for the panel's live status and the agent's
-``reranker_status`` tool, and the tool's plain-text report (with a live probe).
+"""What the plugin reports about itself (state: none): one snapshot for the panel's live status and
+the agent's ``reranker_status`` tool, and the tool's plain-text report (with a live probe). For the
+agent's scope or a named one it asks A0 whether the plugin is on there, and which of A0's LLM recall
+steps spend part of the recall's time.
 
 The API key is never part of it: only whether one is set, and every text is scrubbed of the key
 before it leaves (a server's error message could quote it back). Nor is a password typed into the
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from ..core import recall_budget
 from ..core.coercion import to_endpoints
@@ -18,23 +20,28 @@ from ..core.config import RerankerConfig
 from ..core.endpoint_url import shown_endpoints
 from ..core.errors import ConfigError
 from ..core.probe_report import ProbeReport
+from ..core.recall_budget import NO_LLM_STEPS, RecallSteps
 from ..core.redaction import redact
 from ..service import runtime
-from . import memory_patch, settings
+from . import PLUGIN_NAME, memory_patch, recall_entry
+from .recall_entry import from_a0
 
 log = logging.getLogger("a0_reranker")
 Read = tuple[dict[str, Any], RerankerConfig | None, list[str]]  # the raw settings, the config or the problems
+MEMORY_PLUGIN: Final = "_memory"
 
 
-def snapshot(agent: Any = None, scope: settings.Scope | None = None, read: Read | None = None) -> dict[str, Any]:
-    """Settings summary (of the agent's scope, or of ``scope``; ``read`` when already read), whether the
-    plugin is on there and wired in, and the counters (those are the whole process's). Never raises."""
-    raw, config, problems = read or _settings(agent, scope)
-    if agent is None and scope is not None and not scope.is_global:
-        enabled = settings.enabled_in(scope.project_name, scope.agent_profile)
+def snapshot(agent: Any = None, read: Read | None = None, scope: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Settings summary (of the agent's scope, or of the ``project_name`` and ``agent_profile`` that
+    ``scope`` names; ``read`` when already read), whether the plugin is on there and wired in, and the
+    counters (those are the whole process's). Never raises."""
+    scope = scope or {}
+    raw, config, problems = read or _settings(agent, **scope)
+    if agent is None and scope:
+        enabled = enabled_in(**scope)
     else:
-        enabled = settings.enabled_for(agent)
-    steps = settings.recall_steps(agent, scope)
+        enabled = recall_entry.enabled_for(agent)
+    steps = recall_steps(agent, **scope)
     key = str(raw.get("rerank_api_key") or "")
     statistics = _statistics()
     info: dict[str, Any] = {
@@ -105,9 +112,30 @@ def _now(config: RerankerConfig | None, field: str, unit: str = "") -> str:
     return f" (now {getattr(config, field):g}{unit})" if config else ""
 
 
-def _settings(agent: Any, scope: settings.Scope | None = None) -> Read:
+def enabled_in(project_name: str, agent_profile: str) -> bool:
+    """The toggle of a named scope as A0's settings modal reads it: the first ``.toggle-1``/``.toggle-0``
+    found from that scope up to the global one (none: on). False outside A0 or on error."""
+    def toggled_on(plugins: Any) -> bool:
+        found = plugins.find_plugin_assets(plugins.TOGGLE_FILE_PATTERN, plugin_name=PLUGIN_NAME,
+                                           project_name=project_name, agent_profile=agent_profile, only_first=True)
+        return not found or not str(found[0].get("path", "")).endswith(".toggle-0")
+    return from_a0(False, "the toggle of a scope", toggled_on)
+
+
+def recall_steps(agent: Any = None, **scope: str) -> RecallSteps:
+    """Which of A0's LLM recall steps are on for the agent's (or the named scope's) ``_memory`` settings:
+    they spend part of the recall's time limit before and after our searches. None outside A0 or on error."""
+    found = from_a0(None, "the _memory settings",
+                    lambda plugins: plugins.get_plugin_config(MEMORY_PLUGIN, agent, **scope))
+    if not isinstance(found, Mapping):
+        return NO_LLM_STEPS
+    return RecallSteps(query_prep=found.get("memory_recall_query_prep") is True,
+                       post_filter=found.get("memory_recall_post_filter") is True)
+
+
+def _settings(agent: Any, **scope: str) -> Read:
     try:
-        raw = settings.plugin_settings(agent, scope)
+        raw = recall_entry.plugin_settings(agent, **scope)
     except Exception as exc:
         return {}, None, [f"settings could not be read: {type(exc).__name__}"]
     try:
@@ -137,7 +165,7 @@ def _statistics() -> dict[str, Any]:
 async def report(agent: Any = None) -> str:
     """The ``reranker_status`` tool's answer: settings, a live probe and the counters, in plain text."""
     read = raw, config, _ = _settings(agent)  # read once: for the summary and for the live probe
-    info = snapshot(agent, None, read)
+    info = snapshot(agent, read)
     probe = await runtime.probe_async(config) if config is not None and config.configured else None
     return redact(format_report(info, probe), str(raw.get("rerank_api_key") or ""))
 

@@ -173,7 +173,7 @@ async def stock_recall(memory: Any, query: str) -> int:
 
 
 async def plugin_recall(agent: Any, memory: Any, query: str) -> int:
-    scope = importlib.import_module(f"{PLUGIN}.a0_hooks.settings")
+    scope = importlib.import_module(f"{PLUGIN}.a0_hooks.recall_entry")
     scope.begin(agent, "recall")
     try:
         return await stock_recall(memory, query)

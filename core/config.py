@@ -37,7 +37,7 @@ DEFAULT_CONFIG_FILE: Final = Path(__file__).resolve().parent.parent / "default_c
 class RerankerConfig:
     """Every setting of the plugin, typed and checked. Field ``x`` is the setting ``rerank_x``. What is
     derived from them is a cached property: a recall reuses the config its settings built before
-    (``a0_hooks.settings``), so it reads them as plain attributes."""
+    (``a0_hooks.recall_entry``), so it reads them as plain attributes."""
 
     enabled: bool = True
     apply: bool = True

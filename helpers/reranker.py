@@ -17,7 +17,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from ..a0_hooks.settings import resolve_config
+from ..a0_hooks.recall_entry import resolve_config
 from ..core.config import RerankerConfig
 from ..core.errors import ConfigError
 from ..core.scores import on_probability_scale

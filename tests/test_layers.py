@@ -248,15 +248,15 @@ def found(file: str, source: str) -> list[Imported]:
     ("core/dialects/catalog.py", "from ...batching.breaker import CircuitBreaker\n", "batching"),
     ("core/dialects/__init__.py", "from ..errors import RerankError\nfrom ...cli import main\n", "cli"),
     ("batching/batcher.py", "from usr.plugins.a0_reranker.service import runtime\n", "service"),
-    ("batching/batcher.py", "import a0_reranker.a0_hooks.settings\n", "a0_hooks"),
+    ("batching/batcher.py", "import a0_reranker.a0_hooks.recall_entry\n", "a0_hooks"),
     ("batching/batcher.py", "from ..process.singletons import OwnerLoop\n", "process"),
-    ("a0_hooks/settings.py", "from ..batching import breaker\n", "batching"),
+    ("a0_hooks/recall_entry.py", "from ..batching import breaker\n", "batching"),
     ("process/singletons.py", "from ..core.config import RerankerConfig\n", "core"),
-    ("service/runtime.py", "def later():\n    from ..a0_hooks import settings\n", "a0_hooks"),
+    ("service/runtime.py", "def later():\n    from ..a0_hooks import recall_entry\n", "a0_hooks"),
     ("core/config.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..cli.options import x\n",
      "cli"),
     ("bench/x.py",
-     'import importlib\nP = "usr.plugins.a0_reranker"\nimportlib.import_module(f"{P}.a0_hooks.settings")\n',
+     'import importlib\nP = "usr.plugins.a0_reranker"\nimportlib.import_module(f"{P}.a0_hooks.recall_entry")\n',
      "a0_hooks"),
 ])
 def test_the_checker_sees_an_upward_import(file: str, source: str, target: str) -> None:
@@ -282,7 +282,7 @@ def test_the_checker_sees_a0_outside_the_a0_side(file: str, source: str) -> None
     ("service/runtime.py", "from .. import __version__\nfrom ..core import config\nfrom . import endpoints\n"),
     ("a0_hooks/memory_patch.py", "import helpers.extension\n"),
     ("helpers/reranker.py", "from ..service import runtime\n"),
-    ("extensions/python/agent_init/_10_x.py", "from usr.plugins.a0_reranker.a0_hooks import settings\n"),
+    ("extensions/python/agent_init/_10_x.py", "from usr.plugins.a0_reranker.a0_hooks import recall_entry\n"),
 ])
 def test_the_checker_lets_a_downward_import_pass(file: str, source: str) -> None:
     imports = found(file, source)

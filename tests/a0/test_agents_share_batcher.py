@@ -64,6 +64,6 @@ async def test_subordinate_recall_uses_its_own_scope(a0: A0) -> None:
         subordinate.hist_add_user_message("alpha beta")
         loop_data: Any = await subordinate.run_message_loop()
         assert memory_text(15) in loop_data.extras_persistent["memories"]
-        assert a0.ours("a0_hooks.settings").current() is None
+        assert a0.ours("a0_hooks.recall_entry").current() is None
     finally:
         await server.close()

@@ -85,14 +85,14 @@ async def test_recall_is_still_reranked_after_a_purge_of_our_modules(a0: A0, ser
     await a0.seed(agent, 16)
     assert is_reranked(await recalled(a0, agent, "alpha beta"))
     before = a0.Memory.__dict__[METHOD]
-    old_patch = a0.ours("a0_hooks.memory_patch")
+    old_entry = a0.ours("a0_hooks.recall_entry")
     purged = a0.plugins.purge_plugin_modules()  # what A0 does on plugin install/delete or extension edits
-    assert "usr.plugins.a0_reranker.a0_hooks.settings" in purged
+    assert "usr.plugins.a0_reranker.a0_hooks.recall_entry" in purged
     assert is_reranked(await recalled(a0, agent, "alpha beta again"))
-    new_patch = a0.ours("a0_hooks.memory_patch")
-    assert new_patch is not old_patch
+    new_entry = a0.ours("a0_hooks.recall_entry")
+    assert new_entry is not old_entry
     after = a0.Memory.__dict__[METHOD]
-    assert new_patch.is_current(after) and after.__wrapped__ is before.__wrapped__
+    assert new_entry.is_current(after) and after.__wrapped__ is before.__wrapped__
     assert len(a0.recall_lines(agent)) == 2
 
 

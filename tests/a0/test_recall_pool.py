@@ -96,7 +96,7 @@ async def test_the_reranker_chooses_a0s_count_from_the_wider_pool(a0: A0, server
     assert line.startswith("Reranked recall: 20 candidates -> 6 returned") and "1 rescued" in line
 
     memory = await a0.Memory.get(agent)
-    a0.ours("a0_hooks.settings").begin(agent, "recall")
+    a0.ours("a0_hooks.recall_entry").begin(agent, "recall")
     found = await memory.search_similarity_threshold(query=query, limit=12, threshold=A0_THRESHOLD, filter=MEM_FILTER)
     assert [d.page_content for d in found] == chosen
     stored = memory.db.get_all_docs()
@@ -142,7 +142,7 @@ async def test_a_precomputed_embedding_reaches_every_store_search(a0: A0, server
     memory = await a0.Memory.get(agent)
     vector = memory.db.embedding_function.embed_query(MESSAGE)
     call = {"query": MESSAGE, "limit": 4, "threshold": A0_THRESHOLD, "filter": MEM_FILTER, "embedding": vector}
-    a0.ours("a0_hooks.settings").begin(agent, "memory_load")
+    a0.ours("a0_hooks.recall_entry").begin(agent, "memory_load")
     if memory_api == "v1.7":  # no such parameter: the same TypeError as stock A0, and nothing else happens
         with pytest.raises(TypeError, match="embedding"):
             await memory.search_similarity_threshold(**call)
@@ -189,8 +189,8 @@ async def test_deletion_stays_stock_with_the_newer_options_too(a0: A0, server: R
         await seed(a0, agent, ABOVE[:3] + BELOW[:3], list(range(6)))
         parent = await memory.insert_text(f"notes on {MESSAGE}", {"area": "main"})  # holds the query verbatim
         await memory.insert_text("a child of the notes", {"area": "main", "parent_id": parent})
-        a0.ours("a0_hooks.settings").begin(agent, "recall")  # a scope left open by mistake ...
-        a0.ours("a0_hooks.settings").on_monologue_end(agent)  # ... is closed before memorize's deletion runs
+        a0.ours("a0_hooks.recall_entry").begin(agent, "recall")  # a scope left open by mistake ...
+        a0.ours("a0_hooks.recall_entry").on_monologue_end(agent)  # ... is closed before memorize's deletion runs
         if agent is plain:
             a0.ours("a0_hooks.memory_patch").uninstall()  # stock A0 for the twin store
         removed = await memory.delete_documents_by_query(MESSAGE, 0.95, **options)
@@ -214,7 +214,7 @@ async def test_recall_with_a_pool_search_that_fails_keeps_a0s_answer(a0: A0, ser
         return await original(query, search_type, **kwargs)
 
     memory.db.asearch = failing_when_widened
-    a0.ours("a0_hooks.settings").begin(agent, "recall")
+    a0.ours("a0_hooks.recall_entry").begin(agent, "recall")
     found = await memory.search_similarity_threshold(query=MESSAGE, limit=12, threshold=A0_THRESHOLD,
                                                      filter=MEM_FILTER)
     assert [d.page_content for d in found] == texts[:6]

@@ -120,7 +120,7 @@ async def test_a_stalled_pool_search_gives_a0s_answer_at_rerank_timeout(a0: A0, 
     assert line.startswith("Reranker fell back to the stock order (pool_search_timeout")
     assert (timeout - EARLY_S) * 1000 <= added_ms(line) < sanity_bound(timeout) * 1000
 
-    a0.ours("a0_hooks.settings").begin(agent, "recall")  # object for object, what A0's own call returned
+    a0.ours("a0_hooks.recall_entry").begin(agent, "recall")  # object for object, what A0's own call returned
     found = await memory.search_similarity_threshold(query="alpha beta", limit=12, threshold=0.7, filter=MEM_FILTER)
     stock = await a0.original_search(agent, query="alpha beta", limit=12, threshold=0.7, filter=MEM_FILTER)
     assert len(found) == 12 and all(a is b for a, b in zip(found, stock, strict=True))
@@ -156,7 +156,7 @@ async def test_a_failed_pool_search_says_why_in_last_error(a0: A0, server: Runni
     agent = a0.new_agent()
     await a0.seed(agent, MEMORIES)
     memory = await a0.Memory.get(agent)
-    scope = a0.ours("a0_hooks.settings")
+    scope = a0.ours("a0_hooks.recall_entry")
     await server.close()  # first an unrelated failure: the reranker is gone
     scope.begin(agent, "recall")
     await memory.search_similarity_threshold(query="alpha beta", limit=3, threshold=0.7)
@@ -186,7 +186,7 @@ async def test_an_embedding_error_in_a0s_own_call_propagates_unchanged(a0: A0, s
         raise failure
 
     model.aembed_query = failing
-    a0.ours("a0_hooks.settings").begin(agent, "recall")
+    a0.ours("a0_hooks.recall_entry").begin(agent, "recall")
     with pytest.raises(RuntimeError) as caught:
         await (await a0.Memory.get(agent)).search_similarity_threshold(query="alpha beta", limit=3, threshold=0.7)
     assert caught.value is failure and server.count("/rerank") == 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from usr.plugins.a0_reranker.a0_hooks.settings import config_from_settings
+from usr.plugins.a0_reranker.a0_hooks.recall_entry import config_from_settings
 from usr.plugins.a0_reranker.core.config import (
     QWEN3_DEFAULT_INSTRUCTION,
     RerankerConfig,

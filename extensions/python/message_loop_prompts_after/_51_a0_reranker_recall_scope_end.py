@@ -4,9 +4,9 @@ from typing import Any
 
 from helpers.extension import Extension
 
-from usr.plugins.a0_reranker.a0_hooks import settings
+from usr.plugins.a0_reranker.a0_hooks import recall_entry
 
 
 class A0RerankerRecallScopeEnd(Extension):
     async def execute(self, **kwargs: Any) -> None:
-        settings.after_recall(self.agent)
+        recall_entry.after_recall(self.agent)

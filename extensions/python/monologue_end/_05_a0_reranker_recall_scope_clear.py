@@ -4,9 +4,9 @@ from typing import Any
 
 from helpers.extension import Extension
 
-from usr.plugins.a0_reranker.a0_hooks import settings
+from usr.plugins.a0_reranker.a0_hooks import recall_entry
 
 
 class A0RerankerRecallScopeClear(Extension):
     async def execute(self, **kwargs: Any) -> None:
-        settings.on_monologue_end(self.agent)
+        recall_entry.on_monologue_end(self.agent)

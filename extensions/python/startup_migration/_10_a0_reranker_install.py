@@ -1,12 +1,12 @@
-"""a0_reranker: wrap the memory search once at startup (idempotent; see a0_hooks/memory_patch.py)."""
+"""a0_reranker: wrap the memory search once at startup (idempotent; see a0_hooks/lifecycle.py)."""
 
 from typing import Any
 
 from helpers.extension import Extension
 
-from usr.plugins.a0_reranker.a0_hooks import settings
+from usr.plugins.a0_reranker.a0_hooks import lifecycle
 
 
 class A0RerankerStartup(Extension):
     def execute(self, **kwargs: Any) -> None:
-        settings.on_startup()
+        lifecycle.on_startup()

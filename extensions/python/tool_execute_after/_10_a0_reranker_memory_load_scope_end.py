@@ -4,9 +4,9 @@ from typing import Any
 
 from helpers.extension import Extension
 
-from usr.plugins.a0_reranker.a0_hooks import settings
+from usr.plugins.a0_reranker.a0_hooks import recall_entry
 
 
 class A0RerankerMemoryLoadScopeEnd(Extension):
     async def execute(self, tool_name: str = "", **kwargs: Any) -> None:
-        settings.after_tool(self.agent, tool_name)
+        recall_entry.after_tool(self.agent, tool_name)

@@ -4,9 +4,9 @@ from typing import Any
 
 from helpers.extension import Extension
 
-from usr.plugins.a0_reranker.a0_hooks import settings
+from usr.plugins.a0_reranker.a0_hooks import recall_entry
 
 
 class A0RerankerMemoryLoadScope(Extension):
     async def execute(self, tool_name: str = "", **kwargs: Any) -> None:
-        settings.before_tool(self.agent, tool_name)
+        recall_entry.before_tool(self.agent, tool_name)
