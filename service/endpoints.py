@@ -67,13 +67,9 @@ class _Group:
     bound_to: tuple[object, ...]  # the routes and endpoint states its key names by identity: kept alive
 
 
-@dataclass(frozen=True)
-class Members:
-    """What a group's batcher is built from: the replicas with a route, and what their dialects allow."""
-
-    replicas: Sequence[Replica]
-    mixes_queries: bool
-    max_pairs: int
+# What a group's batcher is built from: the replicas with a route, and what their dialects allow (whether
+# one request may mix queries, how many pairs it may carry).
+Members = tuple[Sequence[Replica], bool, int]
 
 
 def breaker_policy(config: RerankerConfig) -> BreakerPolicy:
@@ -112,18 +108,19 @@ class EndpointRegistry:
         group = self._groups.get(key)
         if group is None:
             _forget(self._groups, MAX_GROUPS - 1, lambda g: g.batcher.idle)
-            group = self._groups[key] = _Group(self._new_batcher(config, members()), tuple(bound_to))
+            group = self._groups[key] = _Group(self._new_batcher(config, *members()), tuple(bound_to))
         else:
             self._groups.move_to_end(key)
         return group.batcher
 
-    def _new_batcher(self, config: RerankerConfig, members: Members) -> MicroBatcher:
-        replicas = ReplicaSet(members.replicas, budget=RetryBudget(ratio=config.retry_budget, clock=self._clock))
+    def _new_batcher(self, config: RerankerConfig, replicas: Sequence[Replica], mixes_queries: bool, max_pairs: int
+                     ) -> MicroBatcher:
+        budget = RetryBudget(ratio=config.retry_budget, clock=self._clock)
         policy = DispatchPolicy(max_retries=config.max_retries, hedge=config.hedging,
                                 hedge_delay_s=config.hedge_delay_ms / 1000.0 if config.hedge_delay_ms > 0 else None)
         return MicroBatcher(
-            Dispatch(replicas, self._events, policy), mixes_queries=members.mixes_queries,
-            max_pairs=members.max_pairs, window=config.batch_window_ms / 1000.0,
+            Dispatch(ReplicaSet(replicas, budget=budget), self._events, policy), mixes_queries=mixes_queries,
+            max_pairs=max_pairs, window=config.batch_window_ms / 1000.0,
             max_queued_pairs=config.max_queued_pairs, shed=config.shed_overload, on_idle=self._trim_groups)
 
     def _trim_groups(self) -> None:

@@ -152,7 +152,7 @@ async def test_a_group_is_built_again_only_when_what_it_is_bound_to_changes() ->
     def group(config: RerankerConfig, to_probability: bool, route: object, state: EndpointState) -> object:
         def members() -> Members:
             built.append((config, to_probability, route, state))
-            return Members((), mixes_queries=True, max_pairs=8)
+            return (), True, 8
         return registry.group(config, to_probability, [("http://h:1", route, state)], members)
 
     batcher = group(config, False, route, first)
