@@ -42,7 +42,7 @@ class ReplicaSet:
     def __init__(self, replicas: Sequence[Replica], *, budget: RetryBudget) -> None:
         self.replicas: tuple[Replica, ...] = tuple(replicas)
         self.budget = budget
-        self.latency = LatencyWindow()
+        self.latency = LatencyWindow(maxlen=256)
         self._rng = random.Random()
 
     def ready(self, exclude: Iterable[Replica] = ()) -> list[Replica]:
@@ -196,7 +196,7 @@ class Dispatch(Retries):
         elapsed = clock.now() - started
         state.answered(elapsed, len(batch), started)
         if self.policy.delay_from_latency:  # only then is the window read
-            self.replicas.latency.record(elapsed)
+            self.replicas.latency.append(elapsed)
         request.answered_by = replica.url
         return scores
 
@@ -235,20 +235,12 @@ class Dispatch(Retries):
         return await race(first, start_hedge, delay=delay, hedges=self.policy.hedges)
 
 
-class LatencyWindow:
-    """The last ``size`` successful attempts' latencies of a replica set, in seconds."""
-
-    def __init__(self, size: int = 256) -> None:
-        self._samples: deque[float] = deque(maxlen=size)
-
-    def record(self, seconds: float) -> None:
-        self._samples.append(seconds)
+class LatencyWindow(deque[float]):
+    """The last successful attempts' latencies of a replica set, in seconds."""
 
     def percentile(self, fraction: float) -> float | None:
         """Nearest-rank percentile, or None while too few answers were seen."""
-        if len(self._samples) < MIN_SAMPLES:
-            return None
-        return nearest_rank(sorted(self._samples), fraction)
+        return nearest_rank(sorted(self), fraction) if len(self) >= MIN_SAMPLES else None
 
 
 async def race(first: Attempt, start_hedge: Callable[[], Attempt | None], *, delay: float, hedges: int
