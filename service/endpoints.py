@@ -108,20 +108,18 @@ class EndpointRegistry:
         group = self._groups.get(key)
         if group is None:
             _forget(self._groups, MAX_GROUPS - 1, lambda g: g.batcher.idle)
-            group = self._groups[key] = _Group(self._new_batcher(config, *members()), tuple(bound_to))
+            replicas, mixes_queries, max_pairs = members()
+            budget = RetryBudget(ratio=config.retry_budget, clock=self._clock)
+            policy = DispatchPolicy(max_retries=config.max_retries, hedge=config.hedging,
+                                    hedge_delay_s=config.hedge_delay_ms / 1000.0 if config.hedge_delay_ms > 0 else None)
+            batcher = MicroBatcher(
+                Dispatch(ReplicaSet(replicas, budget=budget), self._events, policy), mixes_queries=mixes_queries,
+                max_pairs=max_pairs, window=config.batch_window_ms / 1000.0,
+                max_queued_pairs=config.max_queued_pairs, shed=config.shed_overload, on_idle=self._trim_groups)
+            group = self._groups[key] = _Group(batcher, tuple(bound_to))
         else:
             self._groups.move_to_end(key)
         return group.batcher
-
-    def _new_batcher(self, config: RerankerConfig, replicas: Sequence[Replica], mixes_queries: bool, max_pairs: int
-                     ) -> MicroBatcher:
-        budget = RetryBudget(ratio=config.retry_budget, clock=self._clock)
-        policy = DispatchPolicy(max_retries=config.max_retries, hedge=config.hedging,
-                                hedge_delay_s=config.hedge_delay_ms / 1000.0 if config.hedge_delay_ms > 0 else None)
-        return MicroBatcher(
-            Dispatch(ReplicaSet(replicas, budget=budget), self._events, policy), mixes_queries=mixes_queries,
-            max_pairs=max_pairs, window=config.batch_window_ms / 1000.0,
-            max_queued_pairs=config.max_queued_pairs, shed=config.shed_overload, on_idle=self._trim_groups)
 
     def _trim_groups(self) -> None:
         """A batcher went idle: keep the groups within their bound now, not when the next one is made."""
