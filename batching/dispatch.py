@@ -137,7 +137,13 @@ class Dispatch(Retries):
         last_error: RerankError | None = None
         request.first_replica = request.replica.url if request.replica is not None else ""
         while request.has_waiters:
-            replica = await self._replica_for(request)
+            replica = request.replica
+            assert replica is not None, "a request reaches the dispatch step holding a slot"
+            if replica.state.rate_limited() and await self.fail_over(request, replica):
+                replica = request.replica  # a Retry-After held it back: another could take the request now
+                assert replica is not None
+            elif await replica.state.wait_out_retry_after(request.deadline):
+                self.events.on_rate_limit_wait()
             try:
                 permit = replica.state.breaker.attempt()
             except BreakerOpen as refused:
@@ -150,18 +156,6 @@ class Dispatch(Retries):
                 last_error = exc
                 await self.after_failure(exc, request, replica)
         return None
-
-    async def _replica_for(self, request: Plan) -> Replica:
-        """The replica the next attempt goes to: the one whose slot the request holds, unless a
-        Retry-After holds it back and another can take the request now."""
-        replica = request.replica
-        assert replica is not None, "a request reaches the dispatch step holding a slot"
-        if replica.state.rate_limited() and await self.fail_over(request, replica):
-            assert request.replica is not None
-            return request.replica
-        if await replica.state.wait_out_retry_after(request.deadline):
-            self.events.on_rate_limit_wait()
-        return replica
 
     async def _attempt(self, request: Plan, replica: Replica, permit: Permit) -> list[float]:
         batch = request.batch
