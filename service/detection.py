@@ -34,9 +34,10 @@ from .endpoints import HttpTransport, TlsSettings
 GET_TIMEOUT_CAP: Final = 3.0  # identifying GETs are cheap; do not let a slow one eat the whole budget
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Route:
-    """How to talk to one endpoint: the dialect and model to use, and the server the probe saw."""
+    """How to talk to one endpoint: the dialect and model to use, and the server the probe saw. Equal only
+    to itself: a route detected again is another (its group of replicas gets a batcher of its own)."""
 
     endpoint: str
     dialect: Dialect

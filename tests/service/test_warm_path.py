@@ -216,4 +216,4 @@ async def test_settings_changed_mid_request_leave_nothing_held_once_both_are_don
     vllm_server.gate.release()
     assert await draining is not None
     await stats_until(lambda stats: stats.in_flight == 0 and stats.queued_pairs == 0)
-    assert await owner_call(lambda service: all(g.batcher.idle for g in service._registry._groups.values()))
+    assert await owner_call(lambda service: all(b.idle for b in service._registry._groups.values()))
