@@ -175,15 +175,8 @@ class TlsSettings:
     ca_bundle: str = ""
 
 
-@dataclass(slots=True)
-class _Exchange:  # per-request trace context: did this request go out on a pooled keep-alive connection?
-    reused: bool = False
-
-
 async def _on_reuse(session: object, context: SimpleNamespace, params: object) -> None:
-    exchange = context.trace_request_ctx
-    if isinstance(exchange, _Exchange):
-        exchange.reused = True
+    context.trace_request_ctx.reused = True  # the request went out on a pooled keep-alive connection
 
 
 class HttpTransport:
@@ -215,7 +208,7 @@ class HttpTransport:
         headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
-        exchange = _Exchange()
+        exchange = SimpleNamespace(reused=False)  # every request on our sessions carries one
         try:
             async with self._session(fresh).request(
                 request.method, endpoint + request.path, json=request.body, headers=headers,
