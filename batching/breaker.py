@@ -75,7 +75,7 @@ class Permit:
     def report(self, health: Health) -> None:
         if not self._settled:
             self._settled = True
-            self._breaker._settle(self, self._epoch, health)
+            self._breaker._settle(self, health)
 
     def __enter__(self) -> Permit:
         return self
@@ -147,40 +147,29 @@ class CircuitBreaker:
             return "half_open"
         return self._state
 
-    def _settle(self, permit: Permit, epoch: int, health: Health) -> None:
+    def _settle(self, permit: Permit, health: Health) -> None:
         if health == "success":
             self._last_success = self._clock()
         elif health == "down" and self._last_success > permit.admitted_at:
             health = "failure"  # another request came back since this one left: the server is there
-        if epoch != self._epoch or health == "neutral":
-            if epoch == self._epoch and permit.probe:
+        if permit._epoch != self._epoch or health == "neutral":
+            if permit._epoch == self._epoch and permit.probe:
                 self._probes_out -= 1
             return
         if permit.probe:
-            self._settle_probe(health)
-        else:
-            self._record(health)
-
-    def _settle_probe(self, health: Health) -> None:
-        self._probes_out -= 1
-        if health != "success":
-            self._open()
+            self._probes_out -= 1
+            self._probe_successes += health == "success"
+            if health != "success":
+                self._open()
+            elif self._probe_successes >= self.policy.probes:
+                self._enter("closed")
             return
-        self._probe_successes += 1
-        if self._probe_successes >= self.policy.probes:
-            self._enter("closed")
-
-    def _record(self, health: Health) -> None:
         self._recent.append(health != "success")
         self._consecutive = self._consecutive + 1 if health == "down" else 0
-        if self._consecutive >= self.policy.consecutive or self._rate_exceeded():
+        seen, rate = len(self._recent), self.policy.failure_rate  # a rate of 1 turns its trigger off
+        if self._consecutive >= self.policy.consecutive or (
+                rate < 1 and seen >= self.policy.min_samples and sum(self._recent) >= rate * seen):
             self._open()
-
-    def _rate_exceeded(self) -> bool:
-        seen = len(self._recent)
-        if self.policy.failure_rate >= 1 or seen < self.policy.min_samples:
-            return False  # a rate of 1 turns this trigger off
-        return sum(self._recent) >= self.policy.failure_rate * seen
 
     def _open(self) -> None:
         self._enter("open")

@@ -34,9 +34,10 @@ from .endpoints import HttpTransport, TlsSettings
 GET_TIMEOUT_CAP: Final = 3.0  # identifying GETs are cheap; do not let a slow one eat the whole budget
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Route:
-    """How to talk to one endpoint: the dialect and model to use, and the server the probe saw."""
+    """How to talk to one endpoint: the dialect and model to use, and the server the probe saw. Equal only
+    to itself: a route detected again is another (its group of replicas gets a batcher of its own)."""
 
     endpoint: str
     dialect: Dialect
@@ -122,7 +123,11 @@ async def resolve_route(transport: HttpTransport, config: RerankerConfig, deadli
     model = config.model or identity.default_model
     groups = det.candidates(identity, config.api, config.instruction)
     if config.api != "auto" and det.is_known(identity):
-        return await _pinned_route(probe, groups[0][0], model, identity.kind)
+        # a forced API on a server the GETs named: no probe is needed, except to learn whether raw output
+        # (llama.cpp) is logits; if that probe gets no answer the route still stands, its scores read batch by batch
+        dialect = groups[0][0]
+        scores = (await probe.dialect(dialect, model)).scores if dialect.score_scale == RAW else None
+        return Route(config.endpoint, dialect, model, identity.kind, settled(dialect.score_scale, scores))
     results = await probe.groups(groups, model)
     winners = [attempts[-1] for attempts in results if attempts and attempts[-1].answered]
     if not winners:
@@ -132,15 +137,6 @@ async def resolve_route(transport: HttpTransport, config: RerankerConfig, deadli
     chosen = read_answer(det.judge, winners) if config.api == "auto" else winners[0]
     scale = settled(chosen.dialect.score_scale, chosen.scores)
     return Route(config.endpoint, chosen.dialect, model, _server_name(identity, chosen), scale)
-
-
-async def _pinned_route(probe: _Probe, dialect: Dialect, model: str, server: str) -> Route:
-    """A forced API on a server the GETs named: no probe is needed, except to learn whether raw output
-    (llama.cpp) is logits; if that probe gets no answer the route still stands, its scores read batch by batch."""
-    if dialect.score_scale != RAW:
-        return Route(probe.config.endpoint, dialect, model, server, scale=dialect.score_scale)
-    outcome = await probe.dialect(dialect, model)
-    return Route(probe.config.endpoint, dialect, model, server, settled(RAW, outcome.scores))
 
 
 async def probe_endpoint(transport: HttpTransport, config: RerankerConfig, deadline: float) -> ProbeReport:

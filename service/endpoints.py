@@ -61,19 +61,9 @@ class Endpoint:
     route_keys: set[tuple[object, ...]] = field(default_factory=set)  # detection entries made through it
 
 
-@dataclass(eq=False)
-class _Group:
-    batcher: MicroBatcher
-    bound_to: tuple[object, ...]  # the routes and endpoint states its key names by identity: kept alive
-
-
-@dataclass(frozen=True)
-class Members:
-    """What a group's batcher is built from: the replicas with a route, and what their dialects allow."""
-
-    replicas: Sequence[Replica]
-    mixes_queries: bool
-    max_pairs: int
+# What a group's batcher is built from: the replicas with a route, and what their dialects allow (whether
+# one request may mix queries, how many pairs it may carry).
+Members = tuple[Sequence[Replica], bool, int]
 
 
 def breaker_policy(config: RerankerConfig) -> BreakerPolicy:
@@ -86,7 +76,7 @@ class EndpointRegistry:
                  on_open: Callable[[Endpoint], None] = lambda _: None, max_endpoints: int = MAX_ENDPOINTS) -> None:
         self._events, self._clock, self._on_open, self._max_endpoints = events, clock, on_open, max_endpoints
         self._endpoints: OrderedDict[tuple[object, ...], Endpoint] = OrderedDict()
-        self._groups: OrderedDict[Hashable, _Group] = OrderedDict()
+        self._groups: OrderedDict[Hashable, MicroBatcher] = OrderedDict()
 
     def endpoint(self, config: RerankerConfig, url: str) -> Endpoint:
         """The server at ``url`` as these settings see it, made on first use; room is made by forgetting the
@@ -105,30 +95,28 @@ class EndpointRegistry:
     def group(self, config: RerankerConfig, to_probability: bool, bound_to: Sequence[tuple[str, object, object]],
               members: Callable[[], Members]) -> MicroBatcher:
         """The batcher for these settings and for the routes and endpoint states in ``bound_to`` (url,
-        route, state), built from ``members()`` the first time; a route detected again, or an endpoint
-        made anew, is another group. A warm recall with the same settings builds nothing."""
-        key = (*(getattr(config, name) for name in _GROUP_FIELDS), to_probability,
-               *((url, id(route), id(state)) for url, route, state in bound_to))
-        group = self._groups.get(key)
-        if group is None:
-            _forget(self._groups, MAX_GROUPS - 1, lambda g: g.batcher.idle)
-            group = self._groups[key] = _Group(self._new_batcher(config, members()), tuple(bound_to))
+        route, state: each equal only to itself), built from ``members()`` the first time; a route detected
+        again, or an endpoint made anew, is another group. A warm recall with the same settings builds nothing."""
+        key = (*(getattr(config, name) for name in _GROUP_FIELDS), to_probability, *bound_to)
+        batcher = self._groups.get(key)
+        if batcher is None:
+            _forget(self._groups, MAX_GROUPS - 1, lambda b: b.idle)
+            replicas, mixes_queries, max_pairs = members()
+            budget = RetryBudget(ratio=config.retry_budget, clock=self._clock)
+            policy = DispatchPolicy(max_retries=config.max_retries, hedge=config.hedging,
+                                    hedge_delay_s=config.hedge_delay_ms / 1000.0 if config.hedge_delay_ms > 0 else None)
+            batcher = MicroBatcher(
+                Dispatch(ReplicaSet(replicas, budget=budget), self._events, policy), mixes_queries=mixes_queries,
+                max_pairs=max_pairs, window=config.batch_window_ms / 1000.0,
+                max_queued_pairs=config.max_queued_pairs, shed=config.shed_overload, on_idle=self._trim_groups)
+            self._groups[key] = batcher
         else:
             self._groups.move_to_end(key)
-        return group.batcher
-
-    def _new_batcher(self, config: RerankerConfig, members: Members) -> MicroBatcher:
-        replicas = ReplicaSet(members.replicas, budget=RetryBudget(ratio=config.retry_budget, clock=self._clock))
-        policy = DispatchPolicy(max_retries=config.max_retries, hedge=config.hedging,
-                                hedge_delay_s=config.hedge_delay_ms / 1000.0 if config.hedge_delay_ms > 0 else None)
-        return MicroBatcher(
-            Dispatch(replicas, self._events, policy), mixes_queries=members.mixes_queries,
-            max_pairs=members.max_pairs, window=config.batch_window_ms / 1000.0,
-            max_queued_pairs=config.max_queued_pairs, shed=config.shed_overload, on_idle=self._trim_groups)
+        return batcher
 
     def _trim_groups(self) -> None:
         """A batcher went idle: keep the groups within their bound now, not when the next one is made."""
-        _forget(self._groups, MAX_GROUPS, lambda g: g.batcher.idle)
+        _forget(self._groups, MAX_GROUPS, lambda b: b.idle)
 
     def live_state(self) -> dict[str, object]:
         latest = {key[:2]: e for key, e in self._endpoints.items()}  # per URL and key: the settings last used
@@ -142,7 +130,7 @@ class EndpointRegistry:
         total = sum(e.state.pairs_sent for e in self._endpoints.values()) or 1
         return {
             "breakers": breakers,
-            "queued_pairs": sum(group.batcher.queued_pairs for group in self._groups.values()),
+            "queued_pairs": sum(batcher.queued_pairs for batcher in self._groups.values()),
             "in_flight": sum(e.state.limiter.in_flight for e in self._endpoints.values()),
             "replicas": tuple(_replica_statistics(url, breakers[url], states, total) for url, states in by_url.items()),
         }
@@ -151,8 +139,8 @@ class EndpointRegistry:
         return {"endpoints": len(self._endpoints), "batchers": len(self._groups)}
 
     async def close(self) -> None:
-        for group in self._groups.values():
-            await group.batcher.close()
+        for batcher in self._groups.values():
+            await batcher.close()
         self._groups.clear()
         self._endpoints.clear()
 
@@ -187,15 +175,8 @@ class TlsSettings:
     ca_bundle: str = ""
 
 
-@dataclass(slots=True)
-class _Exchange:  # per-request trace context: did this request go out on a pooled keep-alive connection?
-    reused: bool = False
-
-
 async def _on_reuse(session: object, context: SimpleNamespace, params: object) -> None:
-    exchange = context.trace_request_ctx
-    if isinstance(exchange, _Exchange):
-        exchange.reused = True
+    context.trace_request_ctx.reused = True  # the request went out on a pooled keep-alive connection
 
 
 class HttpTransport:
@@ -227,7 +208,7 @@ class HttpTransport:
         headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
-        exchange = _Exchange()
+        exchange = SimpleNamespace(reused=False)  # every request on our sessions carries one
         try:
             async with self._session(fresh).request(
                 request.method, endpoint + request.path, json=request.body, headers=headers,

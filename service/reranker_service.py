@@ -127,8 +127,8 @@ class RerankService:
             replicas = [Replica(url, endpoints[url].state, self._sender(route, config, to_probability))
                         for url, route in bound.items()]
             dialects = [route.dialect for route in bound.values()]
-            return Members(replicas, mixes_queries=all(d.mixes_queries for d in dialects),
-                           max_pairs=max(1, min(config.max_pairs_per_request, *(d.max_pairs for d in dialects))))
+            return (replicas, all(d.mixes_queries for d in dialects),
+                    max(1, min(config.max_pairs_per_request, *(d.max_pairs for d in dialects))))
 
         bound_to = [(url, route, endpoints[url].state) for url, route in routes.items()]
         return self._registry.group(config, to_probability, bound_to, members)

@@ -152,7 +152,7 @@ async def test_a_group_is_built_again_only_when_what_it_is_bound_to_changes() ->
     def group(config: RerankerConfig, to_probability: bool, route: object, state: EndpointState) -> object:
         def members() -> Members:
             built.append((config, to_probability, route, state))
-            return Members((), mixes_queries=True, max_pairs=8)
+            return (), True, 8
         return registry.group(config, to_probability, [("http://h:1", route, state)], members)
 
     batcher = group(config, False, route, first)
@@ -216,4 +216,4 @@ async def test_settings_changed_mid_request_leave_nothing_held_once_both_are_don
     vllm_server.gate.release()
     assert await draining is not None
     await stats_until(lambda stats: stats.in_flight == 0 and stats.queued_pairs == 0)
-    assert await owner_call(lambda service: all(g.batcher.idle for g in service._registry._groups.values()))
+    assert await owner_call(lambda service: all(b.idle for b in service._registry._groups.values()))
