@@ -1,5 +1,5 @@
-"""The dispatch step: carry out one request (the batcher's ``Plan``) by one or more attempts over a set of
-replicas; the batcher knows it only through ``carry_out``.
+"""The dispatch step: carry out one request (a batch of pairs) by one or more attempts over a set of
+replicas; the batcher knows it only through ``Request`` and ``carry_out``.
 
 Balancing (``ReplicaSet``): power of two choices on ``EndpointState.cost`` among the replicas that can
 take a request now, as Finagle's and Envoy's least-request balancers do; the request then waits for a
@@ -8,7 +8,7 @@ slot there, as the wait behind a fast replica's few pairs can be shorter than a 
 A request holds one slot of one replica at a time, and each attempt asks that replica's breaker for a
 permit, which always hears the outcome. With hedging on, an attempt unanswered after the set's p95
 latency (or a set delay) gets a duplicate (``race``). What follows a failed attempt, and where a
-duplicate goes, is the ``retries.Retries`` the dispatch step extends.
+duplicate goes, is the ``retries.Retries`` each dispatch step composes.
 """
 
 from __future__ import annotations
@@ -18,15 +18,16 @@ import random
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol
 
 from ..core import deadline as clock
-from ..core.errors import BreakerOpen, MalformedAnswer, RateLimited, RerankError
+from ..core.dialects import ScoreBatch
+from ..core.errors import BreakerOpen, MalformedAnswer, RerankError
 from ..core.statistics import StatsRecorder
 from ..core.statistics import percentile as nearest_rank
 from .breaker import Permit, RetryBudget
 from .endpoint_state import MIN_SECONDS_PER_PAIR, Replica, ServiceCost, timeout_health
-from .queue import Lease, Plan
+from .queue import Lease
 from .retries import Retries
 
 MIN_SAMPLES: Final = 20  # fewer answers than this say nothing reliable about the tail
@@ -106,6 +107,25 @@ class ReplicaSet:
         return chosen, await chosen.state.limiter.acquire(holder, priority=priority)
 
 
+class Request(Protocol):
+    """What the dispatch step needs of a request; the batcher's ``Plan`` is one."""
+
+    batch: ScoreBatch
+    retries: int
+    abandoned_at_deadline: bool
+    sent: bool  # its first attempt went out (the retry budget counts it then)
+    replica: Replica | None  # whose slot the request holds
+    lease: Lease | None  # that slot
+    first_replica: str  # the replica its first attempt went to
+    answered_by: str  # the replica that answered
+
+    @property
+    def deadline(self) -> float: ...
+
+    @property
+    def has_waiters(self) -> bool: ...
+
+
 @dataclass(frozen=True, kw_only=True)
 class DispatchPolicy:
     max_retries: int = 2
@@ -123,23 +143,23 @@ class DispatchPolicy:
         return self.hedge and self.hedge_delay_s is None
 
 
-class Dispatch(Retries):
+class Dispatch:
     """Carries out the requests of one batcher over its replica set; lives on the owner loop."""
 
     def __init__(self, replicas: ReplicaSet, events: DispatchEvents, policy: DispatchPolicy = DispatchPolicy()) -> None:
         self.replicas = replicas
         self.events = events
         self.policy = policy
-        self.rng = random.Random()
+        self._retries = Retries(replicas, events, policy, random.Random())
 
-    async def carry_out(self, request: Plan) -> list[float] | None:
+    async def carry_out(self, request: Request) -> list[float] | None:
         """The scores, or None when every waiter left first; raises the error that ended the request."""
         last_error: RerankError | None = None
         request.first_replica = request.replica.url if request.replica is not None else ""
         while request.has_waiters:
             replica = request.replica
             assert replica is not None, "a request reaches the dispatch step holding a slot"
-            if replica.state.rate_limited() and await self.fail_over(request, replica):
+            if replica.state.rate_limited() and await self._retries.fail_over(request, replica):
                 replica = request.replica  # a Retry-After held it back: another could take the request now
                 assert replica is not None
             elif await replica.state.wait_out_retry_after(request.deadline):
@@ -147,17 +167,17 @@ class Dispatch(Retries):
             try:
                 permit = replica.state.breaker.attempt()
             except BreakerOpen as refused:
-                if await self.fail_over(request, replica):
+                if await self._retries.fail_over(request, replica):
                     continue
                 raise (last_error or refused) from None
             try:
                 return await self._attempt_maybe_hedged(request, replica, permit)
             except RerankError as exc:
                 last_error = exc
-                await self.after_failure(exc, request, replica)
+                await self._retries.after_failure(exc, request, replica)
         return None
 
-    async def _attempt(self, request: Plan, replica: Replica, permit: Permit) -> list[float]:
+    async def _attempt(self, request: Request, replica: Replica, permit: Permit) -> list[float]:
         batch = request.batch
         state = replica.state
         started = clock.now()
@@ -174,11 +194,11 @@ class Dispatch(Retries):
         try:
             with permit:
                 scores = await replica.send(batch, request.deadline,
-                                            lambda: self.may_resend(resent, replica))
+                                            lambda: self._retries.may_resend(resent, replica))
                 if len(scores) != len(batch):
                     raise MalformedAnswer(f"expected {len(batch)} scores, got {len(scores)}")
         except RerankError as exc:
-            self.record_failure(state, exc)
+            self._retries.record_failure(state, exc)
             raise
         except Exception as exc:  # a bug in building or parsing: a failed attempt, never a stranded request
             state.failed()
@@ -194,23 +214,12 @@ class Dispatch(Retries):
         request.answered_by = replica.url
         return scores
 
-    async def _hedge(self, request: Plan, primary: Replica) -> list[float]:
-        """The duplicate: another replica if one can take it (else the same, unless a Retry-After holds it
-        back), the next free slot there (ahead of new batches), one attempt with its own permit."""
-        exclude = [primary] if self.replicas.ready(exclude=[primary]) else []
-        replica, lease = await self.replicas.acquire(request, exclude=exclude, priority=True)
-        try:
-            if not request.has_waiters:
-                raise BreakerOpen("no hedge: every caller left")
-            if replica.state.rate_limited():  # a 429 came while it waited for the slot
-                raise RateLimited(429, "no hedge: the server asked us to wait (Retry-After)")
-            permit = replica.state.breaker.attempt()
-            self.events.on_hedge()
-            return await self._attempt(request, replica, permit)
-        finally:
-            lease.release()
+    async def _hedge_attempt(self, request: Request, replica: Replica) -> list[float]:
+        permit = replica.state.breaker.attempt()
+        self.events.on_hedge()
+        return await self._attempt(request, replica, permit)
 
-    async def _attempt_maybe_hedged(self, request: Plan, replica: Replica, permit: Permit) -> list[float]:
+    async def _attempt_maybe_hedged(self, request: Request, replica: Replica, permit: Permit) -> list[float]:
         delay = self.policy.hedge_delay_s
         if self.policy.delay_from_latency:
             delay = self.replicas.latency.percentile(self.policy.hedge_percentile)
@@ -222,9 +231,9 @@ class Dispatch(Retries):
         first.add_done_callback(lambda task: permit.report("neutral") if task.cancelled() else None)
 
         def start_hedge() -> Attempt | None:
-            if not request.has_waiters or not self.replicas.ready() or not self.spend_budget():
+            if not request.has_waiters or not self.replicas.ready() or not self._retries.spend_budget():
                 return None  # no replica may take it now (breakers, Retry-After): no hedge
-            return asyncio.create_task(self._hedge(request, replica))
+            return asyncio.create_task(self._retries.hedge(request, replica, self._hedge_attempt))
 
         return await race(first, start_hedge, delay=delay, hedges=self.policy.hedges)
 

@@ -81,8 +81,8 @@ class Plan:
     batch: ScoreBatch
     routes: dict[PairKey, list[Job]]
     task: asyncio.Task[None] | None = field(default=None, repr=False)
-    retries: int = 0  # the fields from here to ``sent`` are the dispatch step's
-    replica: Replica | None = field(default=None, repr=False)  # whose slot the request holds (``lease``)
+    retries: int = 0  # the fields from here to ``sent`` are the dispatch step's ``Request``
+    replica: Replica | None = field(default=None, repr=False)
     lease: Lease | None = field(default=None, repr=False)
     first_replica: str = ""
     answered_by: str = ""

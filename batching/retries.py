@@ -1,6 +1,5 @@
 """What the dispatch step does once an attempt fails or is slow, apart because a request answered on its
-first try, unhedged, never comes here. It owns no state: it spends the replica set's retry budget. The
-dispatch step extends ``Retries``, so both read the same replicas, counters and policy.
+first try, unhedged, never comes here. It owns no state: it spends the replica set's retry budget.
 
 A failed attempt is sent again (scoring is idempotent) when its error allows it (``retry_kind``), the
 deadline leaves room and the retry budget agrees: on another replica that can take it, at once (a
@@ -11,10 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Literal
 
 from ..core import deadline as clock
 from ..core.errors import (
+    BreakerOpen,
     DeadlineExceeded,
     InputTooLong,
     RateLimited,
@@ -26,9 +28,8 @@ from ..core.errors import (
 from .breaker import health_of
 from .endpoint_state import EndpointState, Replica, worth_sending
 
-if TYPE_CHECKING:  # types only: the dispatch step extends ``Retries``
-    from .dispatch import DispatchEvents, DispatchPolicy, ReplicaSet
-    from .queue import Plan
+if TYPE_CHECKING:  # types only: the dispatch step composes a ``Retries``
+    from .dispatch import DispatchEvents, DispatchPolicy, ReplicaSet, Request
 
 RetryKind = Literal["now", "backoff", "retry_after", "never"]
 RETRYABLE_STATUSES: Final = frozenset({502, 503, 504})
@@ -48,15 +49,16 @@ def retry_kind(exc: BaseException) -> RetryKind:
     return "never"  # other 4xx, malformed answers, running out of time
 
 
+@dataclass(eq=False)
 class Retries:
-    """One dispatch step's retries and failovers, each counted as it is made."""
+    """One dispatch step's retries, failovers and hedges, each counted as it is made."""
 
     replicas: ReplicaSet
     events: DispatchEvents
     policy: DispatchPolicy
     rng: random.Random
 
-    async def after_failure(self, exc: RerankError, request: Plan, replica: Replica) -> None:
+    async def after_failure(self, exc: RerankError, request: Request, replica: Replica) -> None:
         """Go on to another replica at once, or wait for this one, or give up by raising ``exc``."""
         kind = retry_kind(exc)
         if kind == "never" or request.retries >= self.policy.max_retries:
@@ -80,11 +82,11 @@ class Retries:
         self._count_retry(request, kind)
         await asyncio.sleep(delay)
 
-    def _count_retry(self, request: Plan, kind: RetryKind) -> None:
+    def _count_retry(self, request: Request, kind: RetryKind) -> None:
         request.retries += 1
         self.events.on_retry(kind)
 
-    async def fail_over(self, request: Plan, failed: Replica) -> bool:
+    async def fail_over(self, request: Request, failed: Replica) -> bool:
         """Move the request (and its slot) to another replica that can take it; False if there is none."""
         if not self.replicas.ready(exclude=[failed]):
             return False
@@ -125,3 +127,18 @@ class Retries:
         """Exponential with equal jitter: half fixed, half random, so retries spread out but still wait."""
         ceiling = min(self.policy.backoff_cap_s, self.policy.backoff_base_s * (2 ** retries))
         return ceiling / 2 + self.rng.uniform(0.0, ceiling / 2)
+
+    async def hedge(self, request: Request, primary: Replica,
+                    attempt: Callable[[Request, Replica], Awaitable[list[float]]]) -> list[float]:
+        """The duplicate: another replica if one can take it (else the same, unless a Retry-After holds it
+        back), the next free slot there (ahead of new batches), one ``attempt`` with its own permit."""
+        exclude = [primary] if self.replicas.ready(exclude=[primary]) else []
+        replica, lease = await self.replicas.acquire(request, exclude=exclude, priority=True)
+        try:
+            if not request.has_waiters:
+                raise BreakerOpen("no hedge: every caller left")
+            if replica.state.rate_limited():  # a 429 came while it waited for the slot
+                raise RateLimited(429, "no hedge: the server asked us to wait (Retry-After)")
+            return await attempt(request, replica)
+        finally:
+            lease.release()
