@@ -21,16 +21,7 @@ from typing import Any, Final
 
 from ..errors import MalformedAnswer
 from ..scores import PROBABILITY, RAW, ScoreScale
-from .wire import (
-    TEI_DEFAULT_MAX_CLIENT_BATCH,
-    RerankDialect,
-    ScoreBatch,
-    TeiDialect,
-    WireAnswer,
-    WireRequest,
-    read_success_json,
-    scores_from_items,
-)
+from .wire import RerankDialect, ScoreBatch, WireAnswer, WireRequest, read_success_json, scores_from_items
 
 PREFIX: Final = (
     "<|im_start|>system\nJudge whether the Document meets the requirements based on the Query and the "
@@ -90,6 +81,10 @@ MIXEDBREAD: Final = RerankDialect(
 VLLM_RERANK: Final = RerankDialect("vllm", "/rerank", max_pairs=UNLIMITED, takes_instruction=True)
 LLAMACPP: Final = RerankDialect("llamacpp", "/v1/rerank", max_pairs=UNLIMITED, score_scale=RAW)
 SGLANG: Final = RerankDialect("sglang", "/v1/rerank", max_pairs=UNLIMITED, score_scale=RAW)
+# TEI refuses more than its ``max_client_batch_size`` texts (32 by default; ``GET /info`` says), has no
+# ``model`` field and answers a bare list; it truncates over-long input itself, and applies the sigmoid.
+TEI: Final = RerankDialect("tei", "/rerank", documents_key="texts", max_pairs=32, takes_model=False, results_keys=(),
+                           score_keys=("score",), extra={"truncate": True, "raw_scores": False, "return_text": False})
 
 # Servers we could not identify: the plain body every member of the family accepts, on each route.
 GENERIC_RERANK: Final = (
@@ -108,8 +103,8 @@ def infinity_dialect(url_prefix: str = "") -> RerankDialect:
     return RerankDialect("infinity", f"{url_prefix}/rerank", extra={"return_documents": False}, max_pairs=2048)
 
 
-def tei_dialect(max_client_batch: int | None = None) -> TeiDialect:
-    return TeiDialect(max_pairs=max_client_batch or TEI_DEFAULT_MAX_CLIENT_BATCH)
+def tei_dialect(max_client_batch: int | None = None) -> RerankDialect:
+    return dataclasses.replace(TEI, max_pairs=max_client_batch or TEI.max_pairs)
 
 
 def qwen3_score_dialects(instruction: str) -> tuple[Qwen3ScoreDialect, Qwen3ScoreDialect]:
