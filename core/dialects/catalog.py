@@ -69,6 +69,8 @@ class Qwen3ScoreDialect:
         return scores_from_items(data["data"], len(batch), ("score",))
 
 
+Dialect = RerankDialect | Qwen3ScoreDialect  # how one family of servers wants pairs sent and how it answers
+
 UNLIMITED: Final = 100_000  # servers without a documented per-request limit; the batcher's setting governs
 
 COHERE_V2: Final = RerankDialect("cohere-v2", "/v2/rerank", max_pairs=1000, requires_model=True)

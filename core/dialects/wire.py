@@ -19,7 +19,7 @@ import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, ParamSpec, Protocol, TypeVar
+from typing import Any, Final, ParamSpec, TypeVar
 
 from ..errors import MalformedAnswer, RerankError
 from ..redaction import shown_value
@@ -160,52 +160,23 @@ def _score_of(item: dict[str, Any], score_keys: Sequence[str]) -> float:
     return number
 
 
-class Dialect(Protocol):
-    """A wire dialect: how one family of servers wants pairs sent and how it answers."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def api(self) -> str: ...  # ``rerank`` or ``qwen3_score``: the rerank_api setting this dialect serves
-
-    @property
-    def path(self) -> str: ...
-
-    @property
-    def mixes_queries(self) -> bool: ...  # True when one request may carry pairs of different queries
-
-    @property
-    def max_pairs(self) -> int: ...  # the server's own per-request limit
-
-    @property
-    def score_scale(self) -> ScoreScale: ...  # probabilities, logits, or the model's raw output (core.scores)
-
-    @property
-    def instruction(self) -> str: ...  # the one it sends or renders ("" when none): requests with another differ
-
-    def with_instruction(self, instruction: str) -> Dialect: ...  # carrying it where it sends one; else itself
-
-    def build(self, batch: ScoreBatch, model: str) -> WireRequest: ...
-
-    def parse(self, answer: WireAnswer, batch: ScoreBatch) -> list[float]: ...
-
-
 @dataclass(frozen=True)
 class RerankDialect:
-    """One member of the family: its route, its fields and how its answer holds the results."""
+    """One member of the family: its route, its fields and how its answer holds the results. Every
+    dialect (``catalog.Dialect``) has the fields from ``name`` to ``instruction``, ``with_instruction``
+    (carrying it where it sends one; else itself), ``build`` and ``parse``."""
 
     name: str
     path: str
     documents_key: str = "documents"
     extra: Mapping[str, Any] = field(default_factory=dict)
-    max_pairs: int = 1000
+    max_pairs: int = 1000  # the server's own per-request limit
     requires_model: bool = False
-    api: str = "rerank"
-    mixes_queries: bool = False
-    score_scale: ScoreScale = PROBABILITY
+    api: str = "rerank"  # or ``qwen3_score``: the rerank_api setting this dialect serves
+    mixes_queries: bool = False  # True when one request may carry pairs of different queries
+    score_scale: ScoreScale = PROBABILITY  # probabilities, logits, or the model's raw output (core.scores)
     takes_instruction: bool = False  # the server hands ``instruction`` to its score template (vLLM)
-    instruction: str = ""  # sent as ``instruction`` when set
+    instruction: str = ""  # sent as ``instruction`` when set; requests with another differ
     takes_model: bool = True  # TEI has no ``model`` field
     results_keys: tuple[str, ...] = ("results", "data")  # where an object answer holds its list; () for a bare list
     score_keys: tuple[str, ...] = ("relevance_score", "score")
