@@ -1,11 +1,8 @@
 """Counters for status: one thread-safe recorder, read as a frozen snapshot.
 
-Each thing is counted where it happens: a rerank's outcome by its caller, the one that returns it
-(``service.runtime``), so the counters agree with what callers got; a request's events by the dispatch
-step on the owner loop, where requests are made (the recorder is its ``DispatchEvents``); a pool and
-its shadow comparison by the recall path. Writers are on several threads, so every write takes the
-lock. The UI, the status tool and the CLI all read ``snapshot()`` and nothing else: plain frozen data,
-whose JSON form (``as_dict``) rounds the floats.
+Each thing is counted where it happens (who counts what: docs/architecture.md, "Who owns what"), so
+writers are on several threads and every write takes the lock. The UI, the status tool and the CLI all
+read ``snapshot()`` and nothing else: plain frozen data, whose JSON form (``as_dict``) rounds the floats.
 """
 
 from __future__ import annotations
@@ -278,23 +275,20 @@ class RecentRates:
 
     def __init__(self, window_s: int = 60) -> None:
         self._window_s = window_s
-        self._buckets: deque[list[int]] = deque()  # [second, offered, reranked, shed], oldest first
+        self._seconds: deque[tuple[int, Counter[str]]] = deque()  # (second, counts), oldest first
 
     def add(self, kind: str, now: float) -> None:
-        second = int(now)
-        self._forget_before(second - self._window_s + 1)
-        if not self._buckets or self._buckets[-1][0] != second:
-            self._buckets.append([second, 0, 0, 0])
-        self._buckets[-1][1 + _RATES.index(kind)] += 1
+        self._forget_before(now)
+        if not self._seconds or self._seconds[-1][0] != int(now):
+            self._seconds.append((int(now), Counter()))
+        self._seconds[-1][1][kind] += 1
 
     def per_second(self, now: float) -> dict[str, float]:
         """Each kind's rate over the window, or over the time since the oldest count kept if shorter."""
-        self._forget_before(int(now) - self._window_s + 1)
-        if not self._buckets:
-            return dict.fromkeys(_RATES, 0.0)
-        span = min(float(self._window_s), max(1.0, now - self._buckets[0][0]))
-        return {kind: sum(b[1 + i] for b in self._buckets) / span for i, kind in enumerate(_RATES)}
+        self._forget_before(now)
+        span = min(float(self._window_s), max(1.0, now - self._seconds[0][0])) if self._seconds else 1.0
+        return {kind: sum(counts[kind] for _, counts in self._seconds) / span for kind in _RATES}
 
-    def _forget_before(self, second: int) -> None:
-        while self._buckets and self._buckets[0][0] < second:
-            self._buckets.popleft()
+    def _forget_before(self, now: float) -> None:
+        while self._seconds and self._seconds[0][0] <= int(now) - self._window_s:
+            self._seconds.popleft()
