@@ -1,12 +1,9 @@
 """Which protocol an endpoint speaks, decided from data: the pure half of auto-detection.
 
-The service fetches a few cheap GETs (``/info``, ``/v1/models``, ``/models``, ``/api/version``) and
-hands their JSON to ``identify``; ``candidates`` turns the identity into dialects worth probing; the
-correctness probe scores clearly relevant and clearly irrelevant documents for a fixed query on each
-candidate and ``judge`` keeps the first, in the order given, that ranks them right: the server's own
-``/rerank`` before our client-templated ``/score``. A vLLM serving Qwen3-Reranker without its template
-answers ``/rerank`` with near-random scores, so only ``qwen3_score`` passes there; one started with
-the Qwen3 template ranks right on ``/rerank``, which then wins, and the prompt is never templated twice.
+The service fetches a few cheap GETs and hands their JSON to ``identify``; ``candidates`` turns the
+identity into dialects worth probing; ``judge`` keeps the first, in the order given, that ranks the
+correctness probe right. Why the server's own ``/rerank`` goes before our templated ``/score``:
+docs/servers.md, "Auto-detection".
 """
 
 from __future__ import annotations
@@ -31,15 +28,9 @@ MIN_MARGIN: Final = 0.05  # on the probability scale; logits are passed through 
 
 # Hosted APIs are known by their host name; no GET is needed to identify them.
 HOSTED: Final[Mapping[str, str]] = {
-    "api.cohere.com": "cohere",
-    "api.cohere.ai": "cohere",
-    "api.jina.ai": "jina",
-    "api.voyageai.com": "voyage",
-    "api.mixedbread.com": "mixedbread",
-    "api.mixedbread.ai": "mixedbread",
-    "api.together.xyz": "together",
-    "api.siliconflow.cn": "siliconflow",
-    "api.siliconflow.com": "siliconflow",
+    "api.cohere.com": "cohere", "api.cohere.ai": "cohere", "api.jina.ai": "jina", "api.voyageai.com": "voyage",
+    "api.mixedbread.com": "mixedbread", "api.mixedbread.ai": "mixedbread", "api.together.xyz": "together",
+    "api.siliconflow.cn": "siliconflow", "api.siliconflow.com": "siliconflow",
 }
 
 IDENTIFYING_GETS: Final = ("/info", "/v1/models", "/models", "/api/version")
@@ -230,8 +221,8 @@ def to_probabilities(scores: Sequence[float]) -> list[float]:
 
 
 def preferred(outcomes: Sequence[ProbeOutcome]) -> ProbeOutcome | None:
-    """The first outcome, in candidate order (not the widest margin: see the module docstring), that
-    ranks the probe correctly; None when none does."""
+    """The first outcome, in candidate order (not the widest margin: see docs/servers.md), that ranks
+    the probe correctly; None when none does."""
     return next((o for o in outcomes if o.answered and o.ranks_correctly), None)
 
 

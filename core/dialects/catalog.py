@@ -5,11 +5,9 @@ reference (docs.cohere.com/reference/rerank), Jina's (jina.ai/reranker), Infinit
 ``tools/server/README.md``, and the Voyage, Mixedbread, Together, SiliconFlow and SGLang API references.
 llama.cpp, SGLang and unidentified servers return raw output, logits or probabilities: the probe settles it.
 
-vLLM's ``/rerank`` sends the instruction for a server-side Qwen3-Reranker template. Without one vLLM
-scores Qwen3-Reranker "almost as random" (vllm-project/vllm PR #19260), so ``Qwen3ScoreDialect`` renders
-the template itself: ``/score`` gets the official prompt's halves as ``text_1``/``text_2``, which vLLM
-joins with no separator into the Transformers prompt of the QwenLM/Qwen3-Embedding README, byte for
-byte. It takes N:N lists, so pairs of different queries (many agents' recalls) share one request. User
+``Qwen3ScoreDialect`` renders Qwen3-Reranker's template itself (why: docs/servers.md and vLLM PR
+#19260): ``/score`` gets the official prompt's halves as ``text_1``/``text_2``, which vLLM joins with
+no separator into the Transformers prompt of the QwenLM/Qwen3-Embedding README, byte for byte. User
 text is concatenated, never passed through ``str.format``, so braces, ``%s`` and newlines stay as they are.
 """
 
