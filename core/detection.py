@@ -78,13 +78,10 @@ def _identify(gets: Mapping[str, Any]) -> ServerIdentity:
         return _identify_tei(info)
     listed: tuple[str, ...] = ()
     for path, prefix in (("/v1/models", "/v1"), ("/models", "")):
-        listing = gets.get(path)
-        owners = _owners(listing)
-        if owners:
-            identity = _identify_listing(owners, _model_ids(listing), listing, prefix)
-            if identity.kind != "unknown":
-                return identity
-            listed = listed or identity.models
+        identity = _identify_listing(_entries(gets.get(path)), prefix)
+        if identity.kind != "unknown":
+            return identity
+        listed = listed or identity.models
     version = gets.get("/api/version")
     if isinstance(version, dict) and "version" in version:
         return ServerIdentity(kind="ollama", problem="Ollama has no rerank API (ollama#3368); use another server")
@@ -101,11 +98,13 @@ def _identify_tei(info: dict[str, Any]) -> ServerIdentity:
                           max_client_batch=batch if isinstance(batch, int) and batch > 0 else None, problem=problem)
 
 
-def _identify_listing(owners: set[str], models: tuple[str, ...], listing: Any, prefix: str) -> ServerIdentity:
+def _identify_listing(entries: list[dict[str, Any]], prefix: str) -> ServerIdentity:
+    owners = {owner.lower() if isinstance(owner := m.get("owned_by"), str) else "" for m in entries}
+    models = tuple(m["id"] for m in entries if _is_model_id(m.get("id")))
     kind = next((k for k in ("vllm", "llamacpp", "infinity", "sglang", "xinference") if k in owners), "unknown")
     if kind != "infinity":
         return ServerIdentity(kind, models)
-    rerankers = tuple(m["id"] for m in _entries(listing) if _is_model_id(m.get("id")) and _may_rerank(m))
+    rerankers = tuple(m["id"] for m in entries if _is_model_id(m.get("id")) and _may_rerank(m))
     problem = "" if rerankers else "Infinity serves no model with the rerank capability"
     return ServerIdentity("infinity", rerankers or models, url_prefix=prefix, problem=problem)
 
@@ -115,14 +114,6 @@ def _entries(listing: Any) -> list[dict[str, Any]]:
     if not isinstance(listing, dict) or not isinstance(listing.get("data"), list):
         return []
     return [m for m in listing["data"] if isinstance(m, dict)]
-
-
-def _owners(listing: Any) -> set[str]:
-    return {owner.lower() if isinstance(owner := m.get("owned_by"), str) else "" for m in _entries(listing)}
-
-
-def _model_ids(listing: Any) -> tuple[str, ...]:
-    return tuple(m["id"] for m in _entries(listing) if _is_model_id(m.get("id")))
 
 
 def _is_model_id(value: Any) -> TypeGuard[str]:
@@ -153,7 +144,7 @@ def _rerank_dialects(identity: ServerIdentity, instruction: str) -> list[Dialect
     known: dict[str, list[Dialect]] = {
         "tei": [cat.tei_dialect(identity.max_client_batch)],
         "infinity": [cat.infinity_dialect(identity.url_prefix)],
-        "vllm": [cat.vllm_rerank_dialect(instruction)],
+        "vllm": [cat.VLLM_RERANK.with_instruction(instruction)],
         "llamacpp": [cat.LLAMACPP],
         "sglang": [cat.SGLANG],
         "cohere": [cat.COHERE_V2, cat.COHERE_V1],

@@ -94,10 +94,6 @@ GENERIC_RERANK: Final = (
 )
 
 
-def vllm_rerank_dialect(instruction: str) -> RerankDialect:
-    return VLLM_RERANK.with_instruction(instruction)
-
-
 def infinity_dialect(url_prefix: str = "") -> RerankDialect:
     """Infinity's routes carry its ``--url-prefix`` (empty by default, so ``/rerank``)."""
     return RerankDialect("infinity", f"{url_prefix}/rerank", extra={"return_documents": False}, max_pairs=2048)

@@ -2,10 +2,8 @@
 it is tested with plain data; a warm recall needs this module alone to build its body and read the answer.
 
 Everything a server sends is foreign data: what is not what the protocol promises raises
-``MalformedAnswer``, so the service counts a malformed answer and tells the breaker instead of logging
-a bug. ``read_answer`` turns whatever a parser raises on a shape it did not expect into it;
-``read_json`` refuses integers longer than any number a reranker sends, and nesting deeper than the
-standard library can follow, before a parser sees them. A failed status raises ``ServerError``.
+``MalformedAnswer`` (``read_answer``, ``read_json``), so the service counts a malformed answer and
+tells the breaker instead of logging a bug. A failed status raises ``ServerError``.
 
 The ``/rerank`` family (``RerankDialect``: Cohere, Jina, Infinity, vLLM, TEI, llama.cpp, SGLang ...)
 takes one query and a list of documents and answers with scored indices; its members differ in the
