@@ -1,12 +1,9 @@
 """Which protocol an endpoint speaks, decided from data: the pure half of auto-detection.
 
-The service fetches a few cheap GETs (``/info``, ``/v1/models``, ``/models``, ``/api/version``) and
-hands their JSON to ``identify``; ``candidates`` turns the identity into dialects worth probing; the
-correctness probe scores clearly relevant and clearly irrelevant documents for a fixed query on each
-candidate and ``judge`` keeps the first, in the order given, that ranks them right: the server's own
-``/rerank`` before our client-templated ``/score``. A vLLM serving Qwen3-Reranker without its template
-answers ``/rerank`` with near-random scores, so only ``qwen3_score`` passes there; one started with
-the Qwen3 template ranks right on ``/rerank``, which then wins, and the prompt is never templated twice.
+The service fetches a few cheap GETs and hands their JSON to ``identify``; ``candidates`` turns the
+identity into dialects worth probing; ``judge`` keeps the first, in the order given, that ranks the
+correctness probe right. Why the server's own ``/rerank`` goes before our templated ``/score``:
+docs/servers.md, "Auto-detection".
 """
 
 from __future__ import annotations
@@ -31,15 +28,9 @@ MIN_MARGIN: Final = 0.05  # on the probability scale; logits are passed through 
 
 # Hosted APIs are known by their host name; no GET is needed to identify them.
 HOSTED: Final[Mapping[str, str]] = {
-    "api.cohere.com": "cohere",
-    "api.cohere.ai": "cohere",
-    "api.jina.ai": "jina",
-    "api.voyageai.com": "voyage",
-    "api.mixedbread.com": "mixedbread",
-    "api.mixedbread.ai": "mixedbread",
-    "api.together.xyz": "together",
-    "api.siliconflow.cn": "siliconflow",
-    "api.siliconflow.com": "siliconflow",
+    "api.cohere.com": "cohere", "api.cohere.ai": "cohere", "api.jina.ai": "jina", "api.voyageai.com": "voyage",
+    "api.mixedbread.com": "mixedbread", "api.mixedbread.ai": "mixedbread", "api.together.xyz": "together",
+    "api.siliconflow.cn": "siliconflow", "api.siliconflow.com": "siliconflow",
 }
 
 IDENTIFYING_GETS: Final = ("/info", "/v1/models", "/models", "/api/version")
@@ -87,13 +78,10 @@ def _identify(gets: Mapping[str, Any]) -> ServerIdentity:
         return _identify_tei(info)
     listed: tuple[str, ...] = ()
     for path, prefix in (("/v1/models", "/v1"), ("/models", "")):
-        listing = gets.get(path)
-        owners = _owners(listing)
-        if owners:
-            identity = _identify_listing(owners, _model_ids(listing), listing, prefix)
-            if identity.kind != "unknown":
-                return identity
-            listed = listed or identity.models
+        identity = _identify_listing(_entries(gets.get(path)), prefix)
+        if identity.kind != "unknown":
+            return identity
+        listed = listed or identity.models
     version = gets.get("/api/version")
     if isinstance(version, dict) and "version" in version:
         return ServerIdentity(kind="ollama", problem="Ollama has no rerank API (ollama#3368); use another server")
@@ -110,11 +98,13 @@ def _identify_tei(info: dict[str, Any]) -> ServerIdentity:
                           max_client_batch=batch if isinstance(batch, int) and batch > 0 else None, problem=problem)
 
 
-def _identify_listing(owners: set[str], models: tuple[str, ...], listing: Any, prefix: str) -> ServerIdentity:
+def _identify_listing(entries: list[dict[str, Any]], prefix: str) -> ServerIdentity:
+    owners = {owner.lower() if isinstance(owner := m.get("owned_by"), str) else "" for m in entries}
+    models = tuple(m["id"] for m in entries if _is_model_id(m.get("id")))
     kind = next((k for k in ("vllm", "llamacpp", "infinity", "sglang", "xinference") if k in owners), "unknown")
     if kind != "infinity":
         return ServerIdentity(kind, models)
-    rerankers = tuple(m["id"] for m in _entries(listing) if _is_model_id(m.get("id")) and _may_rerank(m))
+    rerankers = tuple(m["id"] for m in entries if _is_model_id(m.get("id")) and _may_rerank(m))
     problem = "" if rerankers else "Infinity serves no model with the rerank capability"
     return ServerIdentity("infinity", rerankers or models, url_prefix=prefix, problem=problem)
 
@@ -124,14 +114,6 @@ def _entries(listing: Any) -> list[dict[str, Any]]:
     if not isinstance(listing, dict) or not isinstance(listing.get("data"), list):
         return []
     return [m for m in listing["data"] if isinstance(m, dict)]
-
-
-def _owners(listing: Any) -> set[str]:
-    return {owner.lower() if isinstance(owner := m.get("owned_by"), str) else "" for m in _entries(listing)}
-
-
-def _model_ids(listing: Any) -> tuple[str, ...]:
-    return tuple(m["id"] for m in _entries(listing) if _is_model_id(m.get("id")))
 
 
 def _is_model_id(value: Any) -> TypeGuard[str]:
@@ -162,7 +144,7 @@ def _rerank_dialects(identity: ServerIdentity, instruction: str) -> list[Dialect
     known: dict[str, list[Dialect]] = {
         "tei": [cat.tei_dialect(identity.max_client_batch)],
         "infinity": [cat.infinity_dialect(identity.url_prefix)],
-        "vllm": [cat.vllm_rerank_dialect(instruction)],
+        "vllm": [cat.VLLM_RERANK.with_instruction(instruction)],
         "llamacpp": [cat.LLAMACPP],
         "sglang": [cat.SGLANG],
         "cohere": [cat.COHERE_V2, cat.COHERE_V1],
@@ -230,8 +212,8 @@ def to_probabilities(scores: Sequence[float]) -> list[float]:
 
 
 def preferred(outcomes: Sequence[ProbeOutcome]) -> ProbeOutcome | None:
-    """The first outcome, in candidate order (not the widest margin: see the module docstring), that
-    ranks the probe correctly; None when none does."""
+    """The first outcome, in candidate order (not the widest margin: see docs/servers.md), that ranks
+    the probe correctly; None when none does."""
     return next((o for o in outcomes if o.answered and o.ranks_correctly), None)
 
 

@@ -86,9 +86,8 @@ class ProbeReport:
         """JSON-ready, with the probed ``url`` and the not-saved ``note`` (not in the replicas' dicts)."""
         data = dataclasses.asdict(self) | {"url": self.endpoint + self.path if self.path else self.endpoint,
                                            "note": NOT_SAVED, "attempts": list(self.attempts)}
-        replicas = [{k: v for k, v in r.as_dict().items() if k != "note"} for r in self.replicas]
-        if replicas:
-            data["replicas"] = replicas
+        if self.replicas:
+            data["replicas"] = [{k: v for k, v in r.as_dict().items() if k != "note"} for r in self.replicas]
         else:
             del data["replicas"]
         return data

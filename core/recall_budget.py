@@ -1,13 +1,10 @@
 """How long one A0 recall can take with the reranker, against what A0's own limit for it leaves, and
 settings that work against each other.
 
-A0's recall extension (``_memory``'s ``_50_recall_memories.py``) runs the whole recall inside one
-``asyncio.wait_for(..., SEARCH_TIMEOUT)`` of 30 s (v1.7 and newer); past it the recall is cancelled and
-the turn goes on without memories. That limit also covers A0's optional LLM steps, query preparation
-and the post-filter, whose time depends on the utility model: each one that is on gets
-``LLM_STEP_RESERVE_S``. Each of the two reranked searches keeps ``rerank_timeout`` (retries and hedges
-included) and its backstop gives up ``BACKSTOP_GRACE_S`` after it, so the worst case is about twice
-that plus A0's own store searches (with no LLM step on, the largest safe timeout is 14 s).
+A0 runs the whole recall inside one ``asyncio.wait_for(..., SEARCH_TIMEOUT)`` of 30 s (``_memory``'s
+``_50_recall_memories.py``, v1.7 and newer), its optional LLM steps included (docs/a0-integration.md).
+Each of its two reranked searches waits at most ``rerank_timeout`` plus ``BACKSTOP_GRACE_S``, and A0's
+own store searches add ``STORE_SEARCHES_S``.
 """
 
 from __future__ import annotations

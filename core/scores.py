@@ -1,12 +1,8 @@
 """Scores, the rankings made of them and what a recall returns: pure, shared by the service and the A0
 layer. One relevance scale for every server, probabilities in [0, 1], so one ``rerank_min_score`` means
-the same on each.
-
-A dialect declares what its server returns. Most return probabilities (a sigmoid of the cross-encoder's
-logit: vLLM, TEI, Infinity, Cohere, Jina ...). A few return the model's raw output (llama.cpp: logits
-for a BERT-style GGUF, P(yes) for a Qwen3 GGUF), so the route settles that once, from the scores the
-detection probe saw: a batch of logits that happens to lie inside [0, 1] would otherwise be read as
-probabilities.
+the same on each (docs/servers.md, "Scores on one scale"). A dialect declares what its server returns;
+for ``raw`` output the route settles the scale once, from the detection probe's scores: a batch of
+logits that happens to lie inside [0, 1] would otherwise be read as probabilities.
 """
 
 from __future__ import annotations

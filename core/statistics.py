@@ -1,11 +1,8 @@
 """Counters for status: one thread-safe recorder, read as a frozen snapshot.
 
-Each thing is counted where it happens: a rerank's outcome by its caller, the one that returns it
-(``service.runtime``), so the counters agree with what callers got; a request's events by the dispatch
-step on the owner loop, where requests are made (the recorder is its ``DispatchEvents``); a pool and
-its shadow comparison by the recall path. Writers are on several threads, so every write takes the
-lock. The UI, the status tool and the CLI all read ``snapshot()`` and nothing else: plain frozen data,
-whose JSON form (``as_dict``) rounds the floats.
+Each thing is counted where it happens (who counts what: docs/architecture.md, "Who owns what"), so
+writers are on several threads and every write takes the lock. The UI, the status tool and the CLI all
+read ``snapshot()`` and nothing else: plain frozen data, whose JSON form (``as_dict``) rounds the floats.
 """
 
 from __future__ import annotations
@@ -22,8 +19,10 @@ from .errors import Overloaded, QueueFull
 
 LATENCY_WINDOW: Final = 2048  # recent reranks (and queue waits) kept for the percentiles
 SHED_REASONS: Final = frozenset({Overloaded.reason, QueueFull.reason})  # recalls turned away at once
-_EVENTS: Final = ("cancelled", "retries", "stale_connection_retries", "rate_limit_waits", "hedges",
-                  "retry_budget_exhausted", "reranked_after_retry", "failovers", "detections")
+# the snapshot's plain counts, each under its field's name
+_COUNTS: Final = ("reranks", "reranked", "http_requests", "pairs_scored", "shadow_recalls", "cancelled", "retries",
+                  "stale_connection_retries", "rate_limit_waits", "hedges", "retry_budget_exhausted",
+                  "reranked_after_retry", "failovers", "detections")
 _RATES: Final = ("offered", "reranked", "shed")  # what ``RecentRates`` counts
 
 
@@ -141,12 +140,10 @@ class StatsRecorder:
 
     def reset(self) -> None:
         with self._lock:
-            self._reranks = self._reranked = self._requests = self._pairs = self._shadow = 0
-            self._pools = self._pool_members = self._starved = self._rescued = self._floor_dropped = 0
+            self._counts: Counter[str] = Counter()  # ``_COUNTS`` and the pools' sums
             self._shadow_kept = self._shadow_displacement = 0.0
             self._last_api = self._last_error = ""
             self._fallbacks: Counter[str] = Counter()
-            self._events: Counter[str] = Counter()
             self._latencies: deque[float] = deque(maxlen=LATENCY_WINDOW)
             self._queue_waits: deque[float] = deque(maxlen=LATENCY_WINDOW)
             self._rates = RecentRates()
@@ -155,17 +152,15 @@ class StatsRecorder:
 
     def rerank_started(self) -> None:
         with self._lock:
-            self._reranks += 1
+            self._counts["reranks"] += 1
             self._rates.add("offered", self._clock())
 
     def reranked(self, latency_s: float, api: str, *, retried: bool = False) -> None:
         with self._lock:
-            self._reranked += 1
+            self._counts.update(reranked=1, reranked_after_retry=int(retried))
             self._rates.add("reranked", self._clock())
             self._latencies.append(latency_s * 1000.0)
             self._last_api = api
-            if retried:
-                self._events["reranked_after_retry"] += 1
 
     def fell_back(self, reason: str, message: str = "") -> None:
         """A call kept its stock order, for ``reason`` (``message`` is already masked)."""
@@ -184,8 +179,7 @@ class StatsRecorder:
 
     def on_request(self, pairs: int) -> None:
         with self._lock:
-            self._requests += 1
-            self._pairs += pairs
+            self._counts.update(http_requests=1, pairs_scored=pairs)
 
     def on_retry(self, kind: str) -> None:
         """A request was sent again after an error or a 429 (``kind``: backoff or retry_after)."""
@@ -219,24 +213,21 @@ class StatsRecorder:
 
     def _count(self, event: str) -> None:
         with self._lock:
-            self._events[event] += 1
+            self._counts[event] += 1
 
     # --- recalls: counted by the recall path (A0's threads) --------------------------------------
 
     def shadow(self, kept_fraction: float, displacement: float) -> None:
         with self._lock:
-            self._shadow += 1
+            self._counts["shadow_recalls"] += 1
             self._shadow_kept += kept_fraction
             self._shadow_displacement += displacement
 
     def pool(self, size: int, returned: int, rescued: int = 0, floor_dropped: int = 0) -> None:
         """One recall's pool: its ``size``, how many the recall returns, and what reranking changed."""
         with self._lock:
-            self._pools += 1
-            self._pool_members += size
-            self._starved += size <= returned
-            self._rescued += rescued
-            self._floor_dropped += floor_dropped
+            self._counts.update(pools=1, pool_members=size, starved=int(size <= returned), rescued=rescued,
+                                floor_dropped=floor_dropped)
 
     def snapshot(
         self, *, breakers: Mapping[str, str] | None = None, queued_pairs: int = 0, in_flight: int = 0,
@@ -244,20 +235,18 @@ class StatsRecorder:
     ) -> RerankerStatistics:
         with self._lock:
             latencies, waits = sorted(self._latencies), sorted(self._queue_waits)
-            pools, shadows = self._pools, self._shadow
-            rates = self._rates.per_second(self._clock())
+            counts, rates = self._counts, self._rates.per_second(self._clock())
+            pools, shadows = counts["pools"], counts["shadow_recalls"]
             return RerankerStatistics(
-                reranks=self._reranks, reranked=self._reranked, http_requests=self._requests,
-                pairs_scored=self._pairs, fallbacks=dict(self._fallbacks),
+                **{name: counts[name] for name in _COUNTS}, fallbacks=dict(self._fallbacks),
                 latency_p50_ms=percentile(latencies, 0.50), latency_p95_ms=percentile(latencies, 0.95),
                 breakers=dict(breakers or {}), replicas=replicas, queued_pairs=queued_pairs, in_flight=in_flight,
                 shadow_mean_kept_fraction=self._shadow_kept / shadows if shadows else None,
                 shadow_mean_displacement=self._shadow_displacement / shadows if shadows else None,
-                last_api=self._last_api, last_error=self._last_error, shadow_recalls=shadows,
-                **{name: self._events[name] for name in _EVENTS},
-                pool=PoolStatistics(recalls=pools, mean_size=self._pool_members / pools if pools else None,
-                                    starved_fraction=self._starved / pools if pools else None,
-                                    rescued=self._rescued, floor_dropped=self._floor_dropped),
+                last_api=self._last_api, last_error=self._last_error,
+                pool=PoolStatistics(recalls=pools, mean_size=counts["pool_members"] / pools if pools else None,
+                                    starved_fraction=counts["starved"] / pools if pools else None,
+                                    rescued=counts["rescued"], floor_dropped=counts["floor_dropped"]),
                 load=LoadStatistics(offered_per_s=rates["offered"], goodput_per_s=rates["reranked"],
                                     shed_per_s=rates["shed"], queue_wait_p50_ms=percentile(waits, 0.50),
                                     queue_wait_p95_ms=percentile(waits, 0.95)),
@@ -278,23 +267,20 @@ class RecentRates:
 
     def __init__(self, window_s: int = 60) -> None:
         self._window_s = window_s
-        self._buckets: deque[list[int]] = deque()  # [second, offered, reranked, shed], oldest first
+        self._seconds: deque[tuple[int, Counter[str]]] = deque()  # (second, counts), oldest first
 
     def add(self, kind: str, now: float) -> None:
-        second = int(now)
-        self._forget_before(second - self._window_s + 1)
-        if not self._buckets or self._buckets[-1][0] != second:
-            self._buckets.append([second, 0, 0, 0])
-        self._buckets[-1][1 + _RATES.index(kind)] += 1
+        self._forget_before(now)
+        if not self._seconds or self._seconds[-1][0] != int(now):
+            self._seconds.append((int(now), Counter()))
+        self._seconds[-1][1][kind] += 1
 
     def per_second(self, now: float) -> dict[str, float]:
         """Each kind's rate over the window, or over the time since the oldest count kept if shorter."""
-        self._forget_before(int(now) - self._window_s + 1)
-        if not self._buckets:
-            return dict.fromkeys(_RATES, 0.0)
-        span = min(float(self._window_s), max(1.0, now - self._buckets[0][0]))
-        return {kind: sum(b[1 + i] for b in self._buckets) / span for i, kind in enumerate(_RATES)}
+        self._forget_before(now)
+        span = min(float(self._window_s), max(1.0, now - self._seconds[0][0])) if self._seconds else 1.0
+        return {kind: sum(counts[kind] for _, counts in self._seconds) / span for kind in _RATES}
 
-    def _forget_before(self, second: int) -> None:
-        while self._buckets and self._buckets[0][0] < second:
-            self._buckets.popleft()
+    def _forget_before(self, now: float) -> None:
+        while self._seconds and self._seconds[0][0] <= int(now) - self._window_s:
+            self._seconds.popleft()

@@ -1,5 +1,6 @@
 """Wire dialects: build a request for a batch of pairs, parse the answer into one score per pair."""
 
-from .wire import Dialect, RerankDialect, ScoreBatch, TeiDialect, WireAnswer, WireRequest
+from .catalog import Dialect
+from .wire import RerankDialect, ScoreBatch, WireAnswer, WireRequest
 
-__all__ = ["Dialect", "RerankDialect", "ScoreBatch", "TeiDialect", "WireAnswer", "WireRequest"]
+__all__ = ["Dialect", "RerankDialect", "ScoreBatch", "WireAnswer", "WireRequest"]

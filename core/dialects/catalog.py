@@ -5,11 +5,9 @@ reference (docs.cohere.com/reference/rerank), Jina's (jina.ai/reranker), Infinit
 ``tools/server/README.md``, and the Voyage, Mixedbread, Together, SiliconFlow and SGLang API references.
 llama.cpp, SGLang and unidentified servers return raw output, logits or probabilities: the probe settles it.
 
-vLLM's ``/rerank`` sends the instruction for a server-side Qwen3-Reranker template. Without one vLLM
-scores Qwen3-Reranker "almost as random" (vllm-project/vllm PR #19260), so ``Qwen3ScoreDialect`` renders
-the template itself: ``/score`` gets the official prompt's halves as ``text_1``/``text_2``, which vLLM
-joins with no separator into the Transformers prompt of the QwenLM/Qwen3-Embedding README, byte for
-byte. It takes N:N lists, so pairs of different queries (many agents' recalls) share one request. User
+``Qwen3ScoreDialect`` renders Qwen3-Reranker's template itself (why: docs/servers.md and vLLM PR
+#19260): ``/score`` gets the official prompt's halves as ``text_1``/``text_2``, which vLLM joins with
+no separator into the Transformers prompt of the QwenLM/Qwen3-Embedding README, byte for byte. User
 text is concatenated, never passed through ``str.format``, so braces, ``%s`` and newlines stay as they are.
 """
 
@@ -21,16 +19,7 @@ from typing import Any, Final
 
 from ..errors import MalformedAnswer
 from ..scores import PROBABILITY, RAW, ScoreScale
-from .wire import (
-    TEI_DEFAULT_MAX_CLIENT_BATCH,
-    RerankDialect,
-    ScoreBatch,
-    TeiDialect,
-    WireAnswer,
-    WireRequest,
-    read_success_json,
-    scores_from_items,
-)
+from .wire import RerankDialect, ScoreBatch, WireAnswer, WireRequest, read_success_json, scores_from_items
 
 PREFIX: Final = (
     "<|im_start|>system\nJudge whether the Document meets the requirements based on the Query and the "
@@ -78,6 +67,8 @@ class Qwen3ScoreDialect:
         return scores_from_items(data["data"], len(batch), ("score",))
 
 
+Dialect = RerankDialect | Qwen3ScoreDialect  # how one family of servers wants pairs sent and how it answers
+
 UNLIMITED: Final = 100_000  # servers without a documented per-request limit; the batcher's setting governs
 
 COHERE_V2: Final = RerankDialect("cohere-v2", "/v2/rerank", max_pairs=1000, requires_model=True)
@@ -90,6 +81,10 @@ MIXEDBREAD: Final = RerankDialect(
 VLLM_RERANK: Final = RerankDialect("vllm", "/rerank", max_pairs=UNLIMITED, takes_instruction=True)
 LLAMACPP: Final = RerankDialect("llamacpp", "/v1/rerank", max_pairs=UNLIMITED, score_scale=RAW)
 SGLANG: Final = RerankDialect("sglang", "/v1/rerank", max_pairs=UNLIMITED, score_scale=RAW)
+# TEI refuses more than its ``max_client_batch_size`` texts (32 by default; ``GET /info`` says), has no
+# ``model`` field and answers a bare list; it truncates over-long input itself, and applies the sigmoid.
+TEI: Final = RerankDialect("tei", "/rerank", documents_key="texts", max_pairs=32, takes_model=False, results_keys=(),
+                           score_keys=("score",), extra={"truncate": True, "raw_scores": False, "return_text": False})
 
 # Servers we could not identify: the plain body every member of the family accepts, on each route.
 GENERIC_RERANK: Final = (
@@ -99,17 +94,13 @@ GENERIC_RERANK: Final = (
 )
 
 
-def vllm_rerank_dialect(instruction: str) -> RerankDialect:
-    return VLLM_RERANK.with_instruction(instruction)
-
-
 def infinity_dialect(url_prefix: str = "") -> RerankDialect:
     """Infinity's routes carry its ``--url-prefix`` (empty by default, so ``/rerank``)."""
     return RerankDialect("infinity", f"{url_prefix}/rerank", extra={"return_documents": False}, max_pairs=2048)
 
 
-def tei_dialect(max_client_batch: int | None = None) -> TeiDialect:
-    return TeiDialect(max_pairs=max_client_batch or TEI_DEFAULT_MAX_CLIENT_BATCH)
+def tei_dialect(max_client_batch: int | None = None) -> RerankDialect:
+    return dataclasses.replace(TEI, max_pairs=max_client_batch or TEI.max_pairs)
 
 
 def qwen3_score_dialects(instruction: str) -> tuple[Qwen3ScoreDialect, Qwen3ScoreDialect]:

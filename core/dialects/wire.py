@@ -2,15 +2,12 @@
 it is tested with plain data; a warm recall needs this module alone to build its body and read the answer.
 
 Everything a server sends is foreign data: what is not what the protocol promises raises
-``MalformedAnswer``, so the service counts a malformed answer and tells the breaker instead of logging
-a bug. ``read_answer`` turns whatever a parser raises on a shape it did not expect into it;
-``read_json`` refuses integers longer than any number a reranker sends, and nesting deeper than the
-standard library can follow, before a parser sees them. A failed status raises ``ServerError``.
+``MalformedAnswer`` (``read_answer``, ``read_json``), so the service counts a malformed answer and
+tells the breaker instead of logging a bug. A failed status raises ``ServerError``.
 
-The ``/rerank`` family (``RerankDialect``: Cohere, Jina, Infinity, vLLM, llama.cpp, SGLang ...) takes
-one query and a list of documents and answers with scored indices; its members differ in the route,
-the documents field, a few optional fields, the container of the results and the name of the score.
-TEI (``TeiDialect``) is a cousin with its own fields and a per-request limit from its ``/info``.
+The ``/rerank`` family (``RerankDialect``: Cohere, Jina, Infinity, vLLM, TEI, llama.cpp, SGLang ...)
+takes one query and a list of documents and answers with scored indices; its members differ in the
+route, the documents field, a few optional fields, the container of the results and the name of the score.
 """
 
 from __future__ import annotations
@@ -20,7 +17,7 @@ import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, ParamSpec, Protocol, TypeVar
+from typing import Any, Final, ParamSpec, TypeVar
 
 from ..errors import MalformedAnswer, RerankError
 from ..redaction import shown_value
@@ -29,8 +26,6 @@ from .server_errors import server_error
 
 # The largest finite float has 309 digits: no score, index, count or id a server sends needs more.
 MAX_INT_DIGITS: Final = 320
-TEI_DEFAULT_MAX_CLIENT_BATCH: Final = 32
-_SCORE_KEYS: Final = ("relevance_score", "score")
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -163,52 +158,26 @@ def _score_of(item: dict[str, Any], score_keys: Sequence[str]) -> float:
     return number
 
 
-class Dialect(Protocol):
-    """A wire dialect: how one family of servers wants pairs sent and how it answers."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def api(self) -> str: ...  # ``rerank`` or ``qwen3_score``: the rerank_api setting this dialect serves
-
-    @property
-    def path(self) -> str: ...
-
-    @property
-    def mixes_queries(self) -> bool: ...  # True when one request may carry pairs of different queries
-
-    @property
-    def max_pairs(self) -> int: ...  # the server's own per-request limit
-
-    @property
-    def score_scale(self) -> ScoreScale: ...  # probabilities, logits, or the model's raw output (core.scores)
-
-    @property
-    def instruction(self) -> str: ...  # the one it sends or renders ("" when none): requests with another differ
-
-    def with_instruction(self, instruction: str) -> Dialect: ...  # carrying it where it sends one; else itself
-
-    def build(self, batch: ScoreBatch, model: str) -> WireRequest: ...
-
-    def parse(self, answer: WireAnswer, batch: ScoreBatch) -> list[float]: ...
-
-
 @dataclass(frozen=True)
 class RerankDialect:
-    """One member of the family: its route, documents field and the extra fields worth sending."""
+    """One member of the family: its route, its fields and how its answer holds the results. Every
+    dialect (``catalog.Dialect``) has the fields from ``name`` to ``instruction``, ``with_instruction``
+    (carrying it where it sends one; else itself), ``build`` and ``parse``."""
 
     name: str
     path: str
     documents_key: str = "documents"
     extra: Mapping[str, Any] = field(default_factory=dict)
-    max_pairs: int = 1000
+    max_pairs: int = 1000  # the server's own per-request limit
     requires_model: bool = False
-    api: str = "rerank"
-    mixes_queries: bool = False
-    score_scale: ScoreScale = PROBABILITY
+    api: str = "rerank"  # or ``qwen3_score``: the rerank_api setting this dialect serves
+    mixes_queries: bool = False  # True when one request may carry pairs of different queries
+    score_scale: ScoreScale = PROBABILITY  # probabilities, logits, or the model's raw output (core.scores)
     takes_instruction: bool = False  # the server hands ``instruction`` to its score template (vLLM)
-    instruction: str = ""  # sent as ``instruction`` when set
+    instruction: str = ""  # sent as ``instruction`` when set; requests with another differ
+    takes_model: bool = True  # TEI has no ``model`` field
+    results_keys: tuple[str, ...] = ("results", "data")  # where an object answer holds its list; () for a bare list
+    score_keys: tuple[str, ...] = ("relevance_score", "score")
 
     def with_instruction(self, instruction: str) -> RerankDialect:
         return dataclasses.replace(self, instruction=instruction) if self.takes_instruction else self
@@ -216,52 +185,25 @@ class RerankDialect:
     def build(self, batch: ScoreBatch, model: str) -> WireRequest:
         if len(batch.queries) != 1:
             raise ValueError(f"{self.name} scores one query per request, got {len(batch.queries)}")
-        body: dict[str, Any] = {"model": model} if model else {}
+        body: dict[str, Any] = {"model": model} if model and self.takes_model else {}
         body |= {"query": batch.queries[0], self.documents_key: batch.documents}
         if self.instruction:
             body["instruction"] = self.instruction
         return WireRequest("POST", self.path, body | dict(self.extra))
 
     def parse(self, answer: WireAnswer, batch: ScoreBatch) -> list[float]:
-        data = read_success_json(answer)
-        return scores_from_items(_result_items(data), len(batch), _SCORE_KEYS)
+        items = _result_items(read_success_json(answer), self.results_keys)
+        return scores_from_items(items, len(batch), self.score_keys)
 
 
-def _result_items(data: Any) -> Any:
-    """Find the list of results: ``results`` (Cohere/Jina/...), ``data`` (Voyage/Mixedbread) or bare (TEI/SGLang)."""
-    if isinstance(data, list):
-        return data
-    if isinstance(data, dict):
-        for key in ("results", "data"):
+def _result_items(data: Any, keys: tuple[str, ...]) -> Any:
+    """The list of results: under one of ``keys`` (``results``: Cohere, Jina ...; ``data``: Voyage,
+    Mixedbread), or the answer itself (SGLang; TEI, whose answer must be a list)."""
+    if isinstance(data, dict) and keys:
+        for key in keys:
             if key in data:
                 return data[key]
-        raise MalformedAnswer("the answer has neither 'results' nor 'data'")
+        raise MalformedAnswer(f"the answer has neither {' nor '.join(map(repr, keys))}")
+    if isinstance(data, list) or not keys:
+        return data  # ``scores_from_items`` refuses anything but a list
     raise MalformedAnswer(f"unexpected answer of type {type(data).__name__}")
-
-
-@dataclass(frozen=True)
-class TeiDialect:
-    """Text-Embeddings-Inference: ``POST /rerank`` with ``texts``, answered by a bare list. TEI refuses
-    more than ``max_client_batch_size`` texts (32 by default, read from ``GET /info``), has no ``model``
-    or ``top_n`` field, and truncates over-long input itself when ``truncate`` is true."""
-
-    name: str = "tei"
-    path: str = "/rerank"
-    max_pairs: int = TEI_DEFAULT_MAX_CLIENT_BATCH
-    api: str = "rerank"
-    mixes_queries: bool = False
-    score_scale: ScoreScale = PROBABILITY  # we send raw_scores false: TEI applies the sigmoid
-    instruction: str = ""
-
-    def with_instruction(self, instruction: str) -> TeiDialect:
-        return self  # TEI takes no instruction
-
-    def build(self, batch: ScoreBatch, model: str) -> WireRequest:
-        if len(batch.queries) != 1:
-            raise ValueError(f"TEI scores one query per request, got {len(batch.queries)}")
-        body = {"query": batch.queries[0], "texts": batch.documents, "truncate": True, "raw_scores": False,
-                "return_text": False}
-        return WireRequest("POST", self.path, body)
-
-    def parse(self, answer: WireAnswer, batch: ScoreBatch) -> list[float]:
-        return scores_from_items(read_success_json(answer), len(batch), ("score",))

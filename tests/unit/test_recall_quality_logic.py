@@ -50,18 +50,18 @@ def outcome(dialect, scores):  # type: ignore[no-untyped-def]
 
 def test_the_servers_own_rerank_wins_when_both_rank_correctly() -> None:
     qwen = cat.qwen3_score_dialects("i")[0]
-    server_templated = outcome(cat.vllm_rerank_dialect("i"), [0.80, 0.78, 0.30, 0.20])
+    server_templated = outcome(cat.VLLM_RERANK.with_instruction("i"), [0.80, 0.78, 0.30, 0.20])
     ours_twice = outcome(qwen, [0.99, 0.98, 0.01, 0.01])  # a wider margin does not win
     assert det.judge([server_templated, ours_twice]) is server_templated
     assert det.preferred([server_templated, ours_twice]) is server_templated
-    untemplated = outcome(cat.vllm_rerank_dialect("i"), [0.52, 0.49, 0.50, 0.51])
+    untemplated = outcome(cat.VLLM_RERANK.with_instruction("i"), [0.52, 0.49, 0.50, 0.51])
     assert det.judge([untemplated, ours_twice]) is ours_twice
     assert det.preferred([untemplated]) is None
 
 
 def test_vllm_rerank_sends_the_instruction_and_the_others_do_not() -> None:
     batch = ScoreBatch.single("q", ["a", "b"])
-    body = cat.vllm_rerank_dialect("Judge memories").build(batch, "m").body
+    body = cat.VLLM_RERANK.with_instruction("Judge memories").build(batch, "m").body
     assert body == {"model": "m", "query": "q", "documents": ["a", "b"], "instruction": "Judge memories"}
     assert "instruction" not in cat.VLLM_RERANK.build(batch, "").body
     assert "instruction" not in cat.JINA.build(batch, "").body
