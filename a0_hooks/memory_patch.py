@@ -71,14 +71,11 @@ def install(make_wrapper: Callable[[Any], Any], copy: object) -> bool:
 
 def _ours_below_top(func: Any) -> bool:
     """Another plugin wrapped on top of a wrapper of ours: leave the chain alone."""
-    if is_ours(func):
-        return False
-    seen = 0
-    inner = getattr(func, "__wrapped__", None)
-    while inner is not None and seen < 32:
-        if is_ours(inner):
-            return True
-        inner, seen = getattr(inner, "__wrapped__", None), seen + 1
+    inner = None if is_ours(func) else getattr(func, "__wrapped__", None)
+    for _ in range(32):  # a chain that long is not one of wrappers
+        if inner is None or is_ours(inner):
+            return inner is not None
+        inner = getattr(inner, "__wrapped__", None)
     return False
 
 
@@ -94,10 +91,8 @@ def uninstall() -> int:
     patched; returns how many classes were restored."""
     restored = 0
     with _LOCK.get():
-        classes = set(_patched())
-        current_class = memory_class()
-        if current_class is not None:
-            classes.add(current_class)
+        now = memory_class()
+        classes = set(_patched()) | ({now} if now is not None else set())
         for cls in classes:
             current: Any = getattr(cls, METHOD, None)
             if is_ours(current):

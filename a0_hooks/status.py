@@ -37,15 +37,11 @@ def snapshot(agent: Any = None, read: Read | None = None, scope: Mapping[str, st
     counters (those are the whole process's). Never raises."""
     scope = scope or {}
     raw, config, problems = read or _settings(agent, **scope)
-    if agent is None and scope:
-        enabled = enabled_in(**scope)
-    else:
-        enabled = recall_entry.enabled_for(agent)
     steps = recall_steps(agent, **scope)
     key = str(raw.get("rerank_api_key") or "")
     statistics = _statistics()
     info: dict[str, Any] = {
-        "plugin_enabled": enabled,
+        "plugin_enabled": enabled_in(**scope) if agent is None and scope else recall_entry.enabled_for(agent),
         "memory_wrapper_installed": memory_patch.is_installed(),
         "configured": bool(config and config.configured),
         "rerank_enabled": bool(config and config.enabled),
@@ -60,8 +56,8 @@ def snapshot(agent: Any = None, read: Read | None = None, scope: Mapping[str, st
         "settings_warnings": recall_budget.warnings(config, steps) if config else [],
         "recall_budget": recall_budget.budget_line(config, steps) if config else "",
         "statistics": statistics,
-        "hints": overload_hints(statistics.get("load") or {}, config) + pool_hints(statistics.get("pool") or {},
-                                                                                   config),
+        "hints": [*overload_hints(statistics.get("load") or {}, config),
+                  *pool_hints(statistics.get("pool") or {}, config)],
     }
     return scrub(info, key)
 
@@ -171,7 +167,8 @@ async def report(agent: Any = None) -> str:
 
 
 def format_report(info: Mapping[str, Any], probe: ProbeReport | None) -> str:
-    lines = ["Reranker status (a0_reranker)", f"- Mode: {_mode_text(info)}"]
+    disabled = "" if info["plugin_enabled"] else "plugin disabled here; "
+    lines = ["Reranker status (a0_reranker)", f"- Mode: {disabled}{_MODE_TEXTS.get(info['mode'], info['mode'])}"]
     key_state = "set" if info["api_key_set"] else "not set"
     lines.append(f"- Endpoint: {info['endpoint'] or '(not set)'}; API setting: {info['api_setting'] or '-'}; "
                  f"model: {info['model'] or '(server default)'}; API key: {key_state}")
@@ -191,16 +188,13 @@ def format_report(info: Mapping[str, Any], probe: ProbeReport | None) -> str:
     return "\n".join(lines)
 
 
-def _mode_text(info: Mapping[str, Any]) -> str:
-    texts = {
-        "live": "live: recalled memories are reranked",
-        "shadow": "shadow: the reranker scores each recall, but the stock order is returned",
-        "off": "off (rerank_enabled is false): recall is stock",
-        "not configured": "inert: no endpoint is set (Settings > Agent > Reranker)",
-        "invalid settings": "inert: the settings are invalid",
-    }
-    mode = texts.get(info["mode"], info["mode"])
-    return mode if info["plugin_enabled"] else f"plugin disabled here; {mode}"
+_MODE_TEXTS: Final = {
+    "live": "live: recalled memories are reranked",
+    "shadow": "shadow: the reranker scores each recall, but the stock order is returned",
+    "off": "off (rerank_enabled is false): recall is stock",
+    "not configured": "inert: no endpoint is set (Settings > Agent > Reranker)",
+    "invalid settings": "inert: the settings are invalid",
+}
 
 
 def _counter_lines(stats: Mapping[str, Any]) -> list[str]:
@@ -253,18 +247,12 @@ SERVER_STATES: dict[str, str] = {"closed": "in rotation", "open": "ejected", "ha
 
 def server_line(replica: Mapping[str, Any]) -> str:
     """One replica: its state and breaker, share of the pairs, latency and what it has in flight."""
-    breaker = str(replica["breaker"])
-    state = SERVER_STATES.get(breaker, breaker)
-    return (f"- Server {replica['url']}: {state} (breaker {breaker.replace('_', '-')}); "
-            f"{replica['share']:.0%} of pairs ({replica['pairs']:,}); {_server_latency(replica)}; "
-            f"{replica['in_flight']} in flight")
-
-
-def _server_latency(replica: Mapping[str, Any]) -> str:
-    if replica["latency_ms"] is None:
-        return "no answer yet"
-    per_pair = "" if replica["ms_per_pair"] is None else f", {replica['ms_per_pair']:g} ms per pair"
-    return f"{replica['latency_ms']:g} ms per request{per_pair}"
+    breaker, latency = str(replica["breaker"]), "no answer yet"
+    if replica["latency_ms"] is not None:
+        per_pair = "" if replica["ms_per_pair"] is None else f", {replica['ms_per_pair']:g} ms per pair"
+        latency = f"{replica['latency_ms']:g} ms per request{per_pair}"
+    return (f"- Server {replica['url']}: {SERVER_STATES.get(breaker, breaker)} (breaker {breaker.replace('_', '-')}); "
+            f"{replica['share']:.0%} of pairs ({replica['pairs']:,}); {latency}; {replica['in_flight']} in flight")
 
 
 def _ms(value: float | None) -> str:
