@@ -29,6 +29,7 @@ from ..core.probe_report import NOT_SAVED
 from ..service import runtime
 from . import PLUGIN_NAME
 from . import status as plugin_status
+from .recall_entry import from_a0
 
 log = logging.getLogger("a0_reranker")
 _SCOPE_NAME: Final = re.compile(r"^(?!\.{1,2}$)[^/\\\x00]{0,255}$")  # one folder name (or "" for all): no path
@@ -119,14 +120,10 @@ _LABELS: Final = {"project_name": ("project_label", "projects", "get_active_proj
 
 
 def _label(name: str, module: str, lister: str, key: str, field: str) -> str:
-    if not name:
-        return ""
-    try:
+    def listed(_plugins: Any) -> str:
         entries = getattr(importlib.import_module(f"helpers.{module}"), lister)()
         return {str(e.get(key)): str(e.get(field) or "") for e in entries}.get(name) or name
-    except Exception:  # outside A0, or A0 could not list them: the name says it
-        log.debug("a0_reranker: could not read the scope's labels", exc_info=True)
-        return name
+    return from_a0(name, "the scope's labels", listed) if name else ""  # outside A0 or on error: the name
 
 
 def complete_loaded(data: MutableMapping[str, Any]) -> None:
@@ -134,10 +131,9 @@ def complete_loaded(data: MutableMapping[str, Any]) -> None:
     extension would fail A0's own request."""
     try:
         result = data.get("result")
-        if _request_of(data).get("plugin_name") != PLUGIN_NAME or not isinstance(result, dict):
-            return
-        if isinstance(result.get("data"), Mapping):
-            result["data"] = completed(result["data"])
+        saved = result.get("data") if isinstance(result, dict) else None
+        if _request_of(data).get("plugin_name") == PLUGIN_NAME and isinstance(saved, Mapping):
+            result["data"] = completed(saved)
     except Exception:
         log.exception("a0_reranker: could not complete the settings the settings modal loaded")
 

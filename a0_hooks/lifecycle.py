@@ -148,14 +148,10 @@ def _install_one(requirement: str, run: Runner) -> str | None:
         return f"pip could not be started: {exc.strerror or exc}"
     if result.returncode == 0:
         return None
-    return f"exit {result.returncode}: {_pip_reason(result.stderr or result.stdout or '')}"
-
-
-def _pip_reason(output: str) -> str:
-    """pip's last ``ERROR:`` line (it ends with the one that names the cause), else its last line."""
-    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    # pip's last ``ERROR:`` line (it ends with the one that names the cause), else its last line
+    lines = [line.strip() for line in (result.stderr or result.stdout or "").splitlines() if line.strip()]
     errors = [line for line in lines if line.startswith("ERROR:")]
-    return (errors or lines or ["no output"])[-1]
+    return f"exit {result.returncode}: {(errors or lines or ['no output'])[-1]}"
 
 
 def install_command(requirements: list[str]) -> list[str]:

@@ -55,11 +55,9 @@ def is_ours(func: Any) -> bool:
 def install(make_wrapper: Callable[[Any], Any], copy: object) -> bool:
     """Wrap the current ``Memory`` class unless the wrapper of ``copy`` is on top. True when it is."""
     cls = memory_class()
-    if cls is None:
-        return False
     with _LOCK.get():
         current = getattr(cls, METHOD, None)
-        if current is None:
+        if cls is None or current is None:
             return False
         if (is_ours(current) and getattr(current, MARKER) is copy) or _ours_below_top(current):
             return True  # another wrapper on ours is left alone: ours re-resolves its code on every call
@@ -81,9 +79,8 @@ def _ours_below_top(func: Any) -> bool:
 
 def is_installed() -> bool:
     """The ``Memory`` class A0 uses now goes through a wrapper of ours."""
-    cls = memory_class()
-    current = getattr(cls, METHOD, None) if cls is not None else None
-    return current is not None and (is_ours(current) or _ours_below_top(current))
+    current = getattr(memory_class(), METHOD, None)
+    return is_ours(current) or _ours_below_top(current)
 
 
 def uninstall() -> int:

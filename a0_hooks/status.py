@@ -1,7 +1,6 @@
 """What the plugin reports about itself (state: none): one snapshot for the panel's live status and
-the agent's ``reranker_status`` tool, and the tool's plain-text report (with a live probe). For the
-agent's scope or a named one it asks A0 whether the plugin is on there, and which of A0's LLM recall
-steps spend part of the recall's time.
+the agent's ``reranker_status`` tool, and the tool's plain-text report (with a live probe), for the
+agent's scope or a named one.
 
 The API key is never part of it: only whether one is set, and every text is scrubbed of the key
 before it leaves (a server's error message could quote it back). Nor is a password typed into the
@@ -39,7 +38,11 @@ def snapshot(agent: Any = None, read: Read | None = None, scope: Mapping[str, st
     raw, config, problems = read or _settings(agent, **scope)
     steps = recall_steps(agent, **scope)
     key = str(raw.get("rerank_api_key") or "")
-    statistics = _statistics()
+    try:
+        statistics = runtime.statistics().as_dict()
+    except Exception:
+        log.exception("a0_reranker: could not read the counters")
+        statistics = {}
     info: dict[str, Any] = {
         "plugin_enabled": enabled_in(**scope) if agent is None and scope else recall_entry.enabled_for(agent),
         "memory_wrapper_installed": memory_patch.is_installed(),
@@ -150,14 +153,6 @@ def _mode(config: RerankerConfig | None, problems: list[str]) -> str:
     return "live" if config.apply else "shadow"
 
 
-def _statistics() -> dict[str, Any]:
-    try:
-        return runtime.statistics().as_dict()
-    except Exception:
-        log.exception("a0_reranker: could not read the counters")
-        return {}
-
-
 async def report(agent: Any = None) -> str:
     """The ``reranker_status`` tool's answer: settings, a live probe and the counters, in plain text."""
     read = raw, config, _ = _settings(agent)  # read once: for the summary and for the live probe
@@ -168,10 +163,10 @@ async def report(agent: Any = None) -> str:
 
 def format_report(info: Mapping[str, Any], probe: ProbeReport | None) -> str:
     disabled = "" if info["plugin_enabled"] else "plugin disabled here; "
-    lines = ["Reranker status (a0_reranker)", f"- Mode: {disabled}{_MODE_TEXTS.get(info['mode'], info['mode'])}"]
     key_state = "set" if info["api_key_set"] else "not set"
-    lines.append(f"- Endpoint: {info['endpoint'] or '(not set)'}; API setting: {info['api_setting'] or '-'}; "
-                 f"model: {info['model'] or '(server default)'}; API key: {key_state}")
+    lines = ["Reranker status (a0_reranker)", f"- Mode: {disabled}{_MODE_TEXTS.get(info['mode'], info['mode'])}",
+             f"- Endpoint: {info['endpoint'] or '(not set)'}; API setting: {info['api_setting'] or '-'}; "
+             f"model: {info['model'] or '(server default)'}; API key: {key_state}"]
     lines += [f"- Invalid setting: {problem}" for problem in info["settings_problems"]]
     lines += [f"- Setting warning: {warning}" for warning in info.get("settings_warnings") or []]
     if info.get("recall_budget"):

@@ -112,7 +112,6 @@ async def recall(config: RerankerConfig, limit: int, *, embedded: bool) -> DemoR
 
 
 def as_dict(demo: DemoRun) -> dict[str, Any]:
-    ranking = demo.outcome.ranking or []
     return {
         "query": QUERY,
         "reranker": {"endpoint": demo.endpoint, "embedded": demo.embedded,
@@ -121,7 +120,7 @@ def as_dict(demo: DemoRun) -> dict[str, Any]:
         "before": [{"position": p, "similarity": round(s, 4), "memory": MEMORIES[i]}
                    for p, (i, s) in enumerate(demo.stock, 1)],
         "after": [{"position": p, "score": score, "was": index + 1, "memory": MEMORIES[demo.stock[index][0]]}
-                  for p, (index, score) in enumerate(ranking[: demo.limit], 1)],
+                  for p, (index, score) in enumerate((demo.outcome.ranking or [])[: demo.limit], 1)],
         "rerank_ms": round(demo.outcome.elapsed_s * 1000, 1),
         "pool": demo.pool.as_dict(),
     }

@@ -48,8 +48,7 @@ async def rerank(request: web.Request) -> web.Response:
         body = await request.json()
     except ValueError:
         return _invalid("body", "JSON decode error", "json_invalid")
-    problem = _problem(body)
-    if problem is not None:
+    if (problem := _problem(body)) is not None:
         return problem
     query, documents = body["query"].strip(), [d.strip() for d in body["documents"]]
     scores = sorted(((word_overlap_score(query, d), i) for i, d in enumerate(documents)), key=lambda s: (-s[0], s[1]))
