@@ -131,9 +131,9 @@ def complete_loaded(data: MutableMapping[str, Any]) -> None:
     extension would fail A0's own request."""
     try:
         result = data.get("result")
-        saved = result.get("data") if isinstance(result, dict) else None
-        if _request_of(data).get("plugin_name") == PLUGIN_NAME and isinstance(saved, Mapping):
-            result["data"] = completed(saved)
+        ours = _request_of(data).get("plugin_name") == PLUGIN_NAME
+        if ours and isinstance(result, dict) and isinstance(result.get("data"), Mapping):
+            result["data"] = completed(result["data"])
     except Exception:
         log.exception("a0_reranker: could not complete the settings the settings modal loaded")
 
