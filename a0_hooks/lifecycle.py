@@ -33,6 +33,7 @@ from . import PLUGIN_NAME, memory_patch, recall_entry
 
 log = logging.getLogger("a0_reranker")
 
+PACKAGE: Final = __name__.rsplit(".", 2)[0]  # usr.plugins.a0_reranker
 REQUIREMENTS_FILE: Final = Path(__file__).resolve().parent.parent / "requirements.txt"
 PIP_TIMEOUT_S: Final = 600
 # distribution name -> import name, where they differ
@@ -50,9 +51,6 @@ class DependencyInstallError(RuntimeError):
         noun, pronoun = ("dependency", "it") if len(reasons) == 1 else ("dependencies", "them")
         super().__init__(f"a0_reranker could not install its {noun} {names}. Install {pronoun} in Agent Zero's "
                          f"Python, then install the plugin again: {command}")
-
-
-PACKAGE: Final = __name__.rsplit(".", 2)[0]  # usr.plugins.a0_reranker
 
 
 def install(run: Runner = subprocess.run) -> None:

@@ -61,15 +61,13 @@ class _State:
 _STATE = _State()
 
 
+@atexit.register
 def _ignore_signals_at_the_end() -> None:
     """The last exit hook (registered first): see the module docstring."""
     if _STATE.received is not None:
         for signum in SIGNALS:
             with contextlib.suppress(ValueError):  # not the main thread: nothing to protect
                 signal.signal(signum, signal.SIG_IGN)
-
-
-atexit.register(_ignore_signals_at_the_end)
 
 
 def stopping() -> bool:
