@@ -19,7 +19,6 @@ import importlib
 import logging
 import re
 from collections.abc import Mapping, MutableMapping
-from dataclasses import dataclass
 from typing import Any, Final
 
 from ..core import recall_budget
@@ -30,29 +29,10 @@ from ..core.probe_report import NOT_SAVED
 from ..service import runtime
 from . import PLUGIN_NAME
 from . import status as plugin_status
+from .recall_entry import from_a0
 
 log = logging.getLogger("a0_reranker")
 _SCOPE_NAME: Final = re.compile(r"^(?!\.{1,2}$)[^/\\\x00]{0,255}$")  # one folder name (or "" for all): no path
-
-
-@dataclass(frozen=True)
-class Scope:
-    """The modal's selection: a project and an agent profile by name; ``""`` is A0's "Global" and "All
-    profiles"."""
-
-    project_name: str = ""
-    agent_profile: str = ""
-
-    def __post_init__(self) -> None:
-        for name in (self.project_name, self.agent_profile):
-            if not isinstance(name, str) or not _SCOPE_NAME.match(name):
-                raise ValueError(f"not a project or agent profile name: {name!r}")
-
-    def lookup(self) -> dict[str, str]:
-        """The keywords of A0's ``get_plugin_config`` for this scope: none for the global one."""
-        if not (self.project_name or self.agent_profile):
-            return {}
-        return {"project_name": self.project_name, "agent_profile": self.agent_profile}
 
 
 async def test_connection(payload: Any) -> dict[str, Any]:
@@ -68,7 +48,11 @@ async def test_connection(payload: Any) -> dict[str, Any]:
         if not config.configured:
             return _failure("Set the Reranker endpoint first (the server's base URL, e.g. http://HOST:8002).", key)
         report = await runtime.probe_async(config)
-        warnings = recall_budget.warnings(config, plugin_status.recall_steps(**_scope_or_global(payload).lookup()))
+        try:
+            steps = plugin_status.recall_steps(**_lookup(_scope(payload)))
+        except ValueError:  # a scope that is not one: the global one's steps
+            steps = plugin_status.recall_steps()
+        warnings = recall_budget.warnings(config, steps)
         reply = {**report.as_dict(), "success": report.ok, "warnings": warnings}
         return plugin_status.scrub(reply, key)
     except Exception as exc:
@@ -84,13 +68,12 @@ def _validated(settings: Mapping[str, Any]) -> tuple[RerankerConfig | None, dict
     for _ in range(2):
         try:
             config = RerankerConfig.from_settings(remaining)
+            return (config, {}) if not errors else (None, errors)
         except ConfigError as exc:
             for problem in exc.problems:
                 name, _, message = problem.partition(": ")
                 errors[name] = f"{errors[name]}; {message}" if name in errors else message
                 remaining.pop(name, None)
-            continue
-        return (config, {}) if not errors else (None, errors)
     return None, errors
 
 
@@ -108,43 +91,39 @@ def status(payload: Any = None) -> dict[str, Any]:
     except ValueError as exc:
         return {"success": False, "message": f"Unknown scope: {exc}."}
     try:
-        scope_names = {"project_name": scope.project_name, "agent_profile": scope.agent_profile,
-                       **scope_labels(scope)}
-        return {"success": True, "scope": scope_names, **plugin_status.snapshot(None, scope=scope.lookup())}
+        labels = {label: _label(scope[name], *lister) for name, (label, *lister) in _LABELS.items()}
+        return {"success": True, "scope": {**scope, **labels}, **plugin_status.snapshot(None, scope=_lookup(scope))}
     except Exception as exc:
         log.exception("a0_reranker: status failed unexpectedly")
         return {"success": False, "message": f"Unexpected error: {type(exc).__name__}."}
 
 
-def _scope_or_global(payload: Any) -> Scope:
-    try:
-        return _scope(payload)
-    except ValueError:
-        return Scope()
+def _scope(payload: Any) -> dict[str, str]:
+    """The modal's selection, a project and an agent profile by name (``""`` is A0's "Global" and "All
+    profiles"); ValueError for names that are not plain folder names."""
+    names = payload if isinstance(payload, Mapping) else {}
+    scope = {key: names.get(key) or "" for key in ("project_name", "agent_profile")}
+    for name in scope.values():
+        if not isinstance(name, str) or not _SCOPE_NAME.match(name):
+            raise ValueError(f"not a project or agent profile name: {name!r}")
+    return scope
 
 
-def _scope(payload: Any) -> Scope:
-    """The modal's selection; ValueError for names that are not plain folder names."""
-    if not isinstance(payload, Mapping):
-        return Scope()
-    return Scope(project_name=payload.get("project_name") or "", agent_profile=payload.get("agent_profile") or "")
+def _lookup(scope: dict[str, str]) -> dict[str, str]:
+    """The keywords of A0's ``get_plugin_config`` for this scope: none for the global one."""
+    return scope if any(scope.values()) else {}
 
 
-def scope_labels(scope: Scope) -> dict[str, str]:
-    """The scope's names as A0's modal shows them (a project's title, a profile's label), else the names."""
-    return {"project_label": _label(scope.project_name, "projects", "get_active_projects_list", "name", "title"),
-            "agent_profile_label": _label(scope.agent_profile, "subagents", "get_all_agents_list", "key", "label")}
+# the scope's names as A0's modal shows them: a project's title, a profile's label (A0's lister, its fields)
+_LABELS: Final = {"project_name": ("project_label", "projects", "get_active_projects_list", "name", "title"),
+                  "agent_profile": ("agent_profile_label", "subagents", "get_all_agents_list", "key", "label")}
 
 
 def _label(name: str, module: str, lister: str, key: str, field: str) -> str:
-    if not name:
-        return ""
-    try:
+    def listed(_plugins: Any) -> str:
         entries = getattr(importlib.import_module(f"helpers.{module}"), lister)()
         return {str(e.get(key)): str(e.get(field) or "") for e in entries}.get(name) or name
-    except Exception:  # outside A0, or A0 could not list them: the name says it
-        log.debug("a0_reranker: could not read the scope's labels", exc_info=True)
-        return name
+    return from_a0(name, "the scope's labels", listed) if name else ""  # outside A0 or on error: the name
 
 
 def complete_loaded(data: MutableMapping[str, Any]) -> None:
@@ -152,9 +131,8 @@ def complete_loaded(data: MutableMapping[str, Any]) -> None:
     extension would fail A0's own request."""
     try:
         result = data.get("result")
-        if _request_of(data).get("plugin_name") != PLUGIN_NAME or not isinstance(result, dict):
-            return
-        if isinstance(result.get("data"), Mapping):
+        ours = _request_of(data).get("plugin_name") == PLUGIN_NAME
+        if ours and isinstance(result, dict) and isinstance(result.get("data"), Mapping):
             result["data"] = completed(result["data"])
     except Exception:
         log.exception("a0_reranker: could not complete the settings the settings modal loaded")

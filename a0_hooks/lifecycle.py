@@ -33,6 +33,7 @@ from . import PLUGIN_NAME, memory_patch, recall_entry
 
 log = logging.getLogger("a0_reranker")
 
+PACKAGE: Final = __name__.rsplit(".", 2)[0]  # usr.plugins.a0_reranker
 REQUIREMENTS_FILE: Final = Path(__file__).resolve().parent.parent / "requirements.txt"
 PIP_TIMEOUT_S: Final = 600
 # distribution name -> import name, where they differ
@@ -52,15 +53,10 @@ class DependencyInstallError(RuntimeError):
                          f"Python, then install the plugin again: {command}")
 
 
-PACKAGE: Final = __name__.rsplit(".", 2)[0]  # usr.plugins.a0_reranker
-
-
 def install(run: Runner = subprocess.run) -> None:
     """Make every requirement importable (raises ``DependencyInstallError`` for what pip cannot install),
     then wrap the memory search with this code (after an update: the new code)."""
-    missing = missing_requirements(REQUIREMENTS_FILE)
-    if missing:
-        pip_install(missing, run=run)
+    pip_install(missing_requirements(REQUIREMENTS_FILE), run=run)
     if installed():
         recall_entry.ensure_installed()
 
@@ -71,15 +67,9 @@ def installed() -> bool:
                                 lambda plugins: plugins.find_plugin_dir(PLUGIN_NAME) is not None)
 
 
-def on_startup() -> None:  # startup_migration: wrap the memory search before the first chat
-    _wrap("startup")
-
-
-def on_agent_init(agent: Any) -> None:  # every new agent, subordinates included
-    _wrap("agent_init")
-
-
-def _wrap(seam: str) -> None:  # A0 does not catch what extensions raise: log it here
+def wrap(seam: str) -> None:
+    """At startup (before the first chat) and for every new agent (subordinates too): wrap the memory
+    search. A0 does not catch what extensions raise: logged here."""
     try:
         if installed():
             recall_entry.ensure_installed()
@@ -123,15 +113,11 @@ def _satisfied(name: str, minimum: str | None) -> bool:
     try:
         if importlib.util.find_spec(module) is None:
             return False
+        return minimum is None or _version_tuple(importlib.metadata.version(name)) >= _version_tuple(minimum)
+    except importlib.metadata.PackageNotFoundError:  # an ImportError too: caught first
+        return True  # importable but not pip-managed (vendored): trust it
     except (ImportError, ValueError):
         return False
-    if minimum is None:
-        return True
-    try:
-        installed = importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return True  # importable but not pip-managed (vendored): trust it
-    return _version_tuple(installed) >= _version_tuple(minimum)
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:
@@ -160,14 +146,10 @@ def _install_one(requirement: str, run: Runner) -> str | None:
         return f"pip could not be started: {exc.strerror or exc}"
     if result.returncode == 0:
         return None
-    return f"exit {result.returncode}: {_pip_reason(result.stderr or result.stdout or '')}"
-
-
-def _pip_reason(output: str) -> str:
-    """pip's last ``ERROR:`` line (it ends with the one that names the cause), else its last line."""
-    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    # pip's last ``ERROR:`` line (it ends with the one that names the cause), else its last line
+    lines = [line.strip() for line in (result.stderr or result.stdout or "").splitlines() if line.strip()]
     errors = [line for line in lines if line.startswith("ERROR:")]
-    return (errors or lines or ["no output"])[-1]
+    return f"exit {result.returncode}: {(errors or lines or ['no output'])[-1]}"
 
 
 def install_command(requirements: list[str]) -> list[str]:

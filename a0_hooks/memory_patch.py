@@ -55,11 +55,9 @@ def is_ours(func: Any) -> bool:
 def install(make_wrapper: Callable[[Any], Any], copy: object) -> bool:
     """Wrap the current ``Memory`` class unless the wrapper of ``copy`` is on top. True when it is."""
     cls = memory_class()
-    if cls is None:
-        return False
     with _LOCK.get():
         current = getattr(cls, METHOD, None)
-        if current is None:
+        if cls is None or current is None:
             return False
         if (is_ours(current) and getattr(current, MARKER) is copy) or _ours_below_top(current):
             return True  # another wrapper on ours is left alone: ours re-resolves its code on every call
@@ -71,22 +69,18 @@ def install(make_wrapper: Callable[[Any], Any], copy: object) -> bool:
 
 def _ours_below_top(func: Any) -> bool:
     """Another plugin wrapped on top of a wrapper of ours: leave the chain alone."""
-    if is_ours(func):
-        return False
-    seen = 0
-    inner = getattr(func, "__wrapped__", None)
-    while inner is not None and seen < 32:
-        if is_ours(inner):
-            return True
-        inner, seen = getattr(inner, "__wrapped__", None), seen + 1
+    inner = None if is_ours(func) else getattr(func, "__wrapped__", None)
+    for _ in range(32):  # a chain that long is not one of wrappers
+        if inner is None or is_ours(inner):
+            return inner is not None
+        inner = getattr(inner, "__wrapped__", None)
     return False
 
 
 def is_installed() -> bool:
     """The ``Memory`` class A0 uses now goes through a wrapper of ours."""
-    cls = memory_class()
-    current = getattr(cls, METHOD, None) if cls is not None else None
-    return current is not None and (is_ours(current) or _ours_below_top(current))
+    current = getattr(memory_class(), METHOD, None)
+    return is_ours(current) or _ours_below_top(current)
 
 
 def uninstall() -> int:
@@ -94,10 +88,8 @@ def uninstall() -> int:
     patched; returns how many classes were restored."""
     restored = 0
     with _LOCK.get():
-        classes = set(_patched())
-        current_class = memory_class()
-        if current_class is not None:
-            classes.add(current_class)
+        now = memory_class()
+        classes = set(_patched()) | ({now} if now is not None else set())
         for cls in classes:
             current: Any = getattr(cls, METHOD, None)
             if is_ours(current):

@@ -1,7 +1,6 @@
 """What the plugin reports about itself (state: none): one snapshot for the panel's live status and
-the agent's ``reranker_status`` tool, and the tool's plain-text report (with a live probe). For the
-agent's scope or a named one it asks A0 whether the plugin is on there, and which of A0's LLM recall
-steps spend part of the recall's time.
+the agent's ``reranker_status`` tool, and the tool's plain-text report (with a live probe), for the
+agent's scope or a named one.
 
 The API key is never part of it: only whether one is set, and every text is scrubbed of the key
 before it leaves (a server's error message could quote it back). Nor is a password typed into the
@@ -37,15 +36,15 @@ def snapshot(agent: Any = None, read: Read | None = None, scope: Mapping[str, st
     counters (those are the whole process's). Never raises."""
     scope = scope or {}
     raw, config, problems = read or _settings(agent, **scope)
-    if agent is None and scope:
-        enabled = enabled_in(**scope)
-    else:
-        enabled = recall_entry.enabled_for(agent)
     steps = recall_steps(agent, **scope)
     key = str(raw.get("rerank_api_key") or "")
-    statistics = _statistics()
+    try:
+        statistics = runtime.statistics().as_dict()
+    except Exception:
+        log.exception("a0_reranker: could not read the counters")
+        statistics = {}
     info: dict[str, Any] = {
-        "plugin_enabled": enabled,
+        "plugin_enabled": enabled_in(**scope) if agent is None and scope else recall_entry.enabled_for(agent),
         "memory_wrapper_installed": memory_patch.is_installed(),
         "configured": bool(config and config.configured),
         "rerank_enabled": bool(config and config.enabled),
@@ -60,8 +59,8 @@ def snapshot(agent: Any = None, read: Read | None = None, scope: Mapping[str, st
         "settings_warnings": recall_budget.warnings(config, steps) if config else [],
         "recall_budget": recall_budget.budget_line(config, steps) if config else "",
         "statistics": statistics,
-        "hints": overload_hints(statistics.get("load") or {}, config) + pool_hints(statistics.get("pool") or {},
-                                                                                   config),
+        "hints": [*overload_hints(statistics.get("load") or {}, config),
+                  *pool_hints(statistics.get("pool") or {}, config)],
     }
     return scrub(info, key)
 
@@ -154,14 +153,6 @@ def _mode(config: RerankerConfig | None, problems: list[str]) -> str:
     return "live" if config.apply else "shadow"
 
 
-def _statistics() -> dict[str, Any]:
-    try:
-        return runtime.statistics().as_dict()
-    except Exception:
-        log.exception("a0_reranker: could not read the counters")
-        return {}
-
-
 async def report(agent: Any = None) -> str:
     """The ``reranker_status`` tool's answer: settings, a live probe and the counters, in plain text."""
     read = raw, config, _ = _settings(agent)  # read once: for the summary and for the live probe
@@ -171,10 +162,11 @@ async def report(agent: Any = None) -> str:
 
 
 def format_report(info: Mapping[str, Any], probe: ProbeReport | None) -> str:
-    lines = ["Reranker status (a0_reranker)", f"- Mode: {_mode_text(info)}"]
+    disabled = "" if info["plugin_enabled"] else "plugin disabled here; "
     key_state = "set" if info["api_key_set"] else "not set"
-    lines.append(f"- Endpoint: {info['endpoint'] or '(not set)'}; API setting: {info['api_setting'] or '-'}; "
-                 f"model: {info['model'] or '(server default)'}; API key: {key_state}")
+    lines = ["Reranker status (a0_reranker)", f"- Mode: {disabled}{_MODE_TEXTS.get(info['mode'], info['mode'])}",
+             f"- Endpoint: {info['endpoint'] or '(not set)'}; API setting: {info['api_setting'] or '-'}; "
+             f"model: {info['model'] or '(server default)'}; API key: {key_state}"]
     lines += [f"- Invalid setting: {problem}" for problem in info["settings_problems"]]
     lines += [f"- Setting warning: {warning}" for warning in info.get("settings_warnings") or []]
     if info.get("recall_budget"):
@@ -191,16 +183,13 @@ def format_report(info: Mapping[str, Any], probe: ProbeReport | None) -> str:
     return "\n".join(lines)
 
 
-def _mode_text(info: Mapping[str, Any]) -> str:
-    texts = {
-        "live": "live: recalled memories are reranked",
-        "shadow": "shadow: the reranker scores each recall, but the stock order is returned",
-        "off": "off (rerank_enabled is false): recall is stock",
-        "not configured": "inert: no endpoint is set (Settings > Agent > Reranker)",
-        "invalid settings": "inert: the settings are invalid",
-    }
-    mode = texts.get(info["mode"], info["mode"])
-    return mode if info["plugin_enabled"] else f"plugin disabled here; {mode}"
+_MODE_TEXTS: Final = {
+    "live": "live: recalled memories are reranked",
+    "shadow": "shadow: the reranker scores each recall, but the stock order is returned",
+    "off": "off (rerank_enabled is false): recall is stock",
+    "not configured": "inert: no endpoint is set (Settings > Agent > Reranker)",
+    "invalid settings": "inert: the settings are invalid",
+}
 
 
 def _counter_lines(stats: Mapping[str, Any]) -> list[str]:
@@ -253,18 +242,12 @@ SERVER_STATES: dict[str, str] = {"closed": "in rotation", "open": "ejected", "ha
 
 def server_line(replica: Mapping[str, Any]) -> str:
     """One replica: its state and breaker, share of the pairs, latency and what it has in flight."""
-    breaker = str(replica["breaker"])
-    state = SERVER_STATES.get(breaker, breaker)
-    return (f"- Server {replica['url']}: {state} (breaker {breaker.replace('_', '-')}); "
-            f"{replica['share']:.0%} of pairs ({replica['pairs']:,}); {_server_latency(replica)}; "
-            f"{replica['in_flight']} in flight")
-
-
-def _server_latency(replica: Mapping[str, Any]) -> str:
-    if replica["latency_ms"] is None:
-        return "no answer yet"
-    per_pair = "" if replica["ms_per_pair"] is None else f", {replica['ms_per_pair']:g} ms per pair"
-    return f"{replica['latency_ms']:g} ms per request{per_pair}"
+    breaker, latency = str(replica["breaker"]), "no answer yet"
+    if replica["latency_ms"] is not None:
+        per_pair = "" if replica["ms_per_pair"] is None else f", {replica['ms_per_pair']:g} ms per pair"
+        latency = f"{replica['latency_ms']:g} ms per request{per_pair}"
+    return (f"- Server {replica['url']}: {SERVER_STATES.get(breaker, breaker)} (breaker {breaker.replace('_', '-')}); "
+            f"{replica['share']:.0%} of pairs ({replica['pairs']:,}); {latency}; {replica['in_flight']} in flight")
 
 
 def _ms(value: float | None) -> str:

@@ -112,7 +112,6 @@ async def recall(config: RerankerConfig, limit: int, *, embedded: bool) -> DemoR
 
 
 def as_dict(demo: DemoRun) -> dict[str, Any]:
-    ranking = demo.outcome.ranking or []
     return {
         "query": QUERY,
         "reranker": {"endpoint": demo.endpoint, "embedded": demo.embedded,
@@ -121,21 +120,27 @@ def as_dict(demo: DemoRun) -> dict[str, Any]:
         "before": [{"position": p, "similarity": round(s, 4), "memory": MEMORIES[i]}
                    for p, (i, s) in enumerate(demo.stock, 1)],
         "after": [{"position": p, "score": score, "was": index + 1, "memory": MEMORIES[demo.stock[index][0]]}
-                  for p, (index, score) in enumerate(ranking[: demo.limit], 1)],
+                  for p, (index, score) in enumerate((demo.outcome.ranking or [])[: demo.limit], 1)],
         "rerank_ms": round(demo.outcome.elapsed_s * 1000, 1),
         "pool": demo.pool.as_dict(),
     }
 
 
 def render(demo: DemoRun) -> str:
-    width = terminal_width()
-    lines = [bold("a0-reranker demo: one memory recall, before and after reranking"), ""]
-    lines += _setting(demo, width)
+    width, limit = terminal_width(), demo.limit
+    stock = [(f"{p}", f"{similarity:.3f}", MEMORIES[i]) for p, (i, similarity) in enumerate(demo.stock, 1)]
+    before = table(("#", "similarity", "memory"), stock, ">><", width - 2)
+    if limit < len(stock):
+        before.insert(limit + 1, f"{'-' * 4} the recall keeps the {limit} above {'-' * 4}")
+    reranked = [(f"{p:2d}", f"{score:.3f}", f"#{i + 1}", MEMORIES[demo.stock[i][0]])
+                for p, (i, score) in enumerate((demo.outcome.ranking or [])[:limit], 1)]
+    after = table(("#", "score", "was", "memory"), reranked, ">>><", width - 2)
+    lines = [bold("a0-reranker demo: one memory recall, before and after reranking"), "", *_setting(demo, width)]
     lines += ["", bold("BEFORE") + "  plain embedding recall (stand-in: bag-of-words cosine, one vector per memory)"]
-    lines += _before(demo, width)
-    lines += ["", bold("AFTER") + f"   reranked by the plugin's recall path (rerank_pool over all {len(demo.stock)} "
+    lines += [f"  {line}" for line in before]
+    lines += ["", bold("AFTER") + f"   reranked by the plugin's recall path (rerank_pool over all {len(stock)} "
               f"candidates, {demo.outcome.elapsed_s * 1000:.0f} ms)"]
-    lines += _after(demo, width)
+    lines += [f"  {line}" for line in after]
     lines += ["", *textwrap.wrap(_verdict(demo), width)]
     if demo.embedded:
         lines += ["", "Try your own server:  a0-reranker demo --endpoint http://HOST:PORT   "
@@ -155,21 +160,6 @@ def _setting(demo: DemoRun, width: int) -> list[str]:
             ("detected", [demo.probe.message])]
     return [f"  {name if i == 0 else '':<10}{line}" for name, texts in rows
             for i, line in enumerate(line for text in texts for line in textwrap.wrap(text, width - 12))]
-
-
-def _before(demo: DemoRun, width: int) -> list[str]:
-    rows = [(f"{p}", f"{similarity:.3f}", MEMORIES[index])
-            for p, (index, similarity) in enumerate(demo.stock, 1)]
-    lines = [f"  {line}" for line in table(("#", "similarity", "memory"), rows, ">><", width - 2)]
-    cut = f"  {'-' * 4} the recall keeps the {demo.limit} above {'-' * 4}"
-    return [lines[0], *lines[1 : demo.limit + 1], cut, *lines[demo.limit + 1 :]] if demo.limit < len(rows) else lines
-
-
-def _after(demo: DemoRun, width: int) -> list[str]:
-    ranking = (demo.outcome.ranking or [])[: demo.limit]
-    rows = [(f"{p:2d}", f"{score:.3f}", f"#{index + 1}", MEMORIES[demo.stock[index][0]])
-            for p, (index, score) in enumerate(ranking, 1)]
-    return [f"  {line}" for line in table(("#", "score", "was", "memory"), rows, ">>><", width - 2)]
 
 
 def _verdict(demo: DemoRun) -> str:

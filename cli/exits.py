@@ -56,21 +56,18 @@ class _State:
     announced: bool = False
     in_loop: bool = False  # ``run`` is running an event loop in the main thread
     task: asyncio.Task[Any] | None = None  # its main task, while it runs
-    loop: asyncio.AbstractEventLoop | None = None
 
 
 _STATE = _State()
 
 
+@atexit.register
 def _ignore_signals_at_the_end() -> None:
     """The last exit hook (registered first): see the module docstring."""
     if _STATE.received is not None:
         for signum in SIGNALS:
             with contextlib.suppress(ValueError):  # not the main thread: nothing to protect
                 signal.signal(signum, signal.SIG_IGN)
-
-
-atexit.register(_ignore_signals_at_the_end)
 
 
 def stopping() -> bool:
@@ -128,13 +125,13 @@ def run(work: Coroutine[Any, Any, T]) -> T:
 
 
 async def _main(work: Coroutine[Any, Any, T]) -> T:
-    _STATE.task, _STATE.loop = asyncio.current_task(), asyncio.get_running_loop()
+    _STATE.task = asyncio.current_task()
     try:
         if _STATE.received is not None:  # it came while the loop started
             raise asyncio.CancelledError
         return await work
     finally:
-        _STATE.task = _STATE.loop = None
+        _STATE.task = None
         work.close()  # not awaited when cancelled before it started: no "never awaited" warning
 
 
@@ -147,10 +144,10 @@ def _first(signum: int, _frame: FrameType | None) -> None:
         announce(_STATE.received)
     if not _STATE.in_loop:
         raise _STATE.received
-    task, loop = _STATE.task, _STATE.loop
-    if task is not None and loop is not None and not task.done():
+    task = _STATE.task
+    if task is not None and not task.done():
         task.cancel()
-        loop.call_soon_threadsafe(lambda: None)  # wake the loop's select(), which PEP 475 would resume
+        task.get_loop().call_soon_threadsafe(lambda: None)  # wake the loop's select(), which PEP 475 would resume
 
 
 def _again(_signum: int, _frame: FrameType | None) -> None:

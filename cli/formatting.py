@@ -46,6 +46,6 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], align: str, wid
     return lines
 
 
-def number(value: float | None) -> str:
-    """A score as people read it: 3 significant digits, "-" when missing."""
-    return "-" if value is None else f"{value:.3g}"
+def number(value: float | None, spec: str = ".3g", unit: str = "") -> str:
+    """A value as people read it (a score: 3 significant digits), with its unit; "-" when missing."""
+    return "-" if value is None else f"{value:{spec}}{unit}"

@@ -22,21 +22,16 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=10.0, metavar="S", help="seconds to wait (default: 10)")
 
 
-def api_key_from_env(variable: str) -> str:
-    """The key held by ``variable`` (never shown); a missing or empty variable is a user error."""
-    if not variable:
-        return ""
-    key = os.environ.get(variable, "").strip()
-    if not key:
-        raise CliError(f"--key-env {variable}: the environment variable {variable} is not set or empty")
-    return key
-
-
 def server_config(args: argparse.Namespace, endpoint: str, **settings: Any) -> RerankerConfig:
-    """The plugin's own config, validated as the settings panel's is, with further ``settings`` fields."""
+    """The plugin's own config, validated as the settings panel's is, with further ``settings`` fields.
+    The key is read from the variable ``--key-env`` names (never shown); a missing or empty one is a
+    user error."""
+    key = os.environ.get(args.key_env, "").strip() if args.key_env else ""
+    if args.key_env and not key:
+        raise CliError(f"--key-env {args.key_env}: the environment variable {args.key_env} is not set or empty")
     try:
-        return RerankerConfig(endpoint=endpoint, api=args.api, model=args.model.strip(),
-                              api_key=api_key_from_env(args.key_env), timeout=args.timeout, **settings)
+        return RerankerConfig(endpoint=endpoint, api=args.api, model=args.model.strip(), api_key=key,
+                              timeout=args.timeout, **settings)
     except ConfigError as exc:
         raise CliError(config_problem(exc, endpoint)) from None
 

@@ -36,10 +36,11 @@ def run(args: argparse.Namespace) -> int:
     report = runtime.probe(server_config(args, LIST_SEPARATOR.join(args.endpoints)))
     if args.json:
         print(json.dumps(report_dict(report), indent=2))
-        return 0 if report.ok else FAILED
-    if not report.ok and not report.api and not report.replicas:
+    elif not report.ok and not report.api and not report.replicas:
         raise CliError(report.message, FAILED)
-    print("\n".join(replica_set_lines(report) if report.replicas else report_lines(report)))
+    else:
+        facts = replica_lines(report) if report.replicas else report_lines(report)
+        print("\n".join([f"{bold('OK' if report.ok else 'FAIL')}  {report.message}", *facts]))
     return 0 if report.ok else FAILED
 
 
@@ -50,35 +51,26 @@ def report_dict(report: ProbeReport) -> dict[str, Any]:
 
 
 def report_lines(report: ProbeReport) -> list[str]:
-    data = report_dict(report)
-    verdict = bold("OK" if report.ok else "FAIL")
     rows = [
         ("endpoint", report.endpoint),
         ("server", report.server or "-"),
-        ("api", f"{report.api} at {report.path}  (POST {data['url']})"),
+        ("api", f"{report.api} at {report.path}  (POST {report_dict(report)['url']})"),
         ("model", report.model or "(server default)"),
-        ("latency", f"{report.latency_ms:g} ms" if report.latency_ms is not None else "-"),
+        ("latency", number(report.latency_ms, "g", " ms")),
         ("relevant", number(report.relevant_score)),
         ("irrelevant", number(report.irrelevant_score)),
-        ("margin", f"{report.margin:+.3f}" if report.margin is not None else "-"),
+        ("margin", number(report.margin, "+.3f")),
+        *(("tried" if i == 0 else "", attempt) for i, attempt in enumerate(report.attempts)),
     ]
-    lines = [f"{verdict}  {report.message}", *(f"  {name:<11}{value}" for name, value in rows)]
-    lines += [f"  {'tried' if i == 0 else '':<11}{attempt}" for i, attempt in enumerate(report.attempts)]
+    return [f"  {name:<11}{value}" for name, value in rows]
+
+
+def replica_lines(report: ProbeReport) -> list[str]:
+    """One line per replica: its facts when it answered, and why when it does not rank correctly."""
+    lines = []
+    for position, r in enumerate(report.replicas, 1):
+        facts = (f"  {r.api} at {r.path}  server {r.server or '-'}  latency {number(r.latency_ms, 'g', ' ms')}  "
+                 f"margin {number(r.margin, '+.3f')}" if r.api else "")
+        why = "" if r.ok else f"  {r.message}"
+        lines.append(f"  {position:<3}{'OK' if r.ok else 'FAIL':<6}{r.endpoint}{facts}{why}")
     return lines
-
-
-def replica_set_lines(report: ProbeReport) -> list[str]:
-    lines = [f"{bold('OK' if report.ok else 'FAIL')}  {report.message}"]
-    for position, replica in enumerate(report.replicas, 1):
-        lines.append(f"  {position:<3}{'OK' if replica.ok else 'FAIL':<6}{replica_line(replica)}")
-    return lines
-
-
-def replica_line(replica: ProbeReport) -> str:
-    if not replica.api:
-        return f"{replica.endpoint}  {replica.message}"
-    latency = f"{replica.latency_ms:g} ms" if replica.latency_ms is not None else "-"
-    margin = f"{replica.margin:+.3f}" if replica.margin is not None else "-"
-    facts = (f"{replica.endpoint}  {replica.api} at {replica.path}  server {replica.server or '-'}  "
-             f"latency {latency}  margin {margin}")
-    return facts if replica.ok else f"{facts}  {replica.message}"

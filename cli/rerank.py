@@ -78,18 +78,15 @@ def read_documents(arguments: Sequence[str], path: str | None, fmt: str) -> list
     """The documents to rank, in input order; a user error when there are none or the file is unreadable."""
     documents = [checked_text(text, f"DOC {number}") for number, text in enumerate(arguments, 1)]
     if path is not None:
-        documents += parse_documents(_read_text(path), fmt, source=_name(path))
+        source = _name(path)
+        lines = [(number, line) for number, line in enumerate(_read_text(path).splitlines(), 1) if line.strip()]
+        if fmt == "auto":
+            fmt = "jsonl" if lines and _looks_like_json(lines[0][1]) else "lines"
+        documents += [checked_text(line if fmt == "lines" else _json_document(line, number, source),
+                                   f"{source} line {number}") for number, line in lines]
     if not documents:
         raise CliError("no documents to rank: give them after the query, or use --file PATH (--file - for stdin)")
     return documents
-
-
-def parse_documents(text: str, fmt: str, *, source: str) -> list[str]:
-    lines = [(number, line) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
-    if fmt == "auto":
-        fmt = "jsonl" if lines and _looks_like_json(lines[0][1]) else "lines"
-    return [checked_text(line if fmt == "lines" else _json_document(line, number, source), f"{source} line {number}")
-            for number, line in lines]
 
 
 def checked_text(text: str, where: str) -> str:

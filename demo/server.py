@@ -48,8 +48,7 @@ async def rerank(request: web.Request) -> web.Response:
         body = await request.json()
     except ValueError:
         return _invalid("body", "JSON decode error", "json_invalid")
-    problem = _problem(body)
-    if problem is not None:
+    if (problem := _problem(body)) is not None:
         return problem
     query, documents = body["query"].strip(), [d.strip() for d in body["documents"]]
     scores = sorted(((word_overlap_score(query, d), i) for i, d in enumerate(documents)), key=lambda s: (-s[0], s[1]))
@@ -79,18 +78,14 @@ async def fastapi_errors(request: web.Request, handler: Any) -> web.StreamRespon
     """Unknown routes and methods answer as FastAPI does: ``{"detail": "Not Found"}`` (404) or 405."""
     try:
         response: web.StreamResponse = await handler(request)
-    except web.HTTPNotFound:
-        return web.json_response({"detail": "Not Found"}, status=404)
-    except web.HTTPMethodNotAllowed:
-        return web.json_response({"detail": "Method Not Allowed"}, status=405)
+    except (web.HTTPNotFound, web.HTTPMethodNotAllowed) as exc:
+        return web.json_response({"detail": exc.reason}, status=exc.status)
     return response
 
 
 def build_app() -> web.Application:
     app = web.Application(middlewares=[fastapi_errors])
-    app.router.add_post("/rerank", rerank)
-    app.router.add_get("/models", models)
-    app.router.add_get("/health", health)
+    app.add_routes([web.post("/rerank", rerank), web.get("/models", models), web.get("/health", health)])
     return app
 
 

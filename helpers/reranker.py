@@ -54,9 +54,8 @@ def rerank(query: str, documents: Sequence[str], *, config: Config = None,
     return None if resolved is None else _scaled(runtime.rerank_result(query, documents, config=resolved), scale)
 
 
-async def rerank_async(
-    query: str, documents: Sequence[str], *, config: Config = None, scale: Scale = "server"
-) -> list[tuple[int, float]] | None:
+async def rerank_async(query: str, documents: Sequence[str], *, config: Config = None,
+                       scale: Scale = "server") -> list[tuple[int, float]] | None:
     """Awaitable ``rerank``: best-first ``(original_index, score)``, or None."""
     resolved = _config_or_none(config, scale)
     if resolved is None:

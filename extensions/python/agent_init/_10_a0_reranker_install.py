@@ -1,12 +1,10 @@
 """a0_reranker: wrap the memory search for every new agent (idempotent; see a0_hooks/lifecycle.py)."""
 
-from typing import Any
-
 from helpers.extension import Extension
 
 from usr.plugins.a0_reranker.a0_hooks import lifecycle
 
 
 class A0RerankerAgentInit(Extension):
-    def execute(self, **kwargs: Any) -> None:
-        lifecycle.on_agent_init(self.agent)
+    def execute(self, **kwargs: object) -> None:
+        lifecycle.wrap("agent_init")

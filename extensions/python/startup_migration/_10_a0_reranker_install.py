@@ -1,12 +1,10 @@
 """a0_reranker: wrap the memory search once at startup (idempotent; see a0_hooks/lifecycle.py)."""
 
-from typing import Any
-
 from helpers.extension import Extension
 
 from usr.plugins.a0_reranker.a0_hooks import lifecycle
 
 
 class A0RerankerStartup(Extension):
-    def execute(self, **kwargs: Any) -> None:
-        lifecycle.on_startup()
+    def execute(self, **kwargs: object) -> None:
+        lifecycle.wrap("startup")

@@ -2,14 +2,12 @@
 ``api/plugins.py`` ``Plugins._get_config``, loaded by A0 as the module ``plugins``; see
 a0_hooks/api_handlers.py)."""
 
-from typing import Any
-
 from helpers.extension import Extension
 
 from usr.plugins.a0_reranker.a0_hooks import api_handlers
 
 
 class A0RerankerCompleteSettings(Extension):
-    def execute(self, data: Any = None, **kwargs: Any) -> None:
+    def execute(self, data: object = None, **kwargs: object) -> None:
         if isinstance(data, dict):
             api_handlers.complete_loaded(data)
