@@ -20,6 +20,7 @@ MIN_SECRET_CHARS: Final = 4  # shorter texts are too common to mask without mang
 MIN_QUOTE_CHARS: Final = 16  # a run this long of a secret's first or last characters is a quote of it
 SHOWN_CHARS: Final = 400
 _WORD: Final = re.compile(r"\S+")
+_SPACES: Final = re.compile(r"\s+")
 # controls, line breaks and lone surrogates: shown as U+FFFD, refused in a header value or a file name
 UNPRINTABLE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 # a URL's ``user:password@``: from where an authority may start (the text's start, after ``//`` or a
@@ -39,6 +40,7 @@ def redact(text: str, *secrets: str) -> str:
         return text
     pieces, kept_from = [], 0
     for first, last in _merged(spans):
+        first, last = first + (flat[first] == " "), last - (flat[last - 1] == " ")  # mask words, not a gap
         pieces += [text[kept_from : starts[first]], MASK]
         kept_from = ends[last - 1]
     return "".join([*pieces, text[kept_from:]])
@@ -100,7 +102,9 @@ def _flatten(text: str) -> tuple[str, list[int], list[int]]:
 def _forms(secret: str, escaped: bool, room: int) -> set[str]:
     """The secret flattened as ``text`` is, and, when the text holds escapes, JSON- and repr-escaped;
     one longer than ``room`` (the flattened text's length) as its head and its tail of that length
-    (escaping only lengthens them, so a quote of either fits in what is read)."""
+    (escaping only lengthens them, so a quote of either fits in what is read). A secret that starts or
+    ends with whitespace (a query our cut ended on a space) is also read with that edge kept as one
+    space: a quote of its last characters may count the space as one of them."""
     if room < MIN_SECRET_CHARS or (len(secret) <= 2 * MIN_SECRET_CHARS and len(secret.strip()) < MIN_SECRET_CHARS):
         return set()
     pieces = [secret] if len(secret) <= room else [_flat_end(secret, room, True), _flat_end(secret, room, False)]
@@ -109,7 +113,7 @@ def _forms(secret: str, escaped: bool, room: int) -> set[str]:
         variants.append(piece)
         if escaped:
             variants += [json.dumps(piece)[1:-1], json.dumps(piece, ensure_ascii=False)[1:-1], repr(piece)[1:-1]]
-    return {" ".join(variant.split()) for variant in variants}
+    return {form for variant in variants for form in (" ".join(variant.split()), _SPACES.sub(" ", variant))}
 
 
 def _flat_end(secret: str, room: int, head: bool) -> str:

@@ -189,6 +189,17 @@ def test_an_error_is_masked_of_every_text_its_request_carried_as_sent() -> None:
     assert BreakerOpen("fixed text").masked(*sent).args == ("fixed text",)  # the engine's own words: kept
 
 
+def test_a_quote_of_a_text_cut_on_a_space_counts_that_space() -> None:
+    """Found by the answer fuzzer: the query as sent ended on a space (our cut fell there), and the
+    server quoted its last 16 characters, that space included. Flattened without its edge the quote was
+    15 characters, under the length that makes a quote, and went out unmasked."""
+    sent = "MARK where did we put  the backup keys — "  # our cut ended on the space
+    quote = sent[-16:]
+    assert quote == "e backup keys — "
+    assert redact(f"HTTP 400: got {quote}here", sent) == "HTTP 400: got *** here"
+    assert redact(f"HTTP 400: got {quote.rstrip()}", sent) == "HTTP 400: got e backup keys —"  # 15: no quote
+
+
 def test_a_document_cut_by_our_own_shortening_is_masked() -> None:
     message = "invalid document: " + "x" * 1900 + DOC
     with pytest.raises(ServerError) as refused:
