@@ -18,7 +18,6 @@ A permit from before the last change of state reports into nothing. Owner loop o
 from __future__ import annotations
 
 import asyncio
-import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from ..core.errors import (
     StaleConnection,
     TransportError,
 )
+from ..core.statistics import RecentCounts
 
 State = Literal["closed", "open", "half_open"]
 Health = Literal["success", "down", "failure", "neutral"]
@@ -185,9 +185,6 @@ class CircuitBreaker:
             self._recent.clear()
 
 
-BUCKET_S = 1.0
-
-
 class RetryBudget:
     """Retries and hedges never multiply the load on a struggling server (Finagle's and gRPC's bound):
     over ``window_s`` they number at most ``ratio`` times the requests first sent, or ``reserve`` (so a
@@ -197,35 +194,22 @@ class RetryBudget:
                  clock: Callable[[], float] = clock.now) -> None:
         self.ratio = ratio
         self.reserve = reserve
-        self._buckets = max(1, math.ceil(window_s / BUCKET_S))
         self._clock = clock
-        self._window: deque[list[int]] = deque()  # [bucket number, requests, retries], oldest first
+        self._window = RecentCounts(window_s)
 
     def record_request(self) -> None:
         """A request went out for the first time."""
-        self._bucket()[1] += 1
+        self._window.add("requests", self._clock())
 
     def try_spend(self) -> bool:
         """Take one retry (or hedge) from the budget; False when it is spent."""
-        bucket = self._bucket()
-        requests = sum(b[1] for b in self._window)
-        retries = sum(b[2] for b in self._window)
-        if retries + 1 > max(self.reserve, self.ratio * requests):
+        now = self._clock()
+        spent = self._window.totals(now)
+        if spent["retries"] + 1 > max(self.reserve, self.ratio * spent["requests"]):
             return False
-        bucket[2] += 1
+        self._window.add("retries", now)
         return True
 
     def refund(self) -> None:
         """Give back the last retry taken: it cost the server nothing (a stale connection's resend)."""
-        for bucket in reversed(self._window):
-            if bucket[2] > 0:
-                bucket[2] -= 1
-                return
-
-    def _bucket(self) -> list[int]:
-        number = int(self._clock() // BUCKET_S)
-        while self._window and self._window[0][0] <= number - self._buckets:
-            self._window.popleft()
-        if not self._window or self._window[-1][0] != number:
-            self._window.append([number, 0, 0])
-        return self._window[-1]
+        self._window.take_back("retries")

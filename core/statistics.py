@@ -23,7 +23,7 @@ SHED_REASONS: Final = frozenset({Overloaded.reason, QueueFull.reason})  # recall
 _COUNTS: Final = ("reranks", "reranked", "http_requests", "pairs_scored", "shadow_recalls", "cancelled", "retries",
                   "stale_connection_retries", "rate_limit_waits", "hedges", "retry_budget_exhausted",
                   "reranked_after_retry", "failovers", "detections")
-_RATES: Final = ("offered", "reranked", "shed")  # what ``RecentRates`` counts
+_RATES: Final = ("offered", "reranked", "shed")  # what the status shows a second now
 
 
 def json_ready(value: Any, key: str = "") -> Any:
@@ -146,7 +146,7 @@ class StatsRecorder:
             self._fallbacks: Counter[str] = Counter()
             self._latencies: deque[float] = deque(maxlen=LATENCY_WINDOW)
             self._queue_waits: deque[float] = deque(maxlen=LATENCY_WINDOW)
-            self._rates = RecentRates()
+            self._rates = RecentCounts()
 
     # --- reranks: counted by their caller, the one that returns the outcome (any thread) ----------
 
@@ -260,13 +260,13 @@ def percentile(ordered: list[float], fraction: float) -> float | None:
     return ordered[min(max(1, math.ceil(fraction * len(ordered))), len(ordered)) - 1]
 
 
-class RecentRates:
-    """Each of ``_RATES`` a second over the last minute, so the status can say whether and by how much the
-    server is overloaded now, not on average since the process started. Counted in one-second buckets;
-    not thread-safe (the recorder holds its lock around it)."""
+class RecentCounts:
+    """Counts by kind over the last ``window_s`` seconds, in one-second buckets: the status's rates now
+    (not on average since the process started) and the retry budget's window. Not thread-safe (the
+    recorder holds its lock around it; the budget lives on the owner loop)."""
 
-    def __init__(self, window_s: int = 60) -> None:
-        self._window_s = window_s
+    def __init__(self, window_s: float = 60) -> None:
+        self._window_s = max(1, math.ceil(window_s))
         self._seconds: deque[tuple[int, Counter[str]]] = deque()  # (second, counts), oldest first
 
     def add(self, kind: str, now: float) -> None:
@@ -275,11 +275,22 @@ class RecentRates:
             self._seconds.append((int(now), Counter()))
         self._seconds[-1][1][kind] += 1
 
-    def per_second(self, now: float) -> dict[str, float]:
-        """Each kind's rate over the window, or over the time since the oldest count kept if shorter."""
+    def take_back(self, kind: str) -> None:
+        """Uncount the newest ``kind`` still in the window."""
+        for _, counts in reversed(self._seconds):
+            if counts[kind] > 0:
+                counts[kind] -= 1
+                return
+
+    def totals(self, now: float) -> Counter[str]:
         self._forget_before(now)
+        return sum((counts for _, counts in self._seconds), Counter())
+
+    def per_second(self, now: float) -> dict[str, float]:
+        """Each of ``_RATES`` a second over the window, or over the time since the oldest count kept."""
+        totals = self.totals(now)
         span = min(float(self._window_s), max(1.0, now - self._seconds[0][0])) if self._seconds else 1.0
-        return {kind: sum(counts[kind] for _, counts in self._seconds) / span for kind in _RATES}
+        return {kind: totals[kind] / span for kind in _RATES}
 
     def _forget_before(self, now: float) -> None:
         while self._seconds and self._seconds[0][0] <= int(now) - self._window_s:

@@ -19,7 +19,7 @@ from usr.plugins.a0_reranker.batching.endpoint_state import (
 from usr.plugins.a0_reranker.batching.queue import EndpointLimiter
 from usr.plugins.a0_reranker.core.dialects import ScoreBatch
 from usr.plugins.a0_reranker.core.errors import DeadlineExceeded
-from usr.plugins.a0_reranker.core.statistics import RecentRates, StatsRecorder
+from usr.plugins.a0_reranker.core.statistics import RecentCounts, StatsRecorder
 
 
 def gpu(rate: ServiceRate, passes: list[int], *, fixed: float = 0.03, per_pair: float = 0.0005,
@@ -154,7 +154,7 @@ def test_the_expected_wait_is_the_queue_at_the_members_pace_then_the_soonest_ans
 
 
 def test_recent_rates_are_per_second_over_the_last_minute() -> None:
-    rates = RecentRates()
+    rates = RecentCounts()
     for second in range(10):
         for _ in range(3):
             rates.add("offered", 1000.0 + second)
