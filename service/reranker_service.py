@@ -222,13 +222,19 @@ class RouteBook:
     def forget(self, config: RerankerConfig) -> None:
         """Every replica's cached route (a status said a route no longer holds, or a probe failed)."""
         for url in config.endpoints:
-            self._detect.cache_invalidate(_Detection.of(config.replicas[url]))
+            self._forget_key(_Detection.of(config.replicas[url]).key)
 
     def forget_endpoint(self, endpoint: Endpoint) -> None:
         """The endpoint's breaker opened: when the server is back, detect again (it may be another now)."""
         for key in endpoint.route_keys:
-            self._detect.cache_invalidate(_Detection(key, RerankerConfig()))
+            self._forget_key(key)
         endpoint.route_keys.clear()
+
+    def _forget_key(self, key: tuple[object, ...]) -> None:
+        """The cached route and the mark of its detection: one forgotten while running ends unmarked, so
+        its end cannot touch the mark of the detection that replaces it."""
+        self._detect.cache_invalidate(_Detection(key, RerankerConfig()))
+        self._running.pop(key, None)
 
     async def close(self) -> None:
         await self._detect.cache_close()
@@ -236,9 +242,9 @@ class RouteBook:
     def _detection_task(self, detection: _Detection) -> asyncio.Task[Route]:
         """A task of its own, so a caller who leaves does not cancel a detection others may share."""
         if not self._detect.cache_contains(detection):  # this call starts it (or joins one just started)
-            # its own mark, over a forgotten detection's still running: that one's end must not leave a
-            # turn in which this one, unfinished, looks known
-            self._running[detection.key] = detection
+            # marked from the call that starts it, not its first step: the first call of a burst runs it,
+            # to that call's deadline, which later callers must read
+            self._running.setdefault(detection.key, detection)
         task = asyncio.ensure_future(self._detect(detection))
         task.add_done_callback(lambda t: None if t.cancelled() else t.exception())
         return task

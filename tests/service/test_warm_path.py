@@ -139,6 +139,35 @@ async def test_a_forgotten_detection_ending_as_its_successor_starts_leaves_no_un
     await registry.close()
 
 
+async def test_callers_joining_a_detection_in_one_burst_each_leave_at_their_own_deadline(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a burst, the first call starts the detection and it runs to that call's deadline; the callers
+    joining it in the same turn, before it has begun, must read that deadline, not one another's, or a
+    caller whose deadline comes before the first's waits for the detection's end (found in review:
+    each joining call overwrote the mark with its own deadline)."""
+    release = asyncio.Event()
+
+    async def held_detection(transport: object, config: RerankerConfig, deadline: float) -> object:
+        await release.wait()
+        return endpoints_module.Route(config.endpoint, None, "m", "stand-in")  # type: ignore[arg-type]
+
+    monkeypatch.setattr(endpoints_module, "resolve_route", held_detection)
+    config = RerankerConfig(endpoint="http://127.0.0.1:9", timeout=10.0)
+    registry, book = EndpointRegistry(StatsRecorder()), RouteBook(HttpTransport())
+    endpoints = [registry.endpoint(config, "http://127.0.0.1:9")]
+    first = asyncio.ensure_future(book.routes(config, deadline_in(60.0), endpoints))
+    early = [asyncio.ensure_future(book.routes(config, deadline_in(s), endpoints)) for s in (0.2, 0.3)]
+    for caller in early:  # the 0.3 s caller read the 0.2 s caller's mark: it had no timeout of its own
+        with pytest.raises(DeadlineExceeded):
+            await asyncio.wait_for(caller, 10.0)
+    assert not first.done() and book.running == 1
+    release.set()
+    assert (await first).keys() == {"http://127.0.0.1:9"}
+    assert book.running == 0 and book.cached == 1
+    await book.close()
+    await registry.close()
+
+
 def state() -> EndpointState:
     config = RerankerConfig()
     return EndpointState(EndpointLimiter(2), CircuitBreaker(breaker_policy(config)))
