@@ -177,8 +177,9 @@ async def rerank_result_async(query: str, documents: Sequence[str], *, config: R
         return refused
     due = deadline_in(config.timeout) if deadline is None else deadline
     stats_recorder().rerank_started()
-    started, texts = clock.now(), list(documents)
+    started = clock.now()
     try:
+        texts = list(documents)  # the caller's sequence, iterated again: it may fail this time
         result = await on_owner_async(lambda service: service.rerank(query, texts, config, due), due, TIMED_OUT)
     except asyncio.CancelledError:
         stats_recorder().rerank_cancelled()

@@ -231,7 +231,7 @@ async def test_through_the_service_a_half_open_breaker_closes_whatever_its_probe
             await probe
         server.gate.release()
         results = [await call(q) for q in range(4, 8)]
-        assert results[-1] is not None, service.statistics()
+        assert results[-1] is not None, service.live_state()
         assert service.live_state()["breakers"] == {server.url: "closed"}
     finally:
         await service.close()

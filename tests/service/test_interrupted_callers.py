@@ -115,3 +115,29 @@ def test_an_owner_loop_that_fails_on_its_own_thread_stops_that_thread(
     with pytest.raises(RuntimeError, match="could not be adopted"):
         singletons.OwnerLoop().start()
     assert threading.active_count() == no_runtime
+
+
+class _OnceOnly(list[str]):
+    """A caller's sequence that can be read once: the check passes, the second reading fails."""
+
+    def __init__(self, texts: list[str]) -> None:
+        super().__init__(texts)
+        self.read = 0
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        self.read += 1
+        if self.read > 1:
+            raise RuntimeError("read twice")
+        return super().__iter__()
+
+
+@pytest.mark.anyio
+async def test_a_sequence_that_fails_when_read_again_is_a_counted_fallback_not_an_error_raised() -> None:
+    """Found in review: the documents were copied after the start was counted and outside the guard, so
+    this raised out of a call that raises nothing but cancellation, with a start never settled."""
+    runtime.stats_recorder().reset()
+    config = RerankerConfig(endpoint="http://127.0.0.1:9", timeout=1.0)
+    result = await runtime.rerank_result_async("q", _OnceOnly(["a", "b"]), config=config)
+    assert result.ranking is None and result.reason == "error"
+    stats = runtime.stats_recorder().snapshot()
+    assert stats.reranks == 1 and stats.fallback_total == 1 and stats.cancelled == 0
