@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Literal
 
@@ -70,7 +70,7 @@ class Permit:
     admitted_at: float
     on_cancel: Callable[[], Health] = lambda: "neutral"
     timeout_health: Health = "down"
-    _settled: bool = False
+    _settled: bool = field(default=False, init=False)
 
     def report(self, health: Health) -> None:
         if not self._settled:

@@ -67,7 +67,8 @@ class Retries:
             if not self.spend_budget():
                 raise exc
             self._count_retry(request, kind)
-            await self.fail_over(request, replica)  # succeeds: a replica was ready just now, nothing ran since
+            if not await self.fail_over(request, replica):  # a replica was ready just now: kept as a guard
+                raise exc
             return
         if kind == "now":  # the transport already sent it again to this replica (or not, by the budget)
             raise exc

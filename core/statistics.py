@@ -276,7 +276,7 @@ class RecentCounts:
         self._seconds[-1][1][kind] += 1
 
     def take_back(self, kind: str) -> None:
-        """Uncount the newest ``kind`` still in the window."""
+        """Uncount the newest ``kind`` kept (a second past the window counts for nothing either way)."""
         for _, counts in reversed(self._seconds):
             if counts[kind] > 0:
                 counts[kind] -= 1
@@ -287,7 +287,8 @@ class RecentCounts:
         return sum((counts for _, counts in self._seconds), Counter())
 
     def per_second(self, now: float) -> dict[str, float]:
-        """Each of ``_RATES`` a second over the window, or over the time since the oldest count kept."""
+        """Each of the status's ``_RATES`` a second over the window, or over the time since the oldest
+        count kept."""
         totals = self.totals(now)
         span = min(float(self._window_s), max(1.0, now - self._seconds[0][0])) if self._seconds else 1.0
         return {kind: totals[kind] / span for kind in _RATES}
