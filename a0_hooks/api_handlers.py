@@ -1,33 +1,27 @@
 """What the settings panel asks the server: Test connection (``api/test_connection.py``), live status
-(``api/status.py``), and the settings the modal loads (the extension of A0's ``Plugins._get_config``).
-Each answers and never raises; none ever returns the API key. State: none; the modal's scope (a project
-and an agent profile) comes with each request.
+(``api/status.py``); the settings the modal loads are completed apart (``settings_modal``). Each
+answers and never raises; none ever returns the API key. State: none; the modal's scope (a project and
+an agent profile) comes with each request.
 
 Test probes the unsaved settings of the form, ``{"config": {rerank_* ...}}`` over the defaults:
 validated first (one message per bad key), then probed live, never from the detection cache, so a URL
 just fixed tests right at once. Settings that work against A0 come back as ``warnings``, counted with
-the LLM steps A0's ``_memory`` settings turn on in the modal's scope. The modal reads a saved
-``config.json`` as it is: an older one lacks the newer keys, and a list of replicas stands where the
-field holds text. ``complete_loaded`` gives it the settings the plugin uses, taken as loaded (no
-unsaved change), so Save writes every key.
+the LLM steps A0's ``_memory`` settings turn on in the modal's scope.
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import logging
 import re
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Mapping
 from typing import Any, Final
 
 from ..core import recall_budget
-from ..core.coercion import to_endpoints
 from ..core.config import RerankerConfig, load_default_settings
 from ..core.errors import ConfigError
 from ..core.probe_report import NOT_SAVED
 from ..service import runtime
-from . import PLUGIN_NAME
 from . import status as plugin_status
 from .recall_entry import from_a0
 
@@ -124,34 +118,3 @@ def _label(name: str, module: str, lister: str, key: str, field: str) -> str:
         entries = getattr(importlib.import_module(f"helpers.{module}"), lister)()
         return {str(e.get(key)): str(e.get(field) or "") for e in entries}.get(name) or name
     return from_a0(name, "the scope's labels", listed) if name else ""  # outside A0 or on error: the name
-
-
-def complete_loaded(data: MutableMapping[str, Any]) -> None:
-    """Complete the reply's settings when they are this plugin's. Never raises: an error in an
-    extension would fail A0's own request."""
-    try:
-        result = data.get("result")
-        ours = _request_of(data).get("plugin_name") == PLUGIN_NAME
-        if ours and isinstance(result, dict) and isinstance(result.get("data"), Mapping):
-            result["data"] = completed(result["data"])
-    except Exception:
-        log.exception("a0_reranker: could not complete the settings the settings modal loaded")
-
-
-def completed(saved: Mapping[str, Any]) -> dict[str, Any]:
-    """The defaults, then every saved key that has a value (the file's order after the defaults' own)."""
-    merged = {**load_default_settings(), **{key: value for key, value in saved.items() if value is not None}}
-    if isinstance(merged.get("rerank_endpoint"), list | tuple):
-        with contextlib.suppress(ValueError):  # entries that are not text: left as saved, for the checks to name
-            merged["rerank_endpoint"] = to_endpoints(merged["rerank_endpoint"])
-    return merged
-
-
-def _request_of(data: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The modal's request, ``_get_config(self, input)``: positional, as A0 calls it, or by keyword."""
-    kwargs, args = data.get("kwargs"), data.get("args")
-    if isinstance(kwargs, Mapping) and isinstance(kwargs.get("input"), Mapping):
-        return kwargs["input"]
-    if isinstance(args, tuple) and len(args) >= 2 and isinstance(args[1], Mapping):
-        return args[1]
-    return {}

@@ -8,7 +8,7 @@
 // Of A0's settings modal it uses only what A0 documents for a plugin's config.html: `config` (the
 // settings, bound by the fields) and `context.projectName` / `context.agentProfileKey` (the scope).
 // The settings arrive complete: the plugin's extension of A0's get_config fills the keys an older
-// config.json lacks on the server (a0_hooks/api_handlers.py). Failures are said through A0's
+// config.json lacks on the server (a0_hooks/settings_modal.py). Failures are said through A0's
 // notifications, not in red lines of the panel's own.
 
 import { createStore } from "/js/AlpineStore.js";

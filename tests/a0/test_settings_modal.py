@@ -5,6 +5,9 @@ A0's private modal fields. Called through A0's own ``POST /api/plugins`` handler
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 from typing import Any
 
 import yaml
@@ -51,3 +54,34 @@ def test_other_plugins_settings_pass_untouched(a0: A0) -> None:
     (other / "plugin.yaml").write_text('name: other_plugin\nversion: "1.0"\n', encoding="utf-8")
     (other / "config.json").write_text(json.dumps({"rerank_timeout": None, "x": [1, 2]}), encoding="utf-8")
     assert get_config(a0, plugin="other_plugin")["data"] == {"rerank_timeout": None, "x": [1, 2]}
+
+
+EXTENSION = REPO_ROOT / "extensions/python/_functions/plugins/Plugins/_get_config/end/_10_a0_reranker_complete_settings.py"
+
+
+def test_completing_the_modals_settings_needs_none_of_the_services_dependencies() -> None:
+    """A0 runs the completion for every plugin's modal: with aiohttp and async-lru missing (async-lru is
+    not one of A0's), what the extension imports must still import and work (found in review: it had
+    moved beside the panel's other handlers, which import the service)."""
+    found = re.search(r"from usr\.plugins\.a0_reranker\.a0_hooks import (\w+)", EXTENSION.read_text(encoding="utf-8"))
+    assert found is not None
+    code = f"""
+import sys
+sys.path.insert(0, {str(REPO_ROOT / "tests")!r})
+from support.a0_layout import build_a0_root, install_on_sys_path
+install_on_sys_path(build_a0_root())
+class Missing:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("aiohttp", "async_lru", "anyio"):
+            raise ImportError(name)
+sys.meta_path.insert(0, Missing())
+import importlib
+handler = importlib.import_module("usr.plugins.a0_reranker.a0_hooks.{found.group(1)}")
+data = {{"result": {{"data": {{"rerank_endpoint": ["http://a:1", "http://b:2"]}}}},
+        "kwargs": {{"input": {{"plugin_name": "a0_reranker"}}}}}}
+handler.complete_loaded(data)
+print(len(data["result"]["data"]))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) == len(DEFAULTS)

@@ -1,13 +1,13 @@
 """a0_reranker: the settings modal gets every setting, missing ones with their defaults (A0's
 ``api/plugins.py`` ``Plugins._get_config``, loaded by A0 as the module ``plugins``; see
-a0_hooks/api_handlers.py)."""
+a0_hooks/settings_modal.py)."""
 
 from helpers.extension import Extension
 
-from usr.plugins.a0_reranker.a0_hooks import api_handlers
+from usr.plugins.a0_reranker.a0_hooks import settings_modal
 
 
 class A0RerankerCompleteSettings(Extension):
     def execute(self, data: object = None, **kwargs: object) -> None:
         if isinstance(data, dict):
-            api_handlers.complete_loaded(data)
+            settings_modal.complete_loaded(data)

@@ -1,0 +1,52 @@
+"""The settings A0's plugin-settings modal loads, completed (our extension of A0's ``Plugins._get_config``).
+
+The modal reads a saved ``config.json`` as it is: an older one lacks the newer keys, and a list of
+replicas stands where the field holds text. ``complete_loaded`` gives it the settings the plugin uses,
+taken as loaded (no unsaved change), so Save writes every key. A0 runs this for every plugin's modal,
+so it imports only core: not the service and its dependencies (aiohttp, async-lru), whose absence
+must not break another plugin's settings. State: none.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Mapping, MutableMapping
+from typing import Any
+
+from ..core.coercion import to_endpoints
+from ..core.config import load_default_settings
+from . import PLUGIN_NAME
+
+log = logging.getLogger("a0_reranker")
+
+
+def complete_loaded(data: MutableMapping[str, Any]) -> None:
+    """Complete the reply's settings when they are this plugin's. Never raises: an error in an
+    extension would fail A0's own request."""
+    try:
+        result = data.get("result")
+        ours = _request_of(data).get("plugin_name") == PLUGIN_NAME
+        if ours and isinstance(result, dict) and isinstance(result.get("data"), Mapping):
+            result["data"] = completed(result["data"])
+    except Exception:
+        log.exception("a0_reranker: could not complete the settings the settings modal loaded")
+
+
+def completed(saved: Mapping[str, Any]) -> dict[str, Any]:
+    """The defaults, then every saved key that has a value (the file's order after the defaults' own)."""
+    merged = {**load_default_settings(), **{key: value for key, value in saved.items() if value is not None}}
+    if isinstance(merged.get("rerank_endpoint"), list | tuple):
+        with contextlib.suppress(ValueError):  # entries that are not text: left as saved, for the checks to name
+            merged["rerank_endpoint"] = to_endpoints(merged["rerank_endpoint"])
+    return merged
+
+
+def _request_of(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The modal's request, ``_get_config(self, input)``: positional, as A0 calls it, or by keyword."""
+    kwargs, args = data.get("kwargs"), data.get("args")
+    if isinstance(kwargs, Mapping) and isinstance(kwargs.get("input"), Mapping):
+        return kwargs["input"]
+    if isinstance(args, tuple) and len(args) >= 2 and isinstance(args[1], Mapping):
+        return args[1]
+    return {}
