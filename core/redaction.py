@@ -113,7 +113,8 @@ def _forms(secret: str, escaped: bool, room: int) -> set[str]:
         variants.append(piece)
         if escaped:
             variants += [json.dumps(piece)[1:-1], json.dumps(piece, ensure_ascii=False)[1:-1], repr(piece)[1:-1]]
-    return {form for variant in variants for form in (" ".join(variant.split()), _SPACES.sub(" ", variant))}
+    forms = {form for variant in variants for form in (" ".join(variant.split()), _SPACES.sub(" ", variant))}
+    return {form for form in forms if len(form.replace(" ", "")) >= MIN_SECRET_CHARS}  # blanks quote nothing
 
 
 def _flat_end(secret: str, room: int, head: bool) -> str:
