@@ -1,17 +1,13 @@
-"""What is one per process: the anchor that holds each such object where A0's module purges cannot split
-it, and the owner loop, the one daemon thread that runs our asyncio work.
+"""What is one per process: the anchor holding each such object where A0's module purges cannot split it,
+and the owner loop, the one daemon thread that runs our asyncio work.
 
-A0 drops every ``usr.plugins.*`` module from ``sys.modules`` when a plugin is installed or deleted or an
-extension file changes, and the next import builds fresh modules: state in a module global would split
-in two (the memory wrapper installed earlier reading the old copy, our fresh extensions writing the new).
-So each such object lives in one anchor module named outside ``usr.plugins``, reached through a
-``PerProcess`` declared where it is used (``STATS: Final = PerProcess("stats", StatsRecorder)``). A
-forked child finds the anchor empty: the parent's threads (the owner loop) do not exist there.
-
-Everything bound to a loop (the aiohttp session, the batchers, the detection cache) is made and used on
-the owner loop only, so sessions never cross event loops. Standard library only at import (anyio is
-imported when the loop starts): ``a0_hooks.memory_patch`` uses ``PerProcess``, and uninstall must work
-when our dependencies do not.
+A0 drops every ``usr.plugins.*`` module when a plugin or extension changes and the next import builds fresh
+ones, so a module global would split in two (the memory wrapper reading the old copy, our fresh extensions
+writing the new). Each such object lives instead in one anchor module named outside ``usr.plugins``, reached
+through a ``PerProcess`` (``STATS: Final = PerProcess("stats", StatsRecorder)``); a forked child finds the
+anchor empty. Loop-bound objects (the aiohttp session, batchers, detection cache) live on the owner loop
+only. Standard library only at import: ``a0_hooks.memory_patch`` uses ``PerProcess`` and uninstall must
+work when our dependencies do not.
 """
 
 from __future__ import annotations
@@ -59,8 +55,7 @@ def _anchor() -> _Anchor:
 
 
 def forget_all() -> None:
-    """Drop every process-wide object. Before an update in place replaces our code: the new modules must make
-    their own objects (counters, scope variable, locks), not use ones built by the old classes."""
+    """Drop every process-wide object before an update in place: new code must not use the old classes' objects."""
     anchor = _anchor()
     with anchor.lock:
         anchor.values.clear()
@@ -95,9 +90,8 @@ class PerProcess(Generic[T]):
 
 
 class OwnerLoop:
-    """One daemon thread running asyncio (anyio's blocking portal) until ``stop``, to which callers on any
-    thread or loop hand work with ``run_coroutine_threadsafe``: cancelling the future it returns cancels
-    the task on the owner loop, whatever instant the cancel arrives (also just as the task finishes)."""
+    """One daemon thread running asyncio (anyio's blocking portal) until ``stop``; cancelling a future that
+    ``submit`` returned cancels its task on the owner loop, whatever instant the cancel arrives."""
 
     def __init__(self) -> None:
         self._stack = contextlib.ExitStack()
@@ -140,8 +134,8 @@ class OwnerLoop:
             self._running.discard(task)
 
     async def cancel_running(self, wait_s: float) -> None:
-        """Cancel the work handed over that still runs and give it up to ``wait_s`` to unwind: run before
-        the owner's resources close, so that no request left behind opens a session after the old one closed."""
+        """Cancel the work still running, up to ``wait_s`` to unwind, before the resources close: no request
+        left behind may open a session after the old one closed."""
         tasks = [task for task in self._running if not task.done()]
         for task in tasks:
             task.cancel()

@@ -1,10 +1,7 @@
-"""The caller's side of the hop: the process's counters (``stats_recorder``), its owner loop and service
-(``runtime``), the hand-over of work to that loop and the one wait for it (``Handover``), and the rerank
-calls, which count the outcome they return. ``runtime`` is the public API, with the cold calls.
-
-A call computes its deadline once and hands the work to the owner loop, which enforces it; the caller
-waits one grace longer as a backstop and returns instead of raising. The demo and the CLI use
-``rerank_pool`` too, so they show what a recall gets.
+"""The caller's side of the hop: the process's counters and owner loop with its service, the one wait for work
+handed to that loop (``Handover``), and the rerank calls, which count the outcome they return. A call computes
+its deadline once and the owner loop enforces it; the caller waits one grace longer as a backstop and returns
+instead of raising. ``runtime`` is the public API; the demo and the CLI use ``rerank_pool`` too.
 """
 
 from __future__ import annotations
@@ -85,8 +82,8 @@ def stop(current: Runtime) -> None:
 
 @dataclass(frozen=True)
 class Handover(Generic[T]):
-    """The one wait for work handed to the owner loop, blocking or awaited: until the deadline plus the
-    backstop grace (``core.deadline``); past it the caller gets ``late`` and the owner's work is cancelled."""
+    """The one wait for work handed to the owner loop, until the deadline plus the backstop grace; past it
+    the caller gets ``late`` and the owner's work is cancelled."""
 
     future: concurrent.futures.Future[T]
     deadline: float
@@ -139,8 +136,7 @@ def on_owner(work: Work[T], deadline: float, late: T) -> T | None:
 
 
 def _refusal(query: Any, documents: Any, config: Any) -> RerankResult | None:
-    """Why this call goes nowhere near the server, or None when it should be sent. A caller's mistake
-    (settings that are no config, input that is no list of strings) is counted as a fallback."""
+    """Why this call goes nowhere near the server, or None. A caller's mistake is counted as a fallback."""
     if not isinstance(config, RerankerConfig):
         return _settled(RerankResult(None, reason="config", message="config: expected a RerankerConfig"))
     if not config.enabled:
@@ -159,8 +155,8 @@ def _refusal(query: Any, documents: Any, config: Any) -> RerankResult | None:
 
 
 def _settled(result: RerankResult, started: float = 0.0) -> RerankResult:
-    """Count the outcome the caller returns, where it returns it: the one place an outcome is counted, so
-    the counters agree with what callers got however late an owner loop on a busy machine answers."""
+    """Count the outcome where the caller returns it (the one place), so the counters agree with what callers
+    got however late a busy owner loop answers."""
     if result.ranking is None:
         stats_recorder().fell_back(result.reason, result.message)
         log.debug("a0_reranker: fallback to the stock order (%s): %s", result.reason, result.message)
@@ -171,8 +167,8 @@ def _settled(result: RerankResult, started: float = 0.0) -> RerankResult:
 
 async def rerank_result_async(query: str, documents: Sequence[str], *, config: RerankerConfig,
                               deadline: float | None = None) -> RerankResult:
-    """The ranking with how it went (API used, or why it fell back), by ``deadline`` (default
-    ``rerank_timeout`` from now). Awaitable from any event loop; raises nothing but cancellation."""
+    """The ranking with how it went (API used, or why it fell back), by ``deadline`` (default ``rerank_timeout``
+    from now). Awaitable from any event loop; raises nothing but cancellation."""
     if (refused := _refusal(query, documents, config)) is not None:
         return refused
     due = deadline_in(config.timeout) if deadline is None else deadline
@@ -191,8 +187,8 @@ async def rerank_result_async(query: str, documents: Sequence[str], *, config: R
 
 
 def rerank_result(query: str, documents: Sequence[str], *, config: RerankerConfig) -> RerankResult:
-    """The blocking form of ``rerank_result_async``, for threads (also one whose own event loop is
-    running). Never raises but what interrupts the thread (counted as a cancellation)."""
+    """The blocking form of ``rerank_result_async``, for threads (also one running its own event loop).
+    Raises only what interrupts the thread (counted as a cancellation)."""
     if (refused := _refusal(query, documents, config)) is not None:
         return refused
     stats_recorder().rerank_started()
@@ -215,8 +211,7 @@ def rerank_result(query: str, documents: Sequence[str], *, config: RerankerConfi
 async def rerank_pool(query: str, pool: Sequence[D], *, limit: int, config: RerankerConfig,
                       text_of: Callable[[D], str] = page_content, deadline: float | None = None) -> RecallOutcome[D]:
     """At most ``limit`` of ``pool`` (stock order, best first) for ``query``, none below ``rerank_min_score``;
-    the stock top-``limit`` when the reranker is unavailable or in shadow mode. A caller whose own work came
-    first passes its ``deadline`` (default ``rerank_timeout`` from now) to keep the whole within one timeout."""
+    the stock top-``limit`` when the reranker is unavailable or in shadow mode. ``deadline``: as above."""
     started = clock.now()
     stock = RecallOutcome(list(pool[:limit]), applied=False, scored=False, candidates=len(pool), elapsed_s=0.0)
     if limit <= 0:

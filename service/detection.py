@@ -1,9 +1,6 @@
-"""The I/O half of detection: run the identifying GETs and the correctness probes through the transport.
-
-``resolve_route`` is what a rerank needs (cached by the service); ``probe_endpoint`` is the live check
-behind Test connection, the status tool and ``a0-reranker probe``: it always runs the probe and
-returns a report instead of raising.
-"""
+"""The I/O half of detection: the identifying GETs and the correctness probes, through the transport.
+``resolve_route`` is what a rerank needs (cached by the service); ``probe_endpoint`` is the live check behind
+Test connection, the status tool and ``a0-reranker probe``, which reports instead of raising."""
 
 from __future__ import annotations
 
@@ -36,8 +33,7 @@ GET_TIMEOUT_CAP: Final = 3.0  # identifying GETs are cheap; do not let a slow on
 
 @dataclass(frozen=True, eq=False)
 class Route:
-    """How to talk to one endpoint: the dialect and model to use, and the server the probe saw. Equal only
-    to itself: a route detected again is another (its group of replicas gets a batcher of its own)."""
+    """How to talk to one endpoint. Equal only to itself: a route detected again gets a batcher of its own."""
 
     endpoint: str
     dialect: Dialect
@@ -59,8 +55,8 @@ class _Probe:
     deadline: float
 
     async def identify(self) -> det.ServerIdentity:
-        """Hosted APIs by host name; otherwise the GETs that name a server without any compute. When no GET
-        got an HTTP answer, the port runs something else (SSH, Redis): say so, and probe nothing."""
+        """Hosted APIs by host name, else the GETs that name a server without compute. When no GET got an HTTP
+        answer, the port runs something else (SSH, Redis): say so, and probe nothing."""
         if hosted := det.hosted_kind(self.config.endpoint):
             return det.ServerIdentity(kind=hosted)
         get_deadline = min(self.deadline, clock.now() + GET_TIMEOUT_CAP)
@@ -73,7 +69,7 @@ class _Probe:
         return det.identify(dict(zip(paths, readable, strict=True)))
 
     async def groups(self, groups: list[list[Dialect]], model: str) -> list[list[det.ProbeOutcome]]:
-        """Every group at once, each trying its dialects in order until one answers (its attempts, that last)."""
+        """Every group at once, each trying its dialects in order until one answers (the last attempt)."""
 
         async def first_answer(group: Sequence[Dialect]) -> list[det.ProbeOutcome]:
             attempts: list[det.ProbeOutcome] = []
@@ -123,8 +119,8 @@ async def resolve_route(transport: HttpTransport, config: RerankerConfig, deadli
     model = config.model or identity.default_model
     groups = det.candidates(identity, config.api, config.instruction)
     if config.api != "auto" and det.is_known(identity):
-        # a forced API on a server the GETs named: no probe is needed, except to learn whether raw output
-        # (llama.cpp) is logits; if that probe gets no answer the route still stands, its scores read batch by batch
+        # a forced API on a server the GETs named: probe only to learn whether raw output (llama.cpp) is logits;
+        # if that probe gets no answer the route still stands, its scores read batch by batch
         dialect = groups[0][0]
         scores = (await probe.dialect(dialect, model)).scores if dialect.score_scale == RAW else None
         return Route(config.endpoint, dialect, model, identity.kind, settled(dialect.score_scale, scores))
@@ -140,9 +136,8 @@ async def resolve_route(transport: HttpTransport, config: RerankerConfig, deadli
 
 
 async def probe_endpoint(transport: HttpTransport, config: RerankerConfig, deadline: float) -> ProbeReport:
-    """A live Test connection: identify, probe every candidate, report in plain words; never raises.
-    Replicas are probed at once, each on its own (its API and path may differ), under one deadline: a
-    silent one delays the report to the deadline but never hides the others' rows."""
+    """A live Test connection: identify, probe every candidate, report in plain words; never raises. Replicas
+    are probed at once, each on its own, under one deadline: a silent one never hides the others' rows."""
     urls = config.endpoints
     if len(urls) <= 1:
         return await _probe_replica(transport, config, deadline)
@@ -178,10 +173,8 @@ def _judged_report(config: RerankerConfig, identity: det.ServerIdentity, model: 
 
 
 def _unreachable(attempts: Sequence[det.ProbeOutcome]) -> RerankError | None:
-    """When no candidate got any HTTP answer, detection did not fail: no request got through. Say why,
-    so the counters read ``connect``, ``tls``, ``timeout`` or ``config`` for a server that is down,
-    untrusted or silent, or settings that cannot work, and ``detection`` only for a server that answered
-    but speaks no API we know."""
+    """When no candidate got an HTTP answer, no request got through: say why, so the counters keep
+    ``detection`` for a server that answered but speaks no API we know."""
     failures = {o.failure for o in attempts}
     if not attempts or not failures <= {"connect", "tls", "timeout", "config", "rate_limited"}:
         return None

@@ -1,16 +1,11 @@
-"""What the service keeps of each server between recalls (``EndpointRegistry``, on the owner loop only),
-and the HTTP transport every request goes out on (``HttpTransport``, the only code that touches aiohttp).
+"""What the service keeps of each server between recalls (``EndpointRegistry``, owner loop only), and the
+HTTP transport every request goes out on (``HttpTransport``, the only code that touches aiohttp).
 
-One ``Endpoint`` per base URL, API key and the settings its state is built from: its dispatch state and
-the server's health as this key sees it (a 401 or a per-key rate limit says nothing of it for another
-key). One group per route: the replicas of one model with the settings a batcher is built from. Changed
-settings get new state; the old drains and is forgotten like any idle entry, least recently used first (a
-server that is down keeps its open breaker).
-
-The transport owns the owner loop's sessions (pooled, and fresh). Redirects are refused (a POST must not
-become a GET elsewhere), at most ``MAX_ANSWER_BYTES`` are read, and a request whose pooled connection the
-server had already closed is sent once more at once on a fresh one (aiohttp's own resend of a GET goes
-back to the pool).
+One ``Endpoint`` per base URL, API key and the settings its state is built from (a 401 or a per-key rate
+limit says nothing of the server for another key); one batcher group per route. Changed settings get new
+state; the old drains and is forgotten, least recently used first. Redirects are refused (a POST must not
+become a GET elsewhere), answers are capped, and a request whose pooled connection the server had closed is
+sent once more at once on a fresh one.
 """
 
 from __future__ import annotations
@@ -61,8 +56,7 @@ class Endpoint:
     route_keys: set[tuple[object, ...]] = field(default_factory=set)  # detection entries made through it
 
 
-# What a group's batcher is built from: the replicas with a route, and what their dialects allow (whether
-# one request may mix queries, how many pairs it may carry).
+# A group's batcher is built from: the replicas with a route, whether one request may mix queries, max pairs.
 Members = tuple[Sequence[Replica], bool, int]
 
 
@@ -79,9 +73,8 @@ class EndpointRegistry:
         self._groups: OrderedDict[Hashable, MicroBatcher] = OrderedDict()
 
     def endpoint(self, config: RerankerConfig, url: str) -> Endpoint:
-        """The server at ``url`` as these settings see it, made on first use; room is made by forgetting the
-        least recently used endpoint with nothing worth keeping, else an idle one (which holds no slot; a
-        group still naming it is another group from the next call on)."""
+        """The server at ``url`` as these settings see it, made on first use; room is made by forgetting the least
+        recently used endpoint with nothing worth keeping, else an idle one (a group naming it is then another)."""
         key = (url, config.key_fingerprint, config.max_concurrency, breaker_policy(config))
         found = self._endpoints.get(key)
         if found is not None:
@@ -94,9 +87,8 @@ class EndpointRegistry:
 
     def group(self, config: RerankerConfig, to_probability: bool, bound_to: Sequence[tuple[str, object, object]],
               members: Callable[[], Members]) -> MicroBatcher:
-        """The batcher for these settings and for the routes and endpoint states in ``bound_to`` (url,
-        route, state: each equal only to itself), built from ``members()`` the first time; a route detected
-        again, or an endpoint made anew, is another group. A warm recall with the same settings builds nothing."""
+        """The batcher for these settings and the (url, route, state) in ``bound_to``, each equal only to itself,
+        built from ``members()`` the first time. A warm recall with the same settings builds nothing."""
         key = (*(getattr(config, name) for name in _GROUP_FIELDS), to_probability, *bound_to)
         batcher = self._groups.get(key)
         if batcher is None:
@@ -159,8 +151,7 @@ V = TypeVar("V")
 
 
 def _forget(entries: OrderedDict[Any, V], keep: int, *tests: Callable[[V], bool]) -> None:
-    """Forget entries, least recently used first, until at most ``keep`` are left: those that pass the
-    first test, then, while there are still too many, those that pass the next."""
+    """Forget entries, least recently used first, until ``keep`` are left: those passing each test in turn."""
     for test in tests:
         for key in list(entries):
             if len(entries) <= keep:
@@ -189,9 +180,8 @@ class HttpTransport:
 
     async def send(self, endpoint: str, request: WireRequest, *, deadline: float, api_key: str = "",
                    tls: TlsSettings = TlsSettings(), may_resend: Callable[[], bool] = lambda: True) -> WireAnswer:
-        """One HTTP exchange: the answer, or a ``RerankError`` saying why not. Sent again only when the
-        pooled connection it went out on had been closed by the server (``StaleConnection``): at once,
-        on a fresh connection, if ``may_resend`` agrees (scoring asks its retry budget)."""
+        """One HTTP exchange: the answer, or a ``RerankError`` saying why not. Sent again, on a fresh connection,
+        only when its pooled one was stale and ``may_resend`` agrees (scoring asks its retry budget)."""
         try:
             return await self._send_once(endpoint, request, deadline, api_key, tls, fresh=False)
         except StaleConnection:

@@ -1,6 +1,5 @@
-"""aiohttp's and the OS's errors translated into the engine's, by one table, keeping the cause (the
-transport's failure path). An answer that is not HTTP becomes ``NotHttp`` with aiohttp's own reason, which
-names what came back (another service on the port, a broken status line, header or chunked body).
+"""aiohttp's and the OS's errors translated into the engine's by one table, keeping the cause. An answer that is
+not HTTP becomes ``NotHttp`` with aiohttp's own reason, which names what came back (another service on the port).
 """
 
 from __future__ import annotations
@@ -58,8 +57,7 @@ def translate(exc: BaseException, endpoint: str, remaining: float, *, reused: bo
 
 
 def _payload_error(exc: BaseException, url: str) -> RerankError:
-    """A body that ended early broke off (the connection went); one that could not be decoded is no
-    valid HTTP."""
+    """A body that ended early broke off (the connection went); one that could not be decoded is no valid HTTP."""
     if exc.__cause__ is None or isinstance(exc.__cause__, ContentLengthError | TransferEncodingError):
         return TransportError(f"{url} broke off the answer")
     return _not_http(exc, url)

@@ -2,11 +2,9 @@
 has detected per replica (``RouteBook``: async-lru with a TTL; identical detections share one run).
 
 ``RerankService`` is the composition root (config -> endpoints -> routes -> batcher -> ranking) and the
-fail-safe boundary: nothing but cancellation leaves ``rerank``. A detection is an attempt like any other:
-it asks the breaker for a permit, waits out a Retry-After, and runs to its own end even when its callers
-leave, so a silent server is counted against the breaker and a late answer is remembered. A call waits
-only while no replica's route is known; a known one is read without a task or a turn of the loop, so a
-burst reaches its queue together.
+fail-safe boundary: nothing but cancellation leaves ``rerank``. A detection is an attempt like any other
+(breaker permit, Retry-After) and runs to its end even when its callers leave. A known route is read without
+a task or a turn of the loop, so a burst reaches its queue together.
 """
 
 from __future__ import annotations
@@ -49,8 +47,8 @@ class RerankService:
 
     async def rerank(self, query: str, documents: Sequence[str], config: RerankerConfig, deadline: float
                      ) -> RerankResult:
-        """Best-first ``(index, score)`` pairs, or no ranking with the reason. Never raises but
-        cancellation. Counts no outcome: its caller counts the one it returns (``calls``)."""
+        """Best-first ``(index, score)`` pairs, or no ranking with the reason; raises only cancellation.
+        Counts no outcome: its caller counts the one it returns (``calls``)."""
         try:
             return await self._rerank(query, documents, config, deadline)
         except RerankError as exc:
@@ -71,7 +69,7 @@ class RerankService:
         return self._registry.live_state()
 
     def footprint(self) -> dict[str, int]:
-        """State kept per configuration and detections cached (bounded whatever the settings do), and under way."""
+        """State kept per configuration, detections cached and under way: bounded whatever the settings do."""
         return {**self._registry.footprint(), "detections": self._routes.cached, "detecting": self._routes.running}
 
     async def close(self) -> None:
@@ -117,8 +115,8 @@ class RerankService:
 
     def _batcher(self, config: RerankerConfig, routes: dict[str, Route], endpoints: dict[str, Endpoint], *,
                  to_probability: bool) -> MicroBatcher:
-        """The batcher of this route group and of the replicas whose route is known, each with its own
-        dialect (and, when their scales differ, each sending back probabilities)."""
+        """The batcher of the replicas whose route is known, each with its own dialect (sending back
+        probabilities when their scales differ)."""
 
         def members() -> Members:
             # routes are cached without the instruction: bind this call's to the dialect that sends it
@@ -146,16 +144,14 @@ class RerankService:
         return send
 
 
-# Statuses that say the route itself no longer holds (the API moved, the key or the model changed).
-# Not 5xx: an overloaded or crashing server still speaks the same API, and forgetting the route there
-# makes every waiting recall re-run detection against that server, which then fails too.
+# Statuses saying the route no longer holds (the API moved, the key or model changed). Not 5xx: a crashing
+# server still speaks the same API, and forgetting its route would send every waiting recall to detect again.
 _ROUTE_GONE_STATUSES: Final = frozenset({401, 403, 404, 405, 501})
 
 
 @dataclass(frozen=True)
 class _Detection:
-    """One detection's arguments; equal (and cached together) when only the deadline or the other
-    settings differ, which do not change the answer."""
+    """One detection's arguments; equal (cached together) when only settings that do not change the answer differ."""
 
     key: tuple[object, ...]
     config: RerankerConfig = field(compare=False)
@@ -184,8 +180,8 @@ class RouteBook:
 
     async def routes(self, config: RerankerConfig, deadline: float, endpoints: Sequence[Endpoint]
                      ) -> dict[str, Route]:
-        """The known routes of ``endpoints`` (replica URL -> route, at least one), detecting the
-        others; waits only while none is known. Raises the first replica's error when none works."""
+        """The known routes of ``endpoints`` (URL -> route, at least one), detecting the others; waits only while
+        none is known. Raises the first replica's error when none works."""
         detections = [_Detection.of(config.replicas[e.url], deadline, e) for e in endpoints]
         # One shared with an earlier caller runs to that caller's deadline: leave it at ours.
         outlasts_us = any(d.key in self._running and self._running[d.key].deadline > deadline for d in detections)
@@ -231,8 +227,7 @@ class RouteBook:
         endpoint.route_keys.clear()
 
     def _forget_key(self, key: tuple[object, ...]) -> None:
-        """The cached route and the mark of its detection: one forgotten while running ends unmarked, so
-        its end cannot touch the mark of the detection that replaces it."""
+        """The cached route and its detection's mark (one forgotten while running cannot touch its successor's)."""
         self._detect.cache_invalidate(_Detection(key, RerankerConfig()))
         self._running.pop(key, None)
 
@@ -242,8 +237,7 @@ class RouteBook:
     def _detection_task(self, detection: _Detection) -> asyncio.Task[Route]:
         """A task of its own, so a caller who leaves does not cancel a detection others may share."""
         if not self._detect.cache_contains(detection):  # this call starts it (or joins one just started)
-            # marked from the call that starts it, not its first step: the first call of a burst runs it,
-            # to that call's deadline, which later callers must read
+            # marked here, not in its first step: later callers of a burst must read the first one's deadline
             self._running.setdefault(detection.key, detection)
         task = asyncio.ensure_future(self._detect(detection))
         task.add_done_callback(lambda t: None if t.cancelled() else t.exception())

@@ -1,7 +1,5 @@
-"""The public engine API, the module callers import: the rerank calls (``calls``'s, named here too) and
-their blocking forms, the live connection test, the statistics with the live state, and the owner loop's
-restart and shutdown; cold (not in a warm recall). All return instead of raising.
-"""
+"""The public engine API callers import: the rerank calls (``calls``'s, named here too), the live connection
+test, the statistics with the live state, and restart and shutdown. Cold (not in a warm recall); never raises."""
 
 from __future__ import annotations
 
@@ -14,7 +12,7 @@ from ..core.deadline import deadline_in
 from ..core.probe_report import ProbeReport
 from ..core.scores import Ranking
 from ..core.statistics import RerankerStatistics
-from .calls import RUNTIME, Runtime, on_owner, on_owner_async, start, stop
+from .calls import RUNTIME, Runtime, Work, on_owner, on_owner_async, start, stop
 from .calls import rerank_pool as rerank_pool
 from .calls import rerank_result as rerank_result
 from .calls import rerank_result_async as rerank_result_async
@@ -45,22 +43,24 @@ def _probe_refusal(config: Any) -> ProbeReport | None:
     return None
 
 
-def _probe_late(config: RerankerConfig) -> ProbeReport:
-    return ProbeReport.failure(config.endpoint, f"no answer within {config.timeout:g} s", (), config.timeout)
-
-
 def _probe_failed(config: RerankerConfig, exc: Exception) -> ProbeReport:
     log.exception("a0_reranker: connection test failed unexpectedly")
     return ProbeReport.failure(config.endpoint, f"unexpected error: {type(exc).__name__}", (), 0.0)
+
+
+def _probe_work(config: RerankerConfig) -> tuple[Work[ProbeReport], float, ProbeReport]:
+    """The probe to run on the owner loop, its deadline, and the report when it is late."""
+    deadline = deadline_in(config.timeout)
+    late = ProbeReport.failure(config.endpoint, f"no answer within {config.timeout:g} s", (), config.timeout)
+    return (lambda service: service.probe(config, deadline)), deadline, late
 
 
 async def probe_async(config: RerankerConfig) -> ProbeReport:
     """Live connection test (bypasses the detection cache). Never raises."""
     if (refusal := _probe_refusal(config)) is not None:
         return refusal
-    deadline = deadline_in(config.timeout)
     try:
-        return await on_owner_async(lambda service: service.probe(config, deadline), deadline, _probe_late(config))
+        return await on_owner_async(*_probe_work(config))
     except Exception as exc:
         return _probe_failed(config, exc)
 
@@ -69,9 +69,8 @@ def probe(config: RerankerConfig) -> ProbeReport:
     """Blocking form of ``probe_async`` for threads and the CLI."""
     if (refusal := _probe_refusal(config)) is not None:
         return refusal
-    deadline = deadline_in(config.timeout)
     try:
-        report = on_owner(lambda service: service.probe(config, deadline), deadline, _probe_late(config))
+        report = on_owner(*_probe_work(config))
     except Exception as exc:
         return _probe_failed(config, exc)
     return report or ProbeReport.failure(config.endpoint, "probe() called on the reranker's own loop", (), 0.0)
@@ -99,8 +98,7 @@ def running() -> Runtime | None:
 
 
 def restart(*, clock: Callable[[], float]) -> Runtime:
-    """A fresh owner loop and service whose breakers and retry budgets read ``clock``: tests move it on
-    instead of waiting out a real cooldown."""
+    """A fresh owner loop and service whose breakers read ``clock``: tests move it on, not wait out a cooldown."""
     shutdown()
     return RUNTIME.get(lambda: start(clock))
 
