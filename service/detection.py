@@ -166,10 +166,8 @@ def _judged_report(config: RerankerConfig, identity: det.ServerIdentity, model: 
     if not winners:
         return ProbeReport.failure(config.endpoint, _nothing_answered(attempts), attempts, elapsed_s)
     best = (det.preferred(winners) or max(winners, key=lambda o: o.margin)) if config.api == "auto" else winners[0]
-    return ProbeReport.from_outcome(
-        config.endpoint, best, server=_server_name(identity, best), model=model, attempts=attempts,
-        forced=config.api != "auto",
-    )
+    return ProbeReport.from_outcome(config.endpoint, best, server=_server_name(identity, best), model=model,
+                                    attempts=attempts, forced=config.api != "auto")
 
 
 def _unreachable(attempts: Sequence[det.ProbeOutcome]) -> RerankError | None:

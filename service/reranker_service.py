@@ -178,8 +178,7 @@ class RouteBook:
     def running(self) -> int:  # detections under way (each ends by its deadline at the latest)
         return len(self._running)
 
-    async def routes(self, config: RerankerConfig, deadline: float, endpoints: Sequence[Endpoint]
-                     ) -> dict[str, Route]:
+    async def routes(self, config: RerankerConfig, deadline: float, endpoints: Sequence[Endpoint]) -> dict[str, Route]:
         """The known routes of ``endpoints`` (URL -> route, at least one), detecting the others; waits only while
         none is known. Raises the first replica's error when none works."""
         detections = [_Detection.of(config.replicas[e.url], deadline, e) for e in endpoints]

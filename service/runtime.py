@@ -35,21 +35,17 @@ def rerank(query: str, documents: Sequence[str], *, config: RerankerConfig) -> R
     return rerank_result(query, documents, config=config).ranking
 
 
-def _probe_refusal(config: Any) -> ProbeReport | None:
-    if not isinstance(config, RerankerConfig):
-        return ProbeReport.failure("", "config: expected a RerankerConfig", (), 0.0)
-    if not config.configured:
-        return ProbeReport.failure("", "no endpoint is set", (), 0.0)
-    return None
-
-
 def _probe_failed(config: RerankerConfig, exc: Exception) -> ProbeReport:
     log.exception("a0_reranker: connection test failed unexpectedly")
     return ProbeReport.failure(config.endpoint, f"unexpected error: {type(exc).__name__}", (), 0.0)
 
 
-def _probe_work(config: RerankerConfig) -> tuple[Work[ProbeReport], float, ProbeReport]:
-    """The probe to run on the owner loop, its deadline, and the report when it is late."""
+def _probe_work(config: Any) -> ProbeReport | tuple[Work[ProbeReport], float, ProbeReport]:
+    """The report refusing ``config``, or the probe for the owner loop, its deadline and the report when late."""
+    if not isinstance(config, RerankerConfig):
+        return ProbeReport.failure("", "config: expected a RerankerConfig", (), 0.0)
+    if not config.configured:
+        return ProbeReport.failure("", "no endpoint is set", (), 0.0)
     deadline = deadline_in(config.timeout)
     late = ProbeReport.failure(config.endpoint, f"no answer within {config.timeout:g} s", (), config.timeout)
     return (lambda service: service.probe(config, deadline)), deadline, late
@@ -57,20 +53,20 @@ def _probe_work(config: RerankerConfig) -> tuple[Work[ProbeReport], float, Probe
 
 async def probe_async(config: RerankerConfig) -> ProbeReport:
     """Live connection test (bypasses the detection cache). Never raises."""
-    if (refusal := _probe_refusal(config)) is not None:
-        return refusal
+    if isinstance(work := _probe_work(config), ProbeReport):
+        return work
     try:
-        return await on_owner_async(*_probe_work(config))
+        return await on_owner_async(*work)
     except Exception as exc:
         return _probe_failed(config, exc)
 
 
 def probe(config: RerankerConfig) -> ProbeReport:
     """Blocking form of ``probe_async`` for threads and the CLI."""
-    if (refusal := _probe_refusal(config)) is not None:
-        return refusal
+    if isinstance(work := _probe_work(config), ProbeReport):
+        return work
     try:
-        report = on_owner(*_probe_work(config))
+        report = on_owner(*work)
     except Exception as exc:
         return _probe_failed(config, exc)
     return report or ProbeReport.failure(config.endpoint, "probe() called on the reranker's own loop", (), 0.0)
