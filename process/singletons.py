@@ -134,8 +134,7 @@ class OwnerLoop:
             self._running.discard(task)
 
     async def cancel_running(self, wait_s: float) -> None:
-        """Cancel the work still running, up to ``wait_s`` to unwind, before the resources close: no request
-        left behind may open a session after the old one closed."""
+        """Cancel the work still running (``wait_s`` to unwind) so none opens a session after the old one closed."""
         tasks = [task for task in self._running if not task.done()]
         for task in tasks:
             task.cancel()

@@ -82,8 +82,7 @@ def stop(current: Runtime) -> None:
 
 @dataclass(frozen=True)
 class Handover(Generic[T]):
-    """The one wait for work handed to the owner loop, until the deadline plus the backstop grace; past it
-    the caller gets ``late`` and the owner's work is cancelled."""
+    """The one wait for work on the owner loop: to the deadline plus the grace, then ``late`` (work cancelled)."""
 
     future: concurrent.futures.Future[T]
     deadline: float
@@ -187,8 +186,7 @@ async def rerank_result_async(query: str, documents: Sequence[str], *, config: R
 
 
 def rerank_result(query: str, documents: Sequence[str], *, config: RerankerConfig) -> RerankResult:
-    """The blocking form of ``rerank_result_async``, for threads (also one running its own event loop).
-    Raises only what interrupts the thread (counted as a cancellation)."""
+    """Blocking form for threads (also one running its own loop); raises only what interrupts it (cancelled)."""
     if (refused := _refusal(query, documents, config)) is not None:
         return refused
     stats_recorder().rerank_started()

@@ -115,8 +115,7 @@ class RerankService:
 
     def _batcher(self, config: RerankerConfig, routes: dict[str, Route], endpoints: dict[str, Endpoint], *,
                  to_probability: bool) -> MicroBatcher:
-        """The batcher of the replicas whose route is known, each with its own dialect (sending back
-        probabilities when their scales differ)."""
+        """The batcher of the replicas with a known route, each its own dialect (probabilities if scales differ)."""
 
         def members() -> Members:
             # routes are cached without the instruction: bind this call's to the dialect that sends it
