@@ -44,7 +44,13 @@ def make_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
     warned: list[bool] = []  # log a missing recall module once per wrapper
 
     async def _a0_reranker_search(self: Any, *args: Any, **kwargs: Any) -> Any:
-        recall = _recall_code(RECALL_MODULE, warned)
+        try:  # the recall module as imported now (a purge re-imports it); gone or its deps missing: stock
+            recall = sys.modules.get(RECALL_MODULE) or importlib.import_module(RECALL_MODULE)
+        except Exception:
+            recall = None
+            if not warned:
+                warned.append(True)
+                log.warning("a0_reranker: recall code unavailable, memory search runs stock", exc_info=True)
         if recall is None:
             return await original(self, *args, **kwargs)
         return await recall.search(original, self, args, kwargs)
@@ -52,17 +58,6 @@ def make_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
     wrapper = functools.update_wrapper(_a0_reranker_search, original, updated=())
     setattr(wrapper, MARKER, _THIS_COPY)
     return wrapper
-
-
-def _recall_code(name: str, warned: list[bool]) -> Any | None:
-    """The recall module as it is imported now, or None if it cannot be (plugin gone, deps missing)."""
-    try:
-        return sys.modules.get(name) or importlib.import_module(name)
-    except Exception:
-        if not warned:
-            warned.append(True)
-            log.warning("a0_reranker: recall code unavailable, memory search runs stock", exc_info=True)
-        return None
 
 
 def is_current(func: Any) -> bool:

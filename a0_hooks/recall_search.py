@@ -109,8 +109,7 @@ async def _choose(scope: RecallScope, call: SearchCall, config: RerankerConfig, 
     return outcome.documents if outcome.applied else stock
 
 
-def _fallback(scope: RecallScope, reason: str, candidates: int, returned: int, added: AddedTime,
-              message: str) -> None:
+def _fallback(scope: RecallScope, reason: str, candidates: int, returned: int, added: AddedTime, message: str) -> None:
     stats_recorder().fell_back(reason, message)
     write_line(scope.agent, fallback_line(reason, scope.source, candidates, returned, added.spent_s()))
 
