@@ -42,8 +42,7 @@ async def test_connection(payload: Any) -> dict[str, Any]:
             steps = plugin_status.recall_steps(**_lookup(_scope(payload)))
         except ValueError:  # a scope that is not one: the global one's steps
             steps = plugin_status.recall_steps()
-        warnings = recall_budget.warnings(config, steps)
-        reply = {**report.as_dict(), "success": report.ok, "warnings": warnings}
+        reply = {**report.as_dict(), "success": report.ok, "warnings": recall_budget.warnings(config, steps)}
         return plugin_status.scrub(reply, key)
     except Exception as exc:
         log.exception("a0_reranker: Test connection failed unexpectedly")

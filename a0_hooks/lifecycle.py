@@ -30,8 +30,7 @@ log = logging.getLogger("a0_reranker")
 PACKAGE: Final = __name__.rsplit(".", 2)[0]  # usr.plugins.a0_reranker
 REQUIREMENTS_FILE: Final = Path(__file__).resolve().parent.parent / "requirements.txt"
 PIP_TIMEOUT_S: Final = 600
-# distribution name -> import name, where they differ
-IMPORT_NAMES: Final = {"pyyaml": "yaml", "async-lru": "async_lru"}
+IMPORT_NAMES: Final = {"pyyaml": "yaml", "async-lru": "async_lru"}  # distribution -> import name, where they differ
 _REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:>=\s*([0-9][0-9.]*))?")
 
 Runner = Callable[..., "subprocess.CompletedProcess[str]"]
