@@ -1,6 +1,5 @@
-"""What pyproject.toml cannot state: ``pip install .`` builds inside the source folder, the plugin folder
-itself (the repository root is the package), so setuptools' ``build/`` and ``egg-info`` go to a temporary one.
-"""
+"""What pyproject.toml cannot state: ``pip install .`` builds in the plugin folder (the repository root is
+the package), so setuptools' ``build/`` and ``egg-info`` go to a temporary one."""
 
 from __future__ import annotations
 

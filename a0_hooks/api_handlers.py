@@ -1,12 +1,7 @@
-"""What the settings panel asks the server: Test connection (``api/test_connection.py``), live status
-(``api/status.py``); the settings the modal loads are completed apart (``settings_modal``). Each
-answers and never raises; none ever returns the API key. State: none; the modal's scope (a project and
-an agent profile) comes with each request.
-
-Test probes the unsaved settings of the form, ``{"config": {rerank_* ...}}`` over the defaults:
-validated first (one message per bad key), then probed live, never from the detection cache, so a URL
-just fixed tests right at once. Settings that work against A0 come back as ``warnings``, counted with
-the LLM steps A0's ``_memory`` settings turn on in the modal's scope.
+"""What the settings panel asks the server: Test connection and live status, for the modal's scope (a
+project and an agent profile, sent with each request). Each answers, never raises, never returns the API
+key; state: none. Test probes the form's unsaved settings over the defaults: validated first (one message
+per bad key), then probed live, never from the detection cache, so a URL just fixed tests right at once.
 """
 
 from __future__ import annotations
@@ -18,25 +13,26 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from ..core import recall_budget
-from ..core.config import RerankerConfig, load_default_settings
+from ..core.config import RerankerConfig
 from ..core.errors import ConfigError
 from ..core.probe_report import NOT_SAVED
 from ..service import runtime
 from . import status as plugin_status
-from .recall_entry import from_a0
+from .recall_entry import default_settings, from_a0
 
 log = logging.getLogger("a0_reranker")
 _SCOPE_NAME: Final = re.compile(r"^(?!\.{1,2}$)[^/\\\x00]{0,255}$")  # one folder name (or "" for all): no path
 
 
 async def test_connection(payload: Any) -> dict[str, Any]:
-    """The reply is ``ProbeReport.as_dict()`` plus ``success`` and ``warnings``."""
+    """``ProbeReport.as_dict()`` plus ``success`` and ``warnings``: settings that work against A0, counted
+    with the LLM steps A0's ``_memory`` settings turn on in the modal's scope."""
     posted = payload.get("config") if isinstance(payload, Mapping) else None
     if not isinstance(posted, Mapping):
         return _failure('Send the settings to test as {"config": {...}}.', "")
     key = str(posted.get("rerank_api_key") or "")
     try:
-        config, errors = _validated({**load_default_settings(), **posted})
+        config, errors = _validated({**default_settings(), **posted})
         if config is None:
             return _failure(f"Fix these settings first: {', '.join(errors)}.", key, errors=errors)
         if not config.configured:
@@ -46,8 +42,7 @@ async def test_connection(payload: Any) -> dict[str, Any]:
             steps = plugin_status.recall_steps(**_lookup(_scope(payload)))
         except ValueError:  # a scope that is not one: the global one's steps
             steps = plugin_status.recall_steps()
-        warnings = recall_budget.warnings(config, steps)
-        reply = {**report.as_dict(), "success": report.ok, "warnings": warnings}
+        reply = {**report.as_dict(), "success": report.ok, "warnings": recall_budget.warnings(config, steps)}
         return plugin_status.scrub(reply, key)
     except Exception as exc:
         log.exception("a0_reranker: Test connection failed unexpectedly")
@@ -55,8 +50,8 @@ async def test_connection(payload: Any) -> dict[str, Any]:
 
 
 def _validated(settings: Mapping[str, Any]) -> tuple[RerankerConfig | None, dict[str, str]]:
-    """The config, or None and one message per bad key (``{"rerank_timeout": "must be between ..."}``):
-    values that cannot be read are reported with the other keys' checks, so one click lists them all."""
+    """The config, or None and one message per bad key: unreadable values are dropped and the rest checked
+    again, so one click lists them all."""
     errors: dict[str, str] = {}
     remaining = dict(settings)
     for _ in range(2):
@@ -93,8 +88,8 @@ def status(payload: Any = None) -> dict[str, Any]:
 
 
 def _scope(payload: Any) -> dict[str, str]:
-    """The modal's selection, a project and an agent profile by name (``""`` is A0's "Global" and "All
-    profiles"); ValueError for names that are not plain folder names."""
+    """The modal's project and agent profile (``""``: A0's "Global", "All profiles"); ValueError for names
+    that are not plain folder names."""
     names = payload if isinstance(payload, Mapping) else {}
     scope = {key: names.get(key) or "" for key in ("project_name", "agent_profile")}
     for name in scope.values():

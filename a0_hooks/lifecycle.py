@@ -1,14 +1,8 @@
-"""Install, uninstall and update: what ``hooks.py`` runs (plain sync functions, as A0 calls them), and
-wrapping the memory search at startup and for each new agent (what our extensions run; state: none).
-
-``install`` pip-installs into A0's interpreter only the runtime dependencies it lacks (async-lru is not
-used by A0 at all). When pip cannot install one, the error names each such requirement and the exact
-command to run: A0 then deletes the new plugin folder and shows that text as the only explanation.
-An update in place (A0's ``update_from_git``: ``pre_update``, ``git pull``, ``install``) purges no
-module, so ``pre_update`` stops the old owner loop, unwraps the memory search, forgets the process-wide
-objects and drops our modules from ``sys.modules``: ``install`` then wraps the search with the pulled code.
-Only the standard library and PyYAML (A0 ships it) are imported at the top, so this works before the
-other dependencies exist.
+"""Install, uninstall and update, as ``hooks.py`` runs them, and wrapping the memory search at startup and
+for each new agent (state: none). ``install`` pip-installs only the missing dependencies; when pip fails, the
+error (A0's only explanation) names each requirement and the command to run. An update in place purges no
+module, so ``pre_update`` stops and unwraps the old code and drops our modules: ``install`` then wraps the
+search with the pulled code. The top imports only the standard library and PyYAML (A0 ships it).
 """
 
 from __future__ import annotations
@@ -36,8 +30,7 @@ log = logging.getLogger("a0_reranker")
 PACKAGE: Final = __name__.rsplit(".", 2)[0]  # usr.plugins.a0_reranker
 REQUIREMENTS_FILE: Final = Path(__file__).resolve().parent.parent / "requirements.txt"
 PIP_TIMEOUT_S: Final = 600
-# distribution name -> import name, where they differ
-IMPORT_NAMES: Final = {"pyyaml": "yaml", "async-lru": "async_lru"}
+IMPORT_NAMES: Final = {"pyyaml": "yaml", "async-lru": "async_lru"}  # distribution -> import name, where they differ
 _REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:>=\s*([0-9][0-9.]*))?")
 
 Runner = Callable[..., "subprocess.CompletedProcess[str]"]
@@ -54,8 +47,7 @@ class DependencyInstallError(RuntimeError):
 
 
 def install(run: Runner = subprocess.run) -> None:
-    """Make every requirement importable (raises ``DependencyInstallError`` for what pip cannot install),
-    then wrap the memory search with this code (after an update: the new code)."""
+    """Make every requirement importable (or raise ``DependencyInstallError``), then wrap the memory search."""
     pip_install(missing_requirements(REQUIREMENTS_FILE), run=run)
     if installed():
         recall_entry.ensure_installed()
@@ -68,8 +60,7 @@ def installed() -> bool:
 
 
 def wrap(seam: str) -> None:
-    """At startup (before the first chat) and for every new agent (subordinates too): wrap the memory
-    search. A0 does not catch what extensions raise: logged here."""
+    """Wrap the memory search at startup and for every new agent; A0 does not catch what extensions raise."""
     try:
         if installed():
             recall_entry.ensure_installed()
@@ -91,8 +82,7 @@ def uninstall() -> None:
 
 
 def pre_update() -> None:
-    """Before ``git pull``: unwrap and stop, then forget the old code, so that what A0 imports after the
-    pull (``install``, the extensions, the API handlers) is the new code."""
+    """Before ``git pull``: unwrap, stop and forget the old code, so A0 imports the new code after the pull."""
     uninstall()
     singletons.forget_all()
     ours = [name for name in list(sys.modules) if name == PACKAGE or name.startswith(PACKAGE + ".")]
@@ -146,7 +136,7 @@ def _install_one(requirement: str, run: Runner) -> str | None:
         return f"pip could not be started: {exc.strerror or exc}"
     if result.returncode == 0:
         return None
-    # pip's last ``ERROR:`` line (it ends with the one that names the cause), else its last line
+    # pip's last ``ERROR:`` line names the cause
     lines = [line.strip() for line in (result.stderr or result.stdout or "").splitlines() if line.strip()]
     errors = [line for line in lines if line.startswith("ERROR:")]
     return f"exit {result.returncode}: {(errors or lines or ['no output'])[-1]}"

@@ -1,12 +1,10 @@
-"""Putting our patches on A0's memory and taking them off (state: the classes wrapped): the wrapper
-on ``Memory.search_similarity_threshold`` and the tap on each store's query embedding, both made in
+"""Putting our patches on A0's memory and taking them off (state: the classes wrapped): the wrapper on
+``Memory.search_similarity_threshold`` and the tap on each store's query embedding, both made in
 ``recall_entry``. Standard library only, so ``uninstall`` works without our dependencies.
 
-A purge of ``plugins`` creates a new ``Memory`` class, and a purge of ``usr.plugins`` a new copy of our
-code: ``install`` wraps the class A0 uses now and replaces a wrapper of an older copy, keeping its
-original; ``uninstall`` restores every class we wrapped and untaps its stores. Ours are known by a
-marker attribute and their code's name, which survives ``functools.wraps`` (another plugin's copy of
-our attributes does not make its function ours).
+A purge creates a new ``Memory`` class or a new copy of our code: ``install`` wraps the class A0 uses now,
+replacing an older copy's wrapper but keeping its original. Ours are known by a marker attribute and their
+code's name, which survives ``functools.wraps`` (another plugin copying our attributes is not ours).
 """
 
 from __future__ import annotations
@@ -52,14 +50,14 @@ def is_ours(func: Any) -> bool:
     return hasattr(func, MARKER) and getattr(getattr(func, "__code__", None), "co_name", "") == WRAPPER_CODE_NAME
 
 
-def install(make_wrapper: Callable[[Any], Any], copy: object) -> bool:
-    """Wrap the current ``Memory`` class unless the wrapper of ``copy`` is on top. True when it is."""
+def install(make_wrapper: Callable[[Any], Any], is_current: Callable[[Any], bool]) -> bool:
+    """Wrap the current ``Memory`` class unless a current wrapper is on top. True when it is."""
     cls = memory_class()
     with _LOCK.get():
         current = getattr(cls, METHOD, None)
         if cls is None or current is None:
             return False
-        if (is_ours(current) and getattr(current, MARKER) is copy) or _ours_below_top(current):
+        if is_current(current) or _ours_below_top(current):
             return True  # another wrapper on ours is left alone: ours re-resolves its code on every call
         original = current.__wrapped__ if is_ours(current) else current
         setattr(cls, METHOD, make_wrapper(original))
@@ -84,8 +82,8 @@ def is_installed() -> bool:
 
 
 def uninstall() -> int:
-    """Put the original method back wherever ours is on top, and untap the stores of every class we
-    patched; returns how many classes were restored."""
+    """Put the original back wherever ours is on top and untap every patched class's stores; returns how
+    many classes were restored."""
     restored = 0
     with _LOCK.get():
         now = memory_class()

@@ -1,25 +1,15 @@
-"""Where a recall enters from A0, and what it reads there (state: the recall scope, the stores tapped,
-the parsed defaults and the configs kept for settings seen before). Our extensions and the wrapper call
-it on every recall; ``memory_patch`` puts the wrapper and the tap on and takes them off.
+"""Where a recall enters from A0, and what it reads there (state: the recall scope, the stores tapped, the
+parsed defaults and the configs kept for settings seen before); ``memory_patch`` puts the wrapper and tap on.
 
-The wrapper on ``Memory.search_similarity_threshold`` is thin and stable: every call looks up
-``recall_search`` by name and hands it the original, so a wrapper made before A0 purged our modules runs
-the code imported after the purge, and calls the original alone once our code cannot be imported (the
-plugin folder was deleted). ``ensure_installed`` re-checks it before every recall (A0 may have replaced
-the class, an update unwrapped it): cheaply, when this copy's wrapper is on top. The tap on the store's
-``_aembed_query`` lets the pool search reuse the query vector A0's own call computed (often through a
-remote API) instead of embedding the same query again; it carries its own ContextVar.
+The wrapper on ``Memory.search_similarity_threshold`` looks up ``recall_search`` by name on every call, so
+one made before a purge runs the code imported after it, and the original alone once the plugin is gone.
+The tap on the store's ``_aembed_query`` lets the pool search reuse the query vector of A0's own call.
+Our extensions open the recall scope just before A0's ``_50_recall_memories`` and close it just after: the
+task ``_50`` starts keeps a copy, and deletion, consolidation and memorize run stock. A0 does not catch
+what extensions raise, so every seam logs its own errors.
 
-The recall scope: our extensions open it just before A0's ``_50_recall_memories`` and close it just
-after; the search task ``_50`` starts in between keeps a copy (ContextVars are copied into
-``create_task``). Deletion, consolidation, the dashboard and memorize never see it: they run stock. Its
-ContextVar lives in the process-wide anchor, for a wrapper made before a purge. A0 does not catch what
-extensions raise, so every seam swallows and logs its own errors.
-
-Settings: A0's ``get_plugin_config`` returns the first ``config.json`` along the project, agent-profile
-and global scopes, or the defaults, unmerged: a file saved by an older version lacks newer keys, so we
-merge it over ``default_config.yaml``. A recall reads its own agent's (a sub-agent's profile may name
-another reranker); outside A0, the plugin folder's ``config.json``.
+A0's ``get_plugin_config`` returns the first saved ``config.json`` of the scopes, unmerged: an older one
+lacks newer keys, so we merge it over ``default_config.yaml``.
 """
 
 from __future__ import annotations
@@ -41,7 +31,7 @@ from ..core.config import DEFAULT_CONFIG_FILE, RerankerConfig, load_default_sett
 from ..core.errors import ConfigError
 from ..process.singletons import PerProcess
 from . import PLUGIN_NAME, memory_patch
-from .memory_patch import EMBED_METHOD, MARKER, MEMO, METHOD, OWN
+from .memory_patch import EMBED_METHOD, MARKER, MEMO, METHOD, OWN, WRAPPER_CODE_NAME
 
 log = logging.getLogger("a0_reranker")
 T = TypeVar("T")
@@ -51,10 +41,16 @@ _THIS_COPY: Final = object()  # identity of this module copy: a wrapper carrying
 
 def make_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
     """An async method with the original's name and signature that routes through the recall code."""
-    warned: list[bool] = []  # log a missing recall module once per wrapper, not on every search
+    warned: list[bool] = []  # log a missing recall module once per wrapper
 
     async def _a0_reranker_search(self: Any, *args: Any, **kwargs: Any) -> Any:
-        recall = _recall_code(RECALL_MODULE, warned)
+        try:  # the recall module as imported now (a purge re-imports it); gone or its deps missing: stock
+            recall = sys.modules.get(RECALL_MODULE) or importlib.import_module(RECALL_MODULE)
+        except Exception:
+            recall = None
+            if not warned:
+                warned.append(True)
+                log.warning("a0_reranker: recall code unavailable, memory search runs stock", exc_info=True)
         if recall is None:
             return await original(self, *args, **kwargs)
         return await recall.search(original, self, args, kwargs)
@@ -64,28 +60,18 @@ def make_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def _recall_code(name: str, warned: list[bool]) -> Any | None:
-    """The recall module as it is imported now, or None if it cannot be (plugin gone, deps missing)."""
-    try:
-        return sys.modules.get(name) or importlib.import_module(name)
-    except Exception:
-        if not warned:
-            warned.append(True)
-            log.warning("a0_reranker: recall code unavailable, memory search runs stock", exc_info=True)
-        return None
-
-
 def is_current(func: Any) -> bool:
-    """A wrapper made by this very copy of the module."""
-    return memory_patch.is_ours(func) and getattr(func, MARKER) is _THIS_COPY
+    """A wrapper made by this very copy of the module (checked here: a warm recall stays out of ``memory_patch``)."""
+    code = getattr(func, "__code__", None)
+    return getattr(func, MARKER, None) is _THIS_COPY and getattr(code, "co_name", "") == WRAPPER_CODE_NAME
 
 
 def ensure_installed() -> bool:
     """Wrap the ``Memory`` class A0 uses now unless this copy's wrapper is on top. True when it is."""
     cls = getattr(sys.modules.get(memory_patch.MEMORY_MODULE), "Memory", None)
-    if getattr(getattr(cls, METHOD, None), MARKER, None) is _THIS_COPY:
+    if is_current(getattr(cls, METHOD, None)):
         return True  # the recall's case: nothing to do
-    return memory_patch.install(make_wrapper, _THIS_COPY)
+    return memory_patch.install(make_wrapper, is_current)
 
 
 def _memo_of(store: Any) -> ContextVar[dict[str, Any] | None] | None:
@@ -158,8 +144,7 @@ def begin(agent: Any, source: Source) -> None:
 
 
 def end() -> None:
-    """Leave the scope. A plain reset to None, not a token reset: a scope left over by a failed
-    ``memory_load`` must not come back when the next recall ends."""
+    """Leave the scope: set to None, not reset by token, so a failed ``memory_load``'s scope cannot come back."""
     try:
         _RECALL.get().set(None)
     except Exception:
@@ -177,33 +162,8 @@ def suspended() -> Iterator[None]:
         var.reset(token)
 
 
-def before_recall(agent: Any) -> None:  # message_loop_prompts_after/_49: re-check the wrapper, open
-    _open(agent, "recall")
-
-
-def after_recall(agent: Any) -> None:
-    """``_51``: close the scope in the loop's own context, so memorize and consolidation started later at
-    ``monologue_end`` do not inherit it (the recall task kept its copy)."""
-    end()
-
-
-def before_tool(agent: Any, tool_name: str | None) -> None:  # the memory_load tool's search is a recall too
-    if tool_name == "memory_load":
-        _open(agent, "memory_load")
-
-
-def after_tool(agent: Any, tool_name: str | None) -> None:
-    if tool_name == "memory_load":
-        end()
-
-
-def on_monologue_end(agent: Any) -> None:
-    """Before memorize starts its background task: clear a scope that a failed recall or tool left open
-    (A0 skips the later extensions of a point when one raises)."""
-    end()
-
-
-def _open(agent: Any, source: Source) -> None:
+def open_scope(agent: Any, source: Source) -> None:
+    """What our extensions call before a recall or ``memory_load``: re-check the wrapper, then ``begin``."""
     try:
         ensure_installed()
         begin(agent, source)
@@ -232,14 +192,12 @@ def from_a0(fallback: T, what: str, ask: Callable[[Any], T]) -> T:
 
 
 def enabled_for(agent: Any) -> bool:
-    """The plugin is switched on in this agent's scope (False outside A0 or on error). Asked each time:
-    A0 calls no hook on disable."""
+    """The plugin is on in this agent's scope (False outside A0 or on error); A0 calls no hook on disable."""
     return from_a0(False, "the enabled plugins", lambda plugins: PLUGIN_NAME in plugins.get_enabled_plugins(agent))
 
 
 def saved_settings(agent: Any = None, **scope: str) -> dict[str, Any]:
-    """What the user saved for the agent's scope, or for the named ``project_name`` and ``agent_profile``
-    (A0's lookup), without defaults."""
+    """What the user saved for the agent's scope, or the named ``project_name`` and ``agent_profile``."""
     plugins = a0_plugins()
     if plugins is None:
         return _read_json()
@@ -249,18 +207,22 @@ def saved_settings(agent: Any = None, **scope: str) -> dict[str, Any]:
 
 def plugin_settings(agent: Any = None, **scope: str) -> dict[str, Any]:
     """Defaults, then the saved settings of the agent's (or the named) scope on top."""
-    return {**_defaults(os.stat(DEFAULT_CONFIG_FILE).st_mtime_ns), **saved_settings(agent, **scope)}
+    return {**default_settings(), **saved_settings(agent, **scope)}
+
+
+def default_settings() -> dict[str, Any]:
+    """``default_config.yaml``, parsed once per version of the file (every recall reads it). Do not mutate."""
+    return _parsed_defaults(os.stat(DEFAULT_CONFIG_FILE).st_mtime_ns)
 
 
 @functools.lru_cache(maxsize=1)
-def _defaults(mtime_ns: int) -> dict[str, Any]:
-    """``default_config.yaml`` as parsed once per version of the file: every recall reads it."""
+def _parsed_defaults(mtime_ns: int) -> dict[str, Any]:
     return load_default_settings()
 
 
 def resolve_config(config: RerankerConfig | Mapping[str, Any] | None = None, agent: Any = None) -> RerankerConfig:
-    """The config a call uses: ``None`` = the plugin's settings; a dict overrides them; a config is used
-    as is. Raises ``ConfigError`` naming every bad key (or ``config`` itself when it is neither)."""
+    """``None``: the plugin's settings; a dict overrides them; a config is used as is. ``ConfigError`` names
+    every bad key (or ``config`` itself when it is neither)."""
     if isinstance(config, RerankerConfig):
         return config
     if config is not None and not isinstance(config, Mapping):
@@ -270,8 +232,8 @@ def resolve_config(config: RerankerConfig | Mapping[str, Any] | None = None, age
 
 
 def config_from_settings(settings: Mapping[str, Any]) -> RerankerConfig:
-    """``RerankerConfig.from_settings``, kept for settings seen before (validating them on every recall
-    cost more than the rest of its work before the hand-over); values that are not JSON are not kept."""
+    """``RerankerConfig.from_settings``, cached by the settings' JSON: validating on every recall cost more
+    than the rest of its work before the hand-over."""
     try:
         key = json.dumps([settings.get(name) for name in _SETTING_KEYS])
     except (TypeError, ValueError):

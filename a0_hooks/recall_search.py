@@ -1,28 +1,14 @@
 """What the memory wrapper does with one search (state: none): pass it through, or rerank a recall.
 
-Outside the recall scope (deletion, consolidation, the dashboard, memorize) the original runs with the
-caller's arguments and nothing else happens. Inside it, when the plugin is on for the agent and
-configured, two searches go to the original method:
-
-1. the caller's own call, unchanged: A0's answer, which is also the fallback, so the fallback is stock
-   by construction (the same objects in the same order). Nothing found: nothing else is asked.
-2. the pool search: the same call asking for ``max(limit, rerank_candidates)`` memories at
-   ``rerank_pool_threshold`` (never above the caller's threshold), reusing the first one's query
-   embedding (``recall_entry.shared_query_embedding``).
-
-Everything the plugin adds fits in ``rerank_timeout``: its work before A0's call comes out of it, and
-one deadline, set when A0's answer is in, bounds the pool search and the rerank together, so a store
-or an embedding API that hangs cannot hold a recall whose stock answer is ready. As many memories come
-back as A0's own call returned: A0 decides how many, the reranker which. Every failure returns A0's
-answer; exceptions the store raises in the first search propagate unchanged, nothing of ours does.
-
-``SearchCall`` repeats the caller's call in its own shape: A0's callers mix positional and keyword
-arguments, and newer A0 adds keywords such as ``embedding=``. We read ``query``, ``limit`` and
-``threshold`` by binding the call to the original's signature and change nothing else, so every search
-we make uses the caller's embedding.
-
-One line per reranked or shadow-scored recall goes to the agent's A0 log, so a user can watch it work
-(``describe``): never document text (a server's error body may echo documents) and never the key.
+Outside the recall scope the original runs alone. Inside it, when the plugin is on and configured, the
+caller's own call runs unchanged first: A0's answer, which is also the fallback, so the fallback is stock
+by construction. Then the pool search: the same call asking for ``max(limit, rerank_candidates)`` memories
+at ``rerank_pool_threshold`` (never above the caller's), reusing the first one's query embedding. All the
+plugin adds fits in ``rerank_timeout``, so a hanging store or API cannot hold a recall whose stock answer
+is ready; as many memories come back as A0's call returned. Every failure returns A0's answer: exceptions
+the store raises in the first search propagate, nothing of ours does. ``SearchCall`` binds the caller's
+call to the original's signature and changes only ``limit`` and ``threshold`` (newer A0 adds keywords).
+One line per reranked recall goes to the agent's A0 log: never document text, never the key.
 """
 
 from __future__ import annotations
@@ -48,10 +34,10 @@ log = logging.getLogger("a0_reranker")
 
 @dataclass(frozen=True)
 class AddedTime:
-    """The time the plugin adds to one search: its work before A0's call, and all of it after A0's
-    answer. Together they fit in ``rerank_timeout``: ``deadline`` is what is left of it once A0 answered."""
+    """The time the plugin adds to one search, before A0's call and after its answer: together they fit in
+    ``rerank_timeout``, of which ``deadline`` is what is left once A0 answered."""
 
-    origin: float  # monotonic: when A0 answered, less our work before its call (the time added counts from)
+    origin: float  # monotonic: when A0 answered, less our work before its call
     deadline: float
 
     @classmethod
@@ -76,7 +62,7 @@ async def search(original: Callable[..., Any], memory: Any, args: tuple[Any, ...
     with recall_entry.suspended(), recall_entry.shared_query_embedding(memory):
         asked = clock.now()
         stock = await original(memory, *args, **kwargs)
-        if not stock:
+        if not stock:  # nothing found: nothing else is asked
             return stock
         added = AddedTime.since(entered, asked, config)
         pool = await fetch_pool(original, memory, call, config, stock, added.deadline)
@@ -123,8 +109,7 @@ async def _choose(scope: RecallScope, call: SearchCall, config: RerankerConfig, 
     return outcome.documents if outcome.applied else stock
 
 
-def _fallback(scope: RecallScope, reason: str, candidates: int, returned: int, added: AddedTime,
-              message: str) -> None:
+def _fallback(scope: RecallScope, reason: str, candidates: int, returned: int, added: AddedTime, message: str) -> None:
     stats_recorder().fell_back(reason, message)
     write_line(scope.agent, fallback_line(reason, scope.source, candidates, returned, added.spent_s()))
 
@@ -170,10 +155,6 @@ class SearchCall:
         return cls(args=tuple(args), kwargs=dict(kwargs), query=query, limit=limit, threshold=number,
                    positions=positions)
 
-    def pool_threshold(self, wanted: float) -> float | None:
-        """The threshold of the pool search: ``wanted``, but never above the caller's own."""
-        return None if self.threshold is None else min(wanted, self.threshold)
-
     def replaced(self, *, limit: int, threshold: float | None) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """The same call asking for ``limit`` results at ``threshold`` (None keeps the caller's)."""
         args, kwargs = list(self.args), dict(self.kwargs)
@@ -197,10 +178,10 @@ class Pool:
 
 async def fetch_pool(original: Callable[..., Any], memory: Any, call: SearchCall, config: RerankerConfig,
                      stock: Sequence[Any], deadline: float) -> Pool:
-    """The pool by ``deadline`` (monotonic), or A0's answer alone when it would ask for nothing more. Past
-    the deadline the search is cancelled (``pool_search_timeout``); when it raises, ``pool_search``: either
-    way ``members`` is None, and ``message`` says why for ``last_error`` without query or memory text."""
-    limit, threshold = max(call.limit, config.candidates), call.pool_threshold(config.pool_threshold)
+    """The pool by ``deadline`` (monotonic), or A0's answer alone when it would ask for nothing more. On a
+    timeout or error ``members`` is None and ``message`` says why without query or memory text."""
+    limit = max(call.limit, config.candidates)
+    threshold = None if call.threshold is None else min(config.pool_threshold, call.threshold)  # never above A0's
     if limit == call.limit and threshold == call.threshold:
         return Pool(list(stock))
     bound = asyncio.timeout(max(0.0, deadline - clock.now()))
@@ -220,8 +201,8 @@ async def fetch_pool(original: Callable[..., Any], memory: Any, call: SearchCall
 
 
 def stock_first(stock: Sequence[Any], found: Sequence[Any]) -> list[Any]:
-    """A0's answer, then the pool's other memories in embedding order (by identity: Documents compare
-    by value, and two memories may hold the same text)."""
+    """A0's answer, then the pool's other memories in embedding order (by identity: Documents compare by
+    value)."""
     seen = {id(document) for document in stock}
     return [*stock, *(document for document in found if id(document) not in seen)]
 
@@ -230,9 +211,7 @@ def stock_first(stock: Sequence[Any], found: Sequence[Any]) -> list[Any]:
 
 
 def describe(outcome: RecallOutcome[Any], source: str, added_s: float) -> str:
-    """The log line for one recall whose pool went to the reranker: candidates scored and memories
-    returned, the time the plugin added (``added_s``), the API that answered (retries, a failover), how
-    much the order changed, what the pool rescued and the relevance floor dropped; on a fallback, why."""
+    """The log line for one recall whose pool went to the reranker."""
     ms = round(added_s * 1000)
     returned = len(outcome.documents)
     change = outcome.change
@@ -265,7 +244,7 @@ _GLOSSES = {  # reasons whose name alone leaves a user guessing what to do
 
 
 def fallback_line(reason: str, source: str, candidates: int, returned: int, added_s: float) -> str:
-    """The log line when a recall kept the stock order (the reranker failed, or the recall code gave up)."""
+    """The log line when a recall kept the stock order."""
     return (f"Reranker fell back to the stock order ({_GLOSSES.get(reason, reason)}): {source}, {candidates} "
             f"candidates, {returned} returned, {round(added_s * 1000)} ms")
 

@@ -1,10 +1,7 @@
-"""The settings A0's plugin-settings modal loads, completed (our extension of A0's ``Plugins._get_config``).
-
-The modal reads a saved ``config.json`` as it is: an older one lacks the newer keys, and a list of
-replicas stands where the field holds text. ``complete_loaded`` gives it the settings the plugin uses,
-taken as loaded (no unsaved change), so Save writes every key. A0 runs this for every plugin's modal,
-so it imports only core: not the service and its dependencies (aiohttp, async-lru), whose absence
-must not break another plugin's settings. State: none.
+"""The settings A0's plugin-settings modal loads, completed (our extension of A0's ``Plugins._get_config``):
+a saved ``config.json`` may lack newer keys or hold a list of replicas where the field holds text, so the
+modal gets the settings the plugin uses and Save writes every key. A0 runs this for every plugin's modal,
+so it imports only core: a missing aiohttp or async-lru must not break another plugin's. State: none.
 """
 
 from __future__ import annotations
@@ -22,8 +19,7 @@ log = logging.getLogger("a0_reranker")
 
 
 def complete_loaded(data: MutableMapping[str, Any]) -> None:
-    """Complete the reply's settings when they are this plugin's. Never raises: an error in an
-    extension would fail A0's own request."""
+    """Complete the reply's settings when they are this plugin's. Never raises: it would fail A0's request."""
     try:
         result = data.get("result")
         ours = _request_of(data).get("plugin_name") == PLUGIN_NAME

@@ -1,10 +1,6 @@
-"""What the plugin reports about itself (state: none): one snapshot for the panel's live status and
-the agent's ``reranker_status`` tool, and the tool's plain-text report (with a live probe), for the
-agent's scope or a named one.
-
-The API key is never part of it: only whether one is set, and every text is scrubbed of the key
-before it leaves (a server's error message could quote it back). Nor is a password typed into the
-endpoint: valid settings refuse one, and invalid ones are shown with every entry's masked.
+"""What the plugin reports about itself (state: none): the snapshot for the panel's live status and the
+``reranker_status`` tool's plain-text report with a live probe, for the agent's scope or a named one. Never
+the API key (only whether one is set; every text is scrubbed of it) nor a password typed into the endpoint.
 """
 
 from __future__ import annotations
@@ -31,9 +27,8 @@ MEMORY_PLUGIN: Final = "_memory"
 
 
 def snapshot(agent: Any = None, read: Read | None = None, scope: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Settings summary (of the agent's scope, or of the ``project_name`` and ``agent_profile`` that
-    ``scope`` names; ``read`` when already read), whether the plugin is on there and wired in, and the
-    counters (those are the whole process's). Never raises."""
+    """Settings summary of the agent's scope or the one ``scope`` names (``read`` when already read), whether
+    the plugin is on there and wired in, and the whole process's counters. Never raises."""
     scope = scope or {}
     raw, config, problems = read or _settings(agent, **scope)
     steps = recall_steps(agent, **scope)
@@ -112,8 +107,8 @@ def _now(config: RerankerConfig | None, field: str, unit: str = "") -> str:
 
 
 def enabled_in(project_name: str, agent_profile: str) -> bool:
-    """The toggle of a named scope as A0's settings modal reads it: the first ``.toggle-1``/``.toggle-0``
-    found from that scope up to the global one (none: on). False outside A0 or on error."""
+    """The toggle of a named scope as A0's modal reads it: the first ``.toggle-*`` from that scope up (none:
+    on). False outside A0 or on error."""
     def toggled_on(plugins: Any) -> bool:
         found = plugins.find_plugin_assets(plugins.TOGGLE_FILE_PATTERN, plugin_name=PLUGIN_NAME,
                                            project_name=project_name, agent_profile=agent_profile, only_first=True)
@@ -122,8 +117,8 @@ def enabled_in(project_name: str, agent_profile: str) -> bool:
 
 
 def recall_steps(agent: Any = None, **scope: str) -> RecallSteps:
-    """Which of A0's LLM recall steps are on for the agent's (or the named scope's) ``_memory`` settings:
-    they spend part of the recall's time limit before and after our searches. None outside A0 or on error."""
+    """Which of A0's LLM recall steps (they spend part of the recall's time limit) the ``_memory`` settings
+    of the agent's or the named scope turn on; none outside A0 or on error."""
     found = from_a0(None, "the _memory settings",
                     lambda plugins: plugins.get_plugin_config(MEMORY_PLUGIN, agent, **scope))
     if not isinstance(found, Mapping):
@@ -155,7 +150,7 @@ def _mode(config: RerankerConfig | None, problems: list[str]) -> str:
 
 async def report(agent: Any = None) -> str:
     """The ``reranker_status`` tool's answer: settings, a live probe and the counters, in plain text."""
-    read = raw, config, _ = _settings(agent)  # read once: for the summary and for the live probe
+    read = raw, config, _ = _settings(agent)  # read once: for the summary and the live probe
     info = snapshot(agent, read)
     probe = await runtime.probe_async(config) if config is not None and config.configured else None
     return redact(format_report(info, probe), str(raw.get("rerank_api_key") or ""))

@@ -1,7 +1,5 @@
-"""The ``reranker_status`` tool: is the memory reranker working? (a0_hooks/status.py does the work).
-
-It has no tool prompt, which every agent would pay for on every LLM call: the ``reranker-status``
-skill, loaded only when someone asks, shows the agent the call, and A0 finds the tool by its name."""
+"""The ``reranker_status`` tool: is the memory reranker working? (a0_hooks/status.py does the work). No tool
+prompt, which every LLM call would pay for: the ``reranker-status`` skill shows the agent the call."""
 
 from typing import Any
 
