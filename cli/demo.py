@@ -1,10 +1,8 @@
 """``demo``: one memory recall, before and after reranking, with no setup at all.
 
-Without ``--endpoint`` it starts the embedded demo server (word overlap, Infinity's API) on 127.0.0.1.
-The "before" is an embedding-like order (bag-of-words cosine); the "after" is what the plugin's own
-recall path, ``rerank_pool``, returns for it. ``--serve`` keeps that server running instead, so that
-``probe`` and ``rerank`` have something to point at, until Ctrl-C. The page shows the setting, the
-recall before and after, and what changed.
+Without ``--endpoint`` it starts the embedded demo server on 127.0.0.1. The "before" is an embedding-like
+order; the "after" is what the plugin's own recall path, ``rerank_pool``, returns for it. ``--serve`` keeps
+that server running instead, for ``probe`` and ``rerank`` to point at, until Ctrl-C.
 """
 
 from __future__ import annotations
@@ -21,11 +19,9 @@ from ..core.config import RerankerConfig
 from ..core.probe_report import ProbeReport
 from ..core.scores import RecallOutcome
 from ..core.statistics import PoolStatistics
-from ..demo import KEEP, MEMORIES, QUERY
-from ..demo.scoring import embedding_order
+from ..demo import KEEP, MEMORIES, QUERY, embedding_order
 from ..demo.server import LABEL, demo_server
 from ..service import runtime
-from ..service.runtime import rerank_pool
 from . import exits
 from .exits import FAILED, CliError
 from .formatting import bold, table, terminal_width
@@ -35,8 +31,6 @@ from .probe import report_dict
 
 @dataclass(frozen=True)
 class DemoRun:
-    """Everything the demo shows: which server, its probe, the stock order and the reranked outcome."""
-
     endpoint: str
     embedded: bool
     probe: ProbeReport
@@ -71,16 +65,9 @@ def run(args: argparse.Namespace) -> int:
             raise CliError("--serve runs the embedded demo server; it does not take --endpoint")
         return exits.run(serve(args.port))
     given = server_config(args, args.endpoint) if args.endpoint else None  # bad input fails before anything starts
-    demo = exits.run(_run(args, given))
+    demo = exits.run(recall(args, given))
     print(json.dumps(as_dict(demo), indent=2) if args.json else render(demo))
     return 0
-
-
-async def _run(args: argparse.Namespace, given: RerankerConfig | None) -> DemoRun:
-    if given is not None:
-        return await recall(given, args.limit, embedded=False)
-    async with demo_server() as url:
-        return await recall(server_config(args, url), args.limit, embedded=True)
 
 
 async def serve(port: int) -> int:
@@ -98,17 +85,19 @@ async def serve(port: int) -> int:
     return 0
 
 
-async def recall(config: RerankerConfig, limit: int, *, embedded: bool) -> DemoRun:
-    """Probe the server, then rerank the sample pool in embedding order through ``rerank_pool``."""
-    report = await runtime.probe_async(config)
-    if not report.ok:
-        raise CliError(f"the reranker at {config.endpoint} is not usable: {report.message}", FAILED)
-    stock = embedding_order(QUERY, MEMORIES)
-    pool = [MEMORIES[index] for index, _ in stock]
-    outcome = await rerank_pool(QUERY, pool, limit=limit, config=config)
-    if not outcome.applied or outcome.ranking is None:
-        raise CliError(f"the recall kept its stock order ({outcome.reason}: {outcome.message})", FAILED)
-    return DemoRun(config.endpoint, embedded, report, stock, outcome, limit, runtime.statistics().pool)
+async def recall(args: argparse.Namespace, given: RerankerConfig | None) -> DemoRun:
+    """Probe the server (the embedded one unless ``given``), then rerank the pool in embedding order."""
+    async with contextlib.AsyncExitStack() as stack:
+        config = given or server_config(args, await stack.enter_async_context(demo_server()))
+        report = await runtime.probe_async(config)
+        if not report.ok:
+            raise CliError(f"the reranker at {config.endpoint} is not usable: {report.message}", FAILED)
+        stock = embedding_order(QUERY, MEMORIES)
+        pool = [MEMORIES[index] for index, _ in stock]
+        outcome = await runtime.rerank_pool(QUERY, pool, limit=args.limit, config=config)
+        if not outcome.applied or outcome.ranking is None:
+            raise CliError(f"the recall kept its stock order ({outcome.reason}: {outcome.message})", FAILED)
+        return DemoRun(config.endpoint, given is None, report, stock, outcome, args.limit, runtime.statistics().pool)
 
 
 def as_dict(demo: DemoRun) -> dict[str, Any]:
@@ -149,22 +138,19 @@ def render(demo: DemoRun) -> str:
 
 
 def _setting(demo: DemoRun, width: int) -> list[str]:
+    server = [f"your server at {demo.endpoint}"]
     if demo.embedded:
         server = [f"embedded demo server {demo.endpoint} (Infinity's API: POST /rerank, GET /models)",
                   f"scorer: {LABEL}"]
-    else:
-        server = [f"your server at {demo.endpoint}"]
     rows = [("question", [QUERY]),
             ("memories", [f"{len(demo.stock)} sample memories; the recall keeps the best {demo.limit}"]),
-            ("reranker", server),
-            ("detected", [demo.probe.message])]
+            ("reranker", server), ("detected", [demo.probe.message])]
     return [f"  {name if i == 0 else '':<10}{line}" for name, texts in rows
             for i, line in enumerate(line for text in texts for line in textwrap.wrap(text, width - 12))]
 
 
 def _verdict(demo: DemoRun) -> str:
-    ranking = demo.outcome.ranking or []
-    change = demo.outcome.change
+    ranking, change = demo.outcome.ranking or [], demo.outcome.change
     if change is None or not ranking:
         return "The reranker did not change the recall."
     top_was = ranking[0][0] + 1

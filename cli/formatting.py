@@ -1,8 +1,5 @@
-"""Plain-text rendering shared by the commands: widths, shortening, aligned tables, emphasis.
-
-Output is ASCII apart from the user's own text, so it prints on any terminal; bold is used only on a
-terminal and never when ``NO_COLOR`` is set.
-"""
+"""Plain-text rendering shared by the commands: ASCII apart from the user's own text, so it prints on any
+terminal; bold only on a terminal and never when ``NO_COLOR`` is set."""
 
 from __future__ import annotations
 
@@ -15,8 +12,7 @@ MIN_WIDTH, MAX_WIDTH = 60, 120
 
 
 def terminal_width() -> int:
-    columns = shutil.get_terminal_size((100, 24)).columns
-    return max(MIN_WIDTH, min(MAX_WIDTH, columns))
+    return max(MIN_WIDTH, min(MAX_WIDTH, shutil.get_terminal_size((100, 24)).columns))
 
 
 def shorten(text: str, width: int) -> str:
@@ -39,8 +35,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], align: str, wid
     sizes = [max(len(row[i]) for row in cells) for i in range(len(headers) - 1)]
     lines = []
     for row in cells:
-        parts = [f"{cell:{a}{size}}" for cell, a, size in zip(row, align, sizes, strict=False)]
-        head = "  ".join(parts)
+        head = "  ".join(f"{cell:{a}{size}}" for cell, a, size in zip(row, align, sizes, strict=False))
         room = (width - len(head) - 2) if width else len(row[-1])
         lines.append(f"{head}  {shorten(row[-1], max(room, 12))}".rstrip())
     return lines
