@@ -15,14 +15,6 @@ def terminal_width() -> int:
     return max(MIN_WIDTH, min(MAX_WIDTH, shutil.get_terminal_size((100, 24)).columns))
 
 
-def shorten(text: str, width: int) -> str:
-    """One line of at most ``width`` characters, with "..." where it was cut."""
-    flat = " ".join(text.split())
-    if len(flat) <= width:
-        return flat
-    return flat[: max(0, width - 3)].rstrip() + "..."
-
-
 def bold(text: str) -> str:
     if os.environ.get("NO_COLOR") or not getattr(sys.stdout, "isatty", lambda: False)():
         return text
@@ -30,14 +22,17 @@ def bold(text: str) -> str:
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], align: str, width: int | None = None) -> list[str]:
-    """Aligned columns (``align``: one "<" or ">" per column); the last column is shortened to ``width``."""
+    """Aligned columns (``align``: one "<" or ">" per column); the last one on one line, cut to ``width`` with "..."."""
     cells = [list(headers), *[list(row) for row in rows]]
     sizes = [max(len(row[i]) for row in cells) for i in range(len(headers) - 1)]
     lines = []
     for row in cells:
         head = "  ".join(f"{cell:{a}{size}}" for cell, a, size in zip(row, align, sizes, strict=False))
-        room = (width - len(head) - 2) if width else len(row[-1])
-        lines.append(f"{head}  {shorten(row[-1], max(room, 12))}".rstrip())
+        room = max((width - len(head) - 2) if width else len(row[-1]), 12)
+        last = " ".join(row[-1].split())
+        if len(last) > room:
+            last = last[: room - 3].rstrip() + "..."
+        lines.append(f"{head}  {last}".rstrip())
     return lines
 
 
