@@ -33,7 +33,7 @@ from typing import Any
 
 from ..core.config import RerankerConfig
 from ..core.scores import RecallOutcome
-from ..demo.scoring import word_overlap_score
+from ..demo import word_overlap_score
 from ..service import runtime
 from ..service.runtime import rerank_pool
 from .load_flaky_server import Flakiness, FlakyServer

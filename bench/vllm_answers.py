@@ -7,7 +7,7 @@ from typing import Any
 
 from aiohttp import web
 
-from ..demo.scoring import word_overlap_score
+from ..demo import word_overlap_score
 
 
 def models_answer(model: str) -> dict[str, Any]:

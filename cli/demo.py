@@ -1,10 +1,8 @@
 """``demo``: one memory recall, before and after reranking, with no setup at all.
 
-Without ``--endpoint`` it starts the embedded demo server (word overlap, Infinity's API) on 127.0.0.1.
-The "before" is an embedding-like order (bag-of-words cosine); the "after" is what the plugin's own
-recall path, ``rerank_pool``, returns for it. ``--serve`` keeps that server running instead, so that
-``probe`` and ``rerank`` have something to point at, until Ctrl-C. The page shows the setting, the
-recall before and after, and what changed.
+Without ``--endpoint`` it starts the embedded demo server on 127.0.0.1. The "before" is an embedding-like
+order; the "after" is what the plugin's own recall path, ``rerank_pool``, returns for it. ``--serve`` keeps
+that server running instead, for ``probe`` and ``rerank`` to point at, until Ctrl-C.
 """
 
 from __future__ import annotations
@@ -21,11 +19,9 @@ from ..core.config import RerankerConfig
 from ..core.probe_report import ProbeReport
 from ..core.scores import RecallOutcome
 from ..core.statistics import PoolStatistics
-from ..demo import KEEP, MEMORIES, QUERY
-from ..demo.scoring import embedding_order
+from ..demo import KEEP, MEMORIES, QUERY, embedding_order
 from ..demo.server import LABEL, demo_server
 from ..service import runtime
-from ..service.runtime import rerank_pool
 from . import exits
 from .exits import FAILED, CliError
 from .formatting import bold, table, terminal_width
@@ -35,12 +31,11 @@ from .probe import report_dict
 
 @dataclass(frozen=True)
 class DemoRun:
-    """Everything the demo shows: which server, its probe, the stock order and the reranked outcome."""
-
     endpoint: str
     embedded: bool
     probe: ProbeReport
-    stock: list[tuple[int, float]]  # (memory index, similarity), best first
+    before: list[tuple[float, str]]  # (similarity, memory) in embedding order
+    after: list[tuple[float, int, str]]  # (score, position before, memory) of those the recall keeps
     outcome: RecallOutcome[str]
     limit: int
     pool: PoolStatistics  # the engine's pool counters after the recall (what the status tool shows in A0)
@@ -71,16 +66,9 @@ def run(args: argparse.Namespace) -> int:
             raise CliError("--serve runs the embedded demo server; it does not take --endpoint")
         return exits.run(serve(args.port))
     given = server_config(args, args.endpoint) if args.endpoint else None  # bad input fails before anything starts
-    demo = exits.run(_run(args, given))
+    demo = exits.run(recall(args, given))
     print(json.dumps(as_dict(demo), indent=2) if args.json else render(demo))
     return 0
-
-
-async def _run(args: argparse.Namespace, given: RerankerConfig | None) -> DemoRun:
-    if given is not None:
-        return await recall(given, args.limit, embedded=False)
-    async with demo_server() as url:
-        return await recall(server_config(args, url), args.limit, embedded=True)
 
 
 async def serve(port: int) -> int:
@@ -98,17 +86,20 @@ async def serve(port: int) -> int:
     return 0
 
 
-async def recall(config: RerankerConfig, limit: int, *, embedded: bool) -> DemoRun:
-    """Probe the server, then rerank the sample pool in embedding order through ``rerank_pool``."""
-    report = await runtime.probe_async(config)
-    if not report.ok:
-        raise CliError(f"the reranker at {config.endpoint} is not usable: {report.message}", FAILED)
-    stock = embedding_order(QUERY, MEMORIES)
-    pool = [MEMORIES[index] for index, _ in stock]
-    outcome = await rerank_pool(QUERY, pool, limit=limit, config=config)
-    if not outcome.applied or outcome.ranking is None:
-        raise CliError(f"the recall kept its stock order ({outcome.reason}: {outcome.message})", FAILED)
-    return DemoRun(config.endpoint, embedded, report, stock, outcome, limit, runtime.statistics().pool)
+async def recall(args: argparse.Namespace, given: RerankerConfig | None) -> DemoRun:
+    """Probe the server (the embedded one unless ``given``), then rerank the pool in embedding order."""
+    async with contextlib.AsyncExitStack() as stack:
+        config = given or server_config(args, await stack.enter_async_context(demo_server()))
+        report = await runtime.probe_async(config)
+        if not report.ok:
+            raise CliError(f"the reranker at {config.endpoint} is not usable: {report.message}", FAILED)
+        before = [(similarity, MEMORIES[index]) for index, similarity in embedding_order(QUERY, MEMORIES)]
+        outcome = await runtime.rerank_pool(QUERY, [memory for _, memory in before], limit=args.limit, config=config)
+        if not outcome.applied or outcome.ranking is None:
+            raise CliError(f"the recall kept its stock order ({outcome.reason}: {outcome.message})", FAILED)
+        after = [(score, index + 1, before[index][1]) for index, score in outcome.ranking[: args.limit]]
+        return DemoRun(config.endpoint, given is None, report, before, after, outcome, args.limit,
+                       runtime.statistics().pool)
 
 
 def as_dict(demo: DemoRun) -> dict[str, Any]:
@@ -117,10 +108,8 @@ def as_dict(demo: DemoRun) -> dict[str, Any]:
         "reranker": {"endpoint": demo.endpoint, "embedded": demo.embedded,
                      "scorer": LABEL if demo.embedded else None, "probe": report_dict(demo.probe)},
         "limit": demo.limit,
-        "before": [{"position": p, "similarity": round(s, 4), "memory": MEMORIES[i]}
-                   for p, (i, s) in enumerate(demo.stock, 1)],
-        "after": [{"position": p, "score": score, "was": index + 1, "memory": MEMORIES[demo.stock[index][0]]}
-                  for p, (index, score) in enumerate((demo.outcome.ranking or [])[: demo.limit], 1)],
+        "before": [{"position": p, "similarity": round(s, 4), "memory": m} for p, (s, m) in enumerate(demo.before, 1)],
+        "after": [{"position": p, "score": s, "was": was, "memory": m} for p, (s, was, m) in enumerate(demo.after, 1)],
         "rerank_ms": round(demo.outcome.elapsed_s * 1000, 1),
         "pool": demo.pool.as_dict(),
     }
@@ -128,12 +117,11 @@ def as_dict(demo: DemoRun) -> dict[str, Any]:
 
 def render(demo: DemoRun) -> str:
     width, limit = terminal_width(), demo.limit
-    stock = [(f"{p}", f"{similarity:.3f}", MEMORIES[i]) for p, (i, similarity) in enumerate(demo.stock, 1)]
+    stock = [(f"{p}", f"{similarity:.3f}", memory) for p, (similarity, memory) in enumerate(demo.before, 1)]
     before = table(("#", "similarity", "memory"), stock, ">><", width - 2)
     if limit < len(stock):
         before.insert(limit + 1, f"{'-' * 4} the recall keeps the {limit} above {'-' * 4}")
-    reranked = [(f"{p:2d}", f"{score:.3f}", f"#{i + 1}", MEMORIES[demo.stock[i][0]])
-                for p, (i, score) in enumerate((demo.outcome.ranking or [])[:limit], 1)]
+    reranked = [(f"{p:2d}", f"{score:.3f}", f"#{was}", memory) for p, (score, was, memory) in enumerate(demo.after, 1)]
     after = table(("#", "score", "was", "memory"), reranked, ">>><", width - 2)
     lines = [bold("a0-reranker demo: one memory recall, before and after reranking"), "", *_setting(demo, width)]
     lines += ["", bold("BEFORE") + "  plain embedding recall (stand-in: bag-of-words cosine, one vector per memory)"]
@@ -149,25 +137,22 @@ def render(demo: DemoRun) -> str:
 
 
 def _setting(demo: DemoRun, width: int) -> list[str]:
+    server = [f"your server at {demo.endpoint}"]
     if demo.embedded:
         server = [f"embedded demo server {demo.endpoint} (Infinity's API: POST /rerank, GET /models)",
                   f"scorer: {LABEL}"]
-    else:
-        server = [f"your server at {demo.endpoint}"]
     rows = [("question", [QUERY]),
-            ("memories", [f"{len(demo.stock)} sample memories; the recall keeps the best {demo.limit}"]),
-            ("reranker", server),
-            ("detected", [demo.probe.message])]
+            ("memories", [f"{len(demo.before)} sample memories; the recall keeps the best {demo.limit}"]),
+            ("reranker", server), ("detected", [demo.probe.message])]
     return [f"  {name if i == 0 else '':<10}{line}" for name, texts in rows
             for i, line in enumerate(line for text in texts for line in textwrap.wrap(text, width - 12))]
 
 
 def _verdict(demo: DemoRun) -> str:
-    ranking = demo.outcome.ranking or []
     change = demo.outcome.change
-    if change is None or not ranking:
+    if change is None or not demo.after:
         return "The reranker did not change the recall."
-    top_was = ranking[0][0] + 1
+    top_was = demo.after[0][1]
     top = "kept its top memory" if top_was == 1 else f"the new top memory was #{top_was} in embedding order"
     return (f"{bold('Result:')} {change.replaced} of the {change.limit} recalled memories were replaced "
             f"(rescued from further down the pool); {top}.")

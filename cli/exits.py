@@ -1,13 +1,11 @@
-"""How a command ends other than by success, with the documented exit code and one line on stderr.
+"""How a command ends other than by success: the documented exit code and one line on stderr.
 
-``CliError`` is a problem the user can fix, printed as that line, never a traceback: exit 2 (``USAGE``:
-bad arguments, URL, file, missing key variable) or 1 (``FAILED``: the server is unreachable or answers
-wrongly). The first SIGINT (exit 130) or SIGTERM (143) prints its line at once and stops the command,
-which unwinds through its ``with`` blocks: inside ``run`` by cancelling the loop's main task, as
-``asyncio.run`` does for a Ctrl-C (no task torn apart mid-step), else by raising ``Stopped``. A further
-signal exits at once with the first one's code (what the command started ends with its pipe to this
-process). Once every exit hook has run, signals are ignored: one arriving while Python restores the
-default handlers late in its teardown would kill the process by the signal instead of the code.
+``CliError`` is a problem the user can fix, never a traceback: exit 2 (``USAGE``: bad arguments, URL, file, key
+variable) or 1 (``FAILED``: the server is unreachable or answers wrongly). The first SIGINT (130) or SIGTERM (143)
+prints its line at once and stops the command, which unwinds through its ``with`` blocks (inside ``run`` by
+cancelling the main task, as ``asyncio.run`` does for Ctrl-C); a further signal exits at once with the first one's
+code. Once every exit hook has run, signals are ignored: one arriving while Python restores the default handlers
+would kill the process by the signal instead of the code.
 """
 
 from __future__ import annotations
@@ -28,7 +26,6 @@ T = TypeVar("T")
 
 USAGE: Final = 2
 FAILED: Final = 1
-
 SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
 _WORDS: Final[dict[int, str]] = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}
 
@@ -42,7 +39,7 @@ class CliError(Exception):
 
 
 class Stopped(KeyboardInterrupt):
-    """A signal stopped the command; ``exit_code`` is 128 + its number (130 Ctrl-C, 143 SIGTERM)."""
+    """A signal stopped the command; ``exit_code`` is 128 + its number."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(_WORDS.get(signum, "stopped"))
@@ -81,8 +78,7 @@ def name_command(command: str) -> None:
 
 
 def announce(stopped: Stopped) -> int:
-    """Print the one line (once) and return the exit code. On a terminal the line starts on a line of its
-    own, after the ``^C`` the terminal echoed or a progress bar's line."""
+    """Print the line once and return the exit code; on a terminal it starts a line of its own (after ``^C``)."""
     if not _STATE.announced:
         newline = "\n" if getattr(sys.stderr, "isatty", lambda: False)() else ""
         sys.stderr.write(f"{newline}{_STATE.command}: {stopped}\n")
@@ -108,8 +104,7 @@ def stop_on_signals(command: str) -> Iterator[None]:
 
 
 def run(work: Coroutine[Any, Any, T]) -> T:
-    """``asyncio.run(work)``, stopped by a signal through cancellation: raises ``Stopped`` once the work
-    has unwound (and the loop closed) if a signal came meanwhile."""
+    """``asyncio.run(work)``; raises ``Stopped`` once the work has unwound if a signal came meanwhile."""
     _STATE.in_loop = True
     try:
         result = asyncio.run(_main(work))

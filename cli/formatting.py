@@ -1,8 +1,5 @@
-"""Plain-text rendering shared by the commands: widths, shortening, aligned tables, emphasis.
-
-Output is ASCII apart from the user's own text, so it prints on any terminal; bold is used only on a
-terminal and never when ``NO_COLOR`` is set.
-"""
+"""Plain-text rendering shared by the commands: ASCII apart from the user's own text, so it prints on any
+terminal; bold only on a terminal and never when ``NO_COLOR`` is set."""
 
 from __future__ import annotations
 
@@ -15,16 +12,7 @@ MIN_WIDTH, MAX_WIDTH = 60, 120
 
 
 def terminal_width() -> int:
-    columns = shutil.get_terminal_size((100, 24)).columns
-    return max(MIN_WIDTH, min(MAX_WIDTH, columns))
-
-
-def shorten(text: str, width: int) -> str:
-    """One line of at most ``width`` characters, with "..." where it was cut."""
-    flat = " ".join(text.split())
-    if len(flat) <= width:
-        return flat
-    return flat[: max(0, width - 3)].rstrip() + "..."
+    return max(MIN_WIDTH, min(MAX_WIDTH, shutil.get_terminal_size((100, 24)).columns))
 
 
 def bold(text: str) -> str:
@@ -34,15 +22,17 @@ def bold(text: str) -> str:
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], align: str, width: int | None = None) -> list[str]:
-    """Aligned columns (``align``: one "<" or ">" per column); the last column is shortened to ``width``."""
+    """Aligned columns (``align``: one "<" or ">" per column); the last one on one line, cut to ``width`` with "..."."""
     cells = [list(headers), *[list(row) for row in rows]]
     sizes = [max(len(row[i]) for row in cells) for i in range(len(headers) - 1)]
     lines = []
     for row in cells:
-        parts = [f"{cell:{a}{size}}" for cell, a, size in zip(row, align, sizes, strict=False)]
-        head = "  ".join(parts)
-        room = (width - len(head) - 2) if width else len(row[-1])
-        lines.append(f"{head}  {shorten(row[-1], max(room, 12))}".rstrip())
+        head = "  ".join(f"{cell:{a}{size}}" for cell, a, size in zip(row, align, sizes, strict=False))
+        room = max((width - len(head) - 2) if width else len(row[-1]), 12)
+        last = " ".join(row[-1].split())
+        if len(last) > room:
+            last = last[: room - 3].rstrip() + "..."
+        lines.append(f"{head}  {last}".rstrip())
     return lines
 
 

@@ -1,9 +1,6 @@
-"""``a0-reranker`` / ``python -m a0_reranker``: parse the arguments and dispatch to one command, with the
-errors and signals ``exits`` describes; the benchmark program runs through the same ``run_program``.
-
-Only the standard library is imported at the top: the signal handlers are in place before the commands
-(aiohttp, the engine) load, so a Ctrl-C during that second of start-up is a stop like any other.
-"""
+"""``a0-reranker`` / ``python -m a0_reranker``: parse the arguments and run one command, ending as ``exits``
+says; the benchmark program runs through the same ``run_program``. The commands load only once the signal
+handlers are in place, so a Ctrl-C during that second of start-up is a stop like any other."""
 
 from __future__ import annotations
 
@@ -25,19 +22,15 @@ COMMANDS = ("demo", "probe", "rerank")
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse with its error as one line (the usage is one ``--help`` away). The error quotes what it
-    could not use, e.g. the entries of an unquoted endpoint list after the first: without their passwords."""
+    """argparse with its error as one line, less the passwords of what it quotes (e.g. an unquoted endpoint list)."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(exits.USAGE, f"{self.prog}: {without_userinfo(message)} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(
-        prog=PROG,
-        description="Rerank Agent Zero's recalled memories with a cross-encoder server: check a server, rank "
-                    "documents, and see a recall before and after.",
-    )
+    parser = Parser(prog=PROG, description="Rerank Agent Zero's recalled memories with a cross-encoder server: "
+                                           "check a server, rank documents, and see a recall before and after.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(title="commands", dest="command_name", metavar="COMMAND", required=True,
                                      parser_class=Parser)

@@ -23,9 +23,7 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
 
 
 def server_config(args: argparse.Namespace, endpoint: str, **settings: Any) -> RerankerConfig:
-    """The plugin's own config, validated as the settings panel's is, with further ``settings`` fields.
-    The key is read from the variable ``--key-env`` names (never shown); a missing or empty one is a
-    user error."""
+    """The plugin's config, validated as the settings panel's is; the key from the variable ``--key-env`` names."""
     key = os.environ.get(args.key_env, "").strip() if args.key_env else ""
     if args.key_env and not key:
         raise CliError(f"--key-env {args.key_env}: the environment variable {args.key_env} is not set or empty")
@@ -37,8 +35,7 @@ def server_config(args: argparse.Namespace, endpoint: str, **settings: Any) -> R
 
 
 def config_problem(error: ConfigError, endpoint: str) -> str:
-    """ConfigError's lines, the settings named as the options that set them (the endpoint as typed,
-    less every entry's user name and password)."""
+    """ConfigError's lines, each setting named as the option that sets it (the endpoint less its passwords)."""
     names = {"rerank_endpoint": f"endpoint {shown_endpoints(endpoint)!r}", "rerank_timeout": "--timeout",
              "rerank_model": "--model", "rerank_api": "--api", "rerank_api_key": "--key-env",
              "rerank_max_queued_pairs": "--max-queued-pairs"}

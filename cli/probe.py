@@ -1,9 +1,5 @@
-"""``probe ENDPOINT``: the settings panel's Test connection, from a terminal.
-
-Exit 0 only when the server ranks the probe correctly. When nothing answered, one line on stderr says
-why; when a server answered but ranks wrongly, the full report shows what it did. Several ENDPOINTs
-(replicas of one model) are probed at once: one line each, exit 0 only when every one ranks correctly.
-"""
+"""``probe ENDPOINT...``: the settings panel's Test connection, from a terminal; several ENDPOINTs (replicas of
+one model) are probed at once, one line each. Exit 0 only when every one ranks correctly."""
 
 from __future__ import annotations
 
@@ -33,6 +29,7 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """When nothing answered, one line on stderr says why; else the report shows what the server did."""
     report = runtime.probe(server_config(args, LIST_SEPARATOR.join(args.endpoints)))
     if args.json:
         print(json.dumps(report_dict(report), indent=2))

@@ -1,10 +1,8 @@
 """``rerank --endpoint URL QUERY [DOC ...]``: rank documents through the plugin's engine and print them.
 
-Documents come from the command line, a file, or stdin; one per line or JSON Lines. JSON Lines: each
-line is a JSON string or an object with a ``"text"`` string. With ``--format auto`` a file is read as
-JSON Lines when its first non-empty line is a JSON string or object, else as plain lines. Empty lines
-are skipped in both formats. Text that is not valid Unicode (a lone surrogate, from undecodable bytes
-or a ``"\ud800"`` escape) is refused with where it is.
+Documents come from the command line, a file, or stdin: one per line, or JSON Lines of strings or objects with
+a ``"text"`` string (``--format auto``: when the first non-empty line is one). Empty lines are skipped. Text
+that is not valid Unicode (a lone surrogate, from undecodable bytes or a ``"\ud800"`` escape) is refused.
 """
 
 from __future__ import annotations
@@ -62,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         hint = " (see --max-queued-pairs)" if result.reason == "queue_full" else ""
         raise CliError(f"no ranking from {config.endpoint}: {result.message or result.reason}{hint}", FAILED)
     rows: list[dict[str, Any]] = [{"rank": rank, "score": score, "index": index, "document": documents[index]}
-            for rank, (index, score) in enumerate(result.ranking[: args.top], 1)]
+                                  for rank, (index, score) in enumerate(result.ranking[: args.top], 1)]
     if args.json:
         print(json.dumps({"query": args.query, "endpoint": config.endpoint, "api": result.api,
                           "elapsed_ms": round(elapsed_ms, 1), "retries": result.retries, "results": rows,
@@ -78,12 +76,13 @@ def read_documents(arguments: Sequence[str], path: str | None, fmt: str) -> list
     """The documents to rank, in input order; a user error when there are none or the file is unreadable."""
     documents = [checked_text(text, f"DOC {number}") for number, text in enumerate(arguments, 1)]
     if path is not None:
-        source = _name(path)
-        lines = [(number, line) for number, line in enumerate(_read_text(path).splitlines(), 1) if line.strip()]
+        source = "stdin" if path == "-" else path
+        lines = [(number, line) for number, line in enumerate(_read_text(path, source).splitlines(), 1) if line.strip()]
         if fmt == "auto":
             fmt = "jsonl" if lines and _looks_like_json(lines[0][1]) else "lines"
-        documents += [checked_text(line if fmt == "lines" else _json_document(line, number, source),
-                                   f"{source} line {number}") for number, line in lines]
+        for number, line in lines:
+            where = f"{source} line {number}"
+            documents.append(checked_text(line if fmt == "lines" else _json_document(line, where), where))
     if not documents:
         raise CliError("no documents to rank: give them after the query, or use --file PATH (--file - for stdin)")
     return documents
@@ -107,21 +106,21 @@ def _looks_like_json(line: str) -> bool:
         return False
 
 
-def _json_document(line: str, number: int, source: str) -> str:
+def _json_document(line: str, where: str) -> str:
     try:
         value: Any = json.loads(line)
     except json.JSONDecodeError as exc:
-        raise CliError(f"{source} line {number}: not valid JSON ({exc.msg})") from None
+        raise CliError(f"{where}: not valid JSON ({exc.msg})") from None
     except (ValueError, RecursionError):  # an integer too long to read, nesting too deep to follow
-        raise CliError(f"{source} line {number}: JSON this reader cannot take (too deep or too long)") from None
+        raise CliError(f"{where}: JSON this reader cannot take (too deep or too long)") from None
     if isinstance(value, dict):
         value = value.get("text")
     if not isinstance(value, str):
-        raise CliError(f'{source} line {number}: expected a JSON string or an object with a "text" string')
+        raise CliError(f'{where}: expected a JSON string or an object with a "text" string')
     return value
 
 
-def _read_text(path: str) -> str:
+def _read_text(path: str, source: str) -> str:
     stdin: TextIO | None = sys.stdin  # None when the process started without one
     if path == "-" and (stdin is None or stdin.closed):
         raise CliError("cannot read stdin: it is closed (pipe the documents in, or use --file PATH)")
@@ -129,10 +128,6 @@ def _read_text(path: str) -> str:
         return stdin.read() if stdin is not None and path == "-" else Path(path).read_text(encoding="utf-8")
     except ValueError as exc:  # UnicodeDecodeError, or a stream closed under us
         reason = "it is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else "it is closed"
-        raise CliError(f"cannot read {_name(path)}: {reason}") from None
+        raise CliError(f"cannot read {source}: {reason}") from None
     except OSError as exc:
-        raise CliError(f"cannot read {_name(path)}: {exc.strerror or exc}") from None
-
-
-def _name(path: str) -> str:
-    return "stdin" if path == "-" else path
+        raise CliError(f"cannot read {source}: {exc.strerror or exc}") from None

@@ -1,13 +1,12 @@
-"""A reference rerank server for the demo: Infinity's API on 127.0.0.1, scored by ``word_overlap_score``.
-
-It answers ``POST /rerank``, ``GET /models`` and ``GET /health`` with the bodies, status codes and
-error shapes Infinity uses (michaelfeil/infinity, ``infinity_server.py`` and ``fastapi_schemas/errors.py``),
-so the plugin detects and talks to it exactly as it would to a real Infinity server.
+"""A reference rerank server for the demo on 127.0.0.1, scored by ``word_overlap_score``: Infinity's routes,
+bodies, status codes and error shapes (michaelfeil/infinity, ``infinity_server.py`` and
+``fastapi_schemas/errors.py``), so the plugin detects and talks to it exactly as to a real Infinity server.
 """
 
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -15,7 +14,7 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from .scoring import word_overlap_score
+from . import word_overlap_score
 
 MODEL: Final = "demo-word-overlap"
 LABEL: Final = "word overlap, a demo stand-in for a cross-encoder (not a neural model)"
@@ -58,8 +57,8 @@ async def rerank(request: web.Request) -> web.Response:
     tokens = sum(len(query.split()) + len(d.split()) for d in documents)
     return web.json_response({
         "object": "rerank", "results": results[: body.get("top_n") or len(results)], "model": MODEL,
-        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-        "id": f"infinity-{uuid.uuid4()}", "created": int(time.time()),
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens}, "id": f"infinity-{uuid.uuid4()}",
+        "created": int(time.time()),
     })
 
 
@@ -83,16 +82,12 @@ async def fastapi_errors(request: web.Request, handler: Any) -> web.StreamRespon
     return response
 
 
-def build_app() -> web.Application:
-    app = web.Application(middlewares=[fastapi_errors])
-    app.add_routes([web.post("/rerank", rerank), web.get("/models", models), web.get("/health", health)])
-    return app
-
-
 @contextlib.asynccontextmanager
 async def demo_server(port: int = 0) -> AsyncIterator[str]:
     """Serve on 127.0.0.1 (a free port by default) on the running loop; yields the server's URL."""
-    runner = web.AppRunner(build_app(), access_log=None)
+    app = web.Application(middlewares=[fastapi_errors])
+    app.add_routes([web.post("/rerank", rerank), web.get("/models", models), web.get("/health", health)])
+    runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     try:
         await web.TCPSite(runner, "127.0.0.1", port).start()
@@ -103,8 +98,5 @@ async def demo_server(port: int = 0) -> AsyncIterator[str]:
 
 
 if __name__ == "__main__":  # not how to run it: say what is
-    import sys
-
-    print("This module is the demo's reranker server; keep one running with: a0-reranker demo --serve",
-          file=sys.stderr)
+    print("This module is the demo's reranker server; keep one running with: a0-reranker demo --serve", file=sys.stderr)
     sys.exit(2)

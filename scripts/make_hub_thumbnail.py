@@ -1,5 +1,5 @@
-"""Draw the Plugin Hub thumbnail, ``docs/hub/thumbnail.png``: four recalled memories as bars, the most
-relevant one (accent) moved from third place to the top. Square, a few KB (the Hub allows 20 KB).
+"""Draw the Plugin Hub thumbnail, ``docs/hub/thumbnail.png``: four recalled memories as bars, the most relevant
+one (accent) moved from third place to the top. Square, a few KB (the Hub allows 20 KB).
 
     .venv/bin/python scripts/make_hub_thumbnail.py      # needs Pillow (the bench extra brings it)
 """
@@ -30,20 +30,16 @@ def column(draw: ImageDraw.ImageDraw, x0: int, width: int, bars: list[tuple[floa
                                fill=ACCENT if accent else MUTED)
 
 
-def arrow(draw: ImageDraw.ImageDraw, x0: int, x1: int, y: float) -> None:
-    draw.line(box(x0, y, x1 - 10, y), fill=ARROW, width=7 * SCALE)
-    draw.polygon([box(x1, y), box(x1 - 16, y - 13), box(x1 - 16, y + 13)], fill=ARROW)
-
-
 def main() -> None:
     image = Image.new("RGB", (SIZE * SCALE, SIZE * SCALE), BACKGROUND)
     draw = ImageDraw.Draw(image)
     draw.rounded_rectangle(box(12, 12, SIZE - 12, SIZE - 12), radius=36 * SCALE, fill=PANEL)
     column(draw, 34, 78, STOCK)
     column(draw, 150, 78, sorted(STOCK, key=lambda bar: -bar[0]))
-    arrow(draw, 116, 144, TOP + 1.5 * (BAR_H + GAP) + BAR_H / 2)
-    small = image.resize((SIZE, SIZE), Image.Resampling.LANCZOS)
-    small.quantize(colors=48).save(OUT, optimize=True)
+    x0, x1, y = 116, 144, TOP + 1.5 * (BAR_H + GAP) + BAR_H / 2  # the arrow between the columns
+    draw.line(box(x0, y, x1 - 10, y), fill=ARROW, width=7 * SCALE)
+    draw.polygon([box(x1, y), box(x1 - 16, y - 13), box(x1 - 16, y + 13)], fill=ARROW)
+    image.resize((SIZE, SIZE), Image.Resampling.LANCZOS).quantize(colors=48).save(OUT, optimize=True)
     print(f"{OUT} ({OUT.stat().st_size} bytes)")
 
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from usr.plugins.a0_reranker import __version__
 from usr.plugins.a0_reranker.core.detection import PROBE_IRRELEVANT, PROBE_QUERY, PROBE_RELEVANT, to_probabilities
-from usr.plugins.a0_reranker.demo import MEMORIES, QUERY
-from usr.plugins.a0_reranker.demo.scoring import embedding_order, word_overlap_score
+from usr.plugins.a0_reranker.demo import MEMORIES, QUERY, embedding_order, word_overlap_score
 
 
 def test_help_lists_every_command(cli) -> None:
