@@ -162,8 +162,35 @@ def suspended() -> Iterator[None]:
         var.reset(token)
 
 
-def open_scope(agent: Any, source: Source) -> None:
-    """What our extensions call before a recall or ``memory_load``: re-check the wrapper, then ``begin``."""
+# The seams our extension files call. Their names are a contract across versions: after an update without a
+# purge of our modules, A0 reloads the new extension files, which then call the modules it still holds.
+def before_recall(agent: Any) -> None:  # message_loop_prompts_after/_49
+    _open(agent, "recall")
+
+
+def after_recall(agent: Any) -> None:
+    """``_51``: close the scope in the loop's own context, so tasks started later at ``monologue_end`` do not
+    inherit it (the recall task kept its copy)."""
+    end()
+
+
+def before_tool(agent: Any, tool_name: str | None) -> None:  # the memory_load tool's search is a recall too
+    if tool_name == "memory_load":
+        _open(agent, "memory_load")
+
+
+def after_tool(agent: Any, tool_name: str | None) -> None:
+    if tool_name == "memory_load":
+        end()
+
+
+def on_monologue_end(agent: Any) -> None:
+    """Before memorize starts: clear a scope a failed step left open (A0 skips later extensions on a raise)."""
+    end()
+
+
+def _open(agent: Any, source: Source) -> None:
+    """Re-check the wrapper, then ``begin``."""
     try:
         ensure_installed()
         begin(agent, source)

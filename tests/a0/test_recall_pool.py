@@ -190,7 +190,7 @@ async def test_deletion_stays_stock_with_the_newer_options_too(a0: A0, server: R
         parent = await memory.insert_text(f"notes on {MESSAGE}", {"area": "main"})  # holds the query verbatim
         await memory.insert_text("a child of the notes", {"area": "main", "parent_id": parent})
         a0.ours("a0_hooks.recall_entry").begin(agent, "recall")  # a scope left open by mistake ...
-        a0.ours("a0_hooks.recall_entry").end()  # ... is closed before memorize's deletion runs
+        a0.ours("a0_hooks.recall_entry").on_monologue_end(agent)  # ... is closed before memorize's deletion runs
         if agent is plain:
             a0.ours("a0_hooks.memory_patch").uninstall()  # stock A0 for the twin store
         removed = await memory.delete_documents_by_query(MESSAGE, 0.95, **options)

@@ -64,7 +64,7 @@ async def test_delete_by_query_called_directly_matches_the_original_method(a0: A
     agent = await active_agent(a0, server)
     memory = await a0.Memory.get(agent)
     a0.ours("a0_hooks.recall_entry").begin(agent, "recall")  # even with a scope left open by mistake...
-    a0.ours("a0_hooks.recall_entry").end()  # ...monologue_end closes it before memorize runs
+    a0.ours("a0_hooks.recall_entry").on_monologue_end(agent)  # ...monologue_end closes it before memorize runs
     expected = await a0.original_search(agent, query="alpha beta", limit=100, threshold=0.75, filter="")
     removed = await memory.delete_documents_by_query("alpha beta", 0.75)
     assert [d.metadata["id"] for d in removed] == [d.metadata["id"] for d in expected]

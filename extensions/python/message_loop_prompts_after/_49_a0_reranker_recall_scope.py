@@ -7,4 +7,4 @@ from usr.plugins.a0_reranker.a0_hooks import recall_entry
 
 class A0RerankerRecallScope(Extension):
     async def execute(self, **kwargs: object) -> None:
-        recall_entry.open_scope(self.agent, "recall")
+        recall_entry.before_recall(self.agent)

@@ -7,5 +7,4 @@ from usr.plugins.a0_reranker.a0_hooks import recall_entry
 
 class A0RerankerMemoryLoadScopeEnd(Extension):
     async def execute(self, tool_name: str = "", **kwargs: object) -> None:
-        if tool_name == "memory_load":
-            recall_entry.end()
+        recall_entry.after_tool(self.agent, tool_name)
