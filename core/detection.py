@@ -1,9 +1,6 @@
-"""Which protocol an endpoint speaks, decided from data: the pure half of auto-detection.
-
-The service fetches a few cheap GETs and hands their JSON to ``identify``; ``candidates`` turns the
-identity into dialects worth probing; ``judge`` keeps the first, in the order given, that ranks the
-correctness probe right. Why the server's own ``/rerank`` goes before our templated ``/score``:
-docs/servers.md, "Auto-detection".
+"""Which protocol an endpoint speaks, decided from data: the pure half of auto-detection. ``identify`` reads
+the JSON of a few cheap GETs, ``candidates`` turns it into dialects worth probing, ``judge`` keeps the first
+that ranks the correctness probe right (why ``/rerank`` goes first: docs/servers.md, "Auto-detection").
 """
 
 from __future__ import annotations
@@ -39,8 +36,6 @@ MAX_MODEL_ID_CHARS: Final = 256  # a longer "model id" is not one: it is not sen
 
 @dataclass(frozen=True)
 class ServerIdentity:
-    """What the GETs told us: the server family, its served models and its routing facts."""
-
     kind: str = "unknown"
     models: tuple[str, ...] = ()
     url_prefix: str = ""
@@ -53,13 +48,12 @@ class ServerIdentity:
 
 
 def hosted_kind(endpoint: str) -> str | None:
-    host = (urlsplit(endpoint).hostname or "").lower()
-    return HOSTED.get(host)
+    return HOSTED.get((urlsplit(endpoint).hostname or "").lower())
 
 
 def identify(gets: Mapping[str, Any]) -> ServerIdentity:
-    """Read the JSON of the identifying GETs (path -> parsed JSON, or None when it failed). A body that
-    does not read as its server writes it counts as absent: the GETs are hints, the probe decides."""
+    """Read the identifying GETs (path -> JSON, or None). A body its server would not write counts as absent:
+    the GETs are hints, the probe decides."""
     readable = {path: body for path, body in gets.items() if _reads_alone(path, body)}
     return read_answer(_identify, readable)
 
@@ -110,7 +104,6 @@ def _identify_listing(entries: list[dict[str, Any]], prefix: str) -> ServerIdent
 
 
 def _entries(listing: Any) -> list[dict[str, Any]]:
-    """The model objects of an OpenAI-style listing (anything else in ``data`` is skipped)."""
     if not isinstance(listing, dict) or not isinstance(listing.get("data"), list):
         return []
     return [m for m in listing["data"] if isinstance(m, dict)]
@@ -121,8 +114,7 @@ def _is_model_id(value: Any) -> TypeGuard[str]:
 
 
 def _may_rerank(model: dict[str, Any]) -> bool:
-    """Infinity lists each model's capabilities; a listing without a list of them cannot rule the model
-    out (the probe decides)."""
+    """A listing without Infinity's list of capabilities cannot rule the model out (the probe decides)."""
     capabilities = model.get("capabilities")
     return "rerank" in capabilities if isinstance(capabilities, list) else True
 
@@ -158,9 +150,6 @@ def _rerank_dialects(identity: ServerIdentity, instruction: str) -> list[Dialect
 def is_known(identity: ServerIdentity) -> bool:
     """Whether the GETs (or the host name) pinned the route, so a forced mode needs no POST to find it."""
     return identity.kind not in ("unknown", "xinference")
-
-
-# --- the correctness probe ---------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -207,13 +196,11 @@ class ProbeOutcome:
 
 
 def to_probabilities(scores: Sequence[float]) -> list[float]:
-    """Scores already in [0, 1] stay; logits (llama.cpp, raw scores) go through a sigmoid."""
     return normalize(scores, RAW)
 
 
 def preferred(outcomes: Sequence[ProbeOutcome]) -> ProbeOutcome | None:
-    """The first outcome, in candidate order (not the widest margin: see docs/servers.md), that ranks
-    the probe correctly; None when none does."""
+    """The first outcome, in candidate order (not the widest margin: docs/servers.md), that ranks correctly."""
     return next((o for o in outcomes if o.answered and o.ranks_correctly), None)
 
 
@@ -221,10 +208,8 @@ def judge(outcomes: Sequence[ProbeOutcome]) -> ProbeOutcome:
     """The preferred candidate, or DetectionFailed saying why there is none."""
     if (chosen := preferred(outcomes)) is not None:
         return chosen
+    reason = "no reranker API answered at this endpoint"
     if any(o.answered for o in outcomes):
-        raise DetectionFailed(
-            "the server answers but ranks an obvious relevant/irrelevant probe wrongly: check the model "
-            "(a Qwen3-Reranker needs rerank_api qwen3_score or auto on vLLM)",
-            tuple(o.describe() for o in outcomes),
-        )
-    raise DetectionFailed("no reranker API answered at this endpoint", tuple(o.describe() for o in outcomes))
+        reason = ("the server answers but ranks an obvious relevant/irrelevant probe wrongly: check the model "
+                  "(a Qwen3-Reranker needs rerank_api qwen3_score or auto on vLLM)")
+    raise DetectionFailed(reason, tuple(o.describe() for o in outcomes))

@@ -1,7 +1,6 @@
-"""The endpoint URLs a user types: cleaned of what they may paste with them, and checked without ever
-raising (``urlsplit`` raises on malformed hosts) or repeating them (they may hold a user name and
-password). ``rerank_endpoint`` may list several base URLs, replicas of one model, separated by commas or
-whitespace; the canonical text joins them with ", ", each once.
+"""The endpoint URLs a user types: cleaned of what they may paste with them, and checked without ever raising
+or repeating them (they may hold a password). ``rerank_endpoint`` may list several base URLs, replicas of one
+model, separated by commas or whitespace; the canonical text joins them with ", ", each once.
 """
 
 from __future__ import annotations
@@ -13,14 +12,13 @@ from urllib.parse import urlsplit
 from .redaction import without_userinfo
 
 # API paths a user may paste into the endpoint field; the plugin appends the path itself.
-_PASTED_API_SUFFIXES: Final = (
-    "/v1/rerank", "/v2/rerank", "/v1/reranking", "/reranking", "/rerank", "/v1/score", "/score", "/v1", "/v2",
-)
+_PASTED_API_SUFFIXES: Final = ("/v1/rerank", "/v2/rerank", "/v1/reranking", "/reranking", "/rerank", "/v1/score",
+                                "/score", "/v1", "/v2")
 
 
 def normalize_endpoint(endpoint: str) -> str:
-    """Trim spaces, trailing slashes and pasted API paths (``http://h:8002/v1/rerank`` works too), and
-    spell the server one way. Idempotent, as a config built by ``replace`` needs."""
+    """Trim spaces, trailing slashes and pasted API paths, and spell the server one way. Idempotent, as a config
+    built by ``replace`` needs."""
     text = endpoint.strip().rstrip("/")
     while suffix := next((s for s in _PASTED_API_SUFFIXES if text.lower().endswith(s)), ""):
         text = text[: -len(suffix)].rstrip("/")
@@ -36,8 +34,8 @@ _ORIGIN: Final = re.compile(
 
 
 def _one_spelling_per_server(url: str) -> str:
-    """Scheme and host in lower case, a default port dropped: one server written two ways is one replica
-    (one concurrency cap, no hedging against itself). Path and IPv6 zone keep their case."""
+    """Scheme and host in lower case, a default port dropped: one server written two ways is one replica. Path
+    and IPv6 zone keep their case."""
     origin = _ORIGIN.match(url)
     if origin is None:
         return url
@@ -53,18 +51,13 @@ LIST_SEPARATOR: Final = ", "
 
 
 def split_endpoints(text: str) -> tuple[str, ...]:
-    """The URLs of an endpoint setting, cleaned, in order, each once."""
     urls = (normalize_endpoint(part) for part in _SEPARATORS.split(text))
     return tuple(dict.fromkeys(url for url in urls if url))
 
 
-def normalize_endpoints(text: str) -> str:
-    return LIST_SEPARATOR.join(split_endpoints(text))
-
-
 def shown_endpoints(text: str) -> str:
-    """An endpoint setting as it may be shown even when invalid: its entries as typed, joined as the
-    canonical text is (so "entry 2" is the second one shown), less any user name and password."""
+    """An endpoint setting as shown even when invalid: its entries as typed, joined as the canonical text is (so
+    "entry 2" is the second one shown), less any user name and password."""
     return LIST_SEPARATOR.join(part for part in _SEPARATORS.split(without_userinfo(text)) if part)
 
 
@@ -83,7 +76,7 @@ _NOT_IN_URLS: Final = re.compile(r"[\s\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 def endpoint_problem(endpoint: str) -> str | None:
-    """Why an endpoint is unusable, or None; empty means "not configured"."""
+    """Why an endpoint is unusable; empty means "not configured"."""
     text = endpoint.strip()
     if not text:
         return None

@@ -1,9 +1,6 @@
-"""The result of a live connection test, in data and in plain words; shared by the panel, the status
-tool and the CLI so they all say the same thing.
-
-With several replicas the report holds one per replica (``replicas``, in the setting's order) under a
-summary, ``ok`` only when every one ranks correctly: recalls still work while one is down, but it costs
-capacity and detours, and one that ranks wrongly spoils what it is sent.
+"""The result of a live connection test, in data and in plain words, shared by the panel, the status tool and
+the CLI. With several replicas it holds one report per replica under a summary, ``ok`` only when every one
+ranks correctly: one down costs capacity and detours, and one that ranks wrongly spoils what it is sent.
 """
 
 from __future__ import annotations
@@ -34,7 +31,7 @@ class ProbeReport:
     irrelevant_score: float | None = None
     margin: float | None = None
     attempts: tuple[str, ...] = ()
-    replicas: tuple[ProbeReport, ...] = ()  # one per replica, only when rerank_endpoint lists several
+    replicas: tuple[ProbeReport, ...] = ()  # one per replica, in order, only when rerank_endpoint lists several
 
     @classmethod
     def failure(cls, endpoint: str, reason: str, attempts: Sequence[str], elapsed_s: float) -> ProbeReport:
@@ -77,7 +74,6 @@ class ProbeReport:
 
     @property
     def verdict(self) -> str:
-        """A replica's state in a word or three."""
         if self.ok:
             return "ranks correctly"
         return "ranks wrongly" if self.api else "not working"

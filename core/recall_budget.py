@@ -1,10 +1,6 @@
-"""How long one A0 recall can take with the reranker, against what A0's own limit for it leaves, and
-settings that work against each other.
-
-A0 runs the whole recall inside one ``asyncio.wait_for(..., SEARCH_TIMEOUT)`` of 30 s (``_memory``'s
-``_50_recall_memories.py``, v1.7 and newer), its optional LLM steps included (docs/a0-integration.md).
-Each of its two reranked searches waits at most ``rerank_timeout`` plus ``BACKSTOP_GRACE_S``, and A0's
-own store searches add ``STORE_SEARCHES_S``.
+"""How long one A0 recall can take with the reranker, against what A0's own limit leaves, and settings that
+work against each other. A0 runs the whole recall, its optional LLM steps included, inside one 30 s
+``asyncio.wait_for`` (``_50_recall_memories.py``, v1.7 and newer; docs/a0-integration.md).
 """
 
 from __future__ import annotations
@@ -36,7 +32,6 @@ class RecallSteps:
 
     @property
     def names(self) -> str:
-        """The steps that are on, in A0's order, in words ("" for none)."""
         steps = (("query preparation", self.query_prep), ("post-filter", self.post_filter))
         return " and ".join(name for name, is_on in steps if is_on)
 
@@ -53,7 +48,7 @@ def worst_recall_s(config: RerankerConfig) -> float:
 
 
 def longest_safe_timeout_s(steps: RecallSteps = NO_LLM_STEPS) -> float:
-    """The largest ``rerank_timeout`` whose worst case stays within what A0's recall limit leaves."""
+    """The largest ``rerank_timeout`` whose worst case stays within A0's recall limit."""
     return float(math.floor((left_for_reranking_s(steps) - STORE_SEARCHES_S) / SEARCHES_PER_RECALL
                             - BACKSTOP_GRACE_S))
 
@@ -73,7 +68,6 @@ def _budget_text(steps: RecallSteps) -> str:
 
 
 def warnings(config: RerankerConfig, steps: RecallSteps = NO_LLM_STEPS) -> list[str]:
-    """Settings that are valid but work against A0 or each other, in plain words."""
     found = [_past_a0s_limit(config, steps), _window_against_timeout(config), _too_many_replicas(config)]
     return [warning for warning in found if warning]
 
