@@ -72,12 +72,6 @@ class ProbeReport:
         return dataclasses.replace(self, **texts, attempts=tuple(shown(a, *secrets) for a in self.attempts),
                                    replicas=tuple(r.redacted(*secrets) for r in self.replicas))
 
-    @property
-    def verdict(self) -> str:
-        if self.ok:
-            return "ranks correctly"
-        return "ranks wrongly" if self.api else "not working"
-
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready, with the probed ``url`` and the not-saved ``note`` (not in the replicas' dicts)."""
         data = dataclasses.asdict(self) | {"url": self.endpoint + self.path if self.path else self.endpoint,
@@ -95,7 +89,8 @@ def _set_message(reports: Sequence[ProbeReport]) -> str:
         slowest = max(r.latency_ms or 0.0 for r in reports)
         margin = min(r.margin or 0.0 for r in reports)
         return f"All {len(reports)} replicas rank correctly (smallest margin {margin:+.2f}, slowest {slowest:.0f} ms)."
-    failing = ", ".join(f"replica {i} {r.endpoint} ({r.verdict})" for i, r in enumerate(reports, 1) if not r.ok)
+    failing = ", ".join(f"replica {i} {r.endpoint} ({'ranks wrongly' if r.api else 'not working'})"
+                        for i, r in enumerate(reports, 1) if not r.ok)
     if good == 0:
         return f"Not working: none of the {len(reports)} replicas ranks correctly: {failing}."
     return f"{good} of {len(reports)} replicas rank correctly; failing: {failing}. Fix or remove the failing ones."
