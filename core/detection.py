@@ -5,6 +5,7 @@ that ranks the correctness probe right (why ``/rerank`` goes first: docs/servers
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -54,16 +55,12 @@ def hosted_kind(endpoint: str) -> str | None:
 def identify(gets: Mapping[str, Any]) -> ServerIdentity:
     """Read the identifying GETs (path -> JSON, or None). A body its server would not write counts as absent:
     the GETs are hints, the probe decides."""
-    readable = {path: body for path, body in gets.items() if _reads_alone(path, body)}
+    readable = {}
+    for path, body in gets.items():
+        with contextlib.suppress(MalformedAnswer):
+            read_answer(_identify, {path: body})
+            readable[path] = body
     return read_answer(_identify, readable)
-
-
-def _reads_alone(path: str, body: Any) -> bool:
-    try:
-        read_answer(_identify, {path: body})
-    except MalformedAnswer:
-        return False
-    return True
 
 
 def _identify(gets: Mapping[str, Any]) -> ServerIdentity:

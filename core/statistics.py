@@ -171,6 +171,7 @@ class StatsRecorder:
             self._counts.update(http_requests=1, pairs_scored=pairs)
 
     def on_retry(self, kind: str) -> None:
+        """A request was sent again after an error or a 429 (``kind``: backoff or retry_after)."""
         self._count("retries")
 
     def on_stale_resend(self) -> None:

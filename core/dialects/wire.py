@@ -81,13 +81,9 @@ def read_answer(read: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         raise MalformedAnswer(f"the answer could not be read ({type(exc).__name__})") from None
 
 
-class _IntegerTooLong(ValueError):
-    pass
-
-
 def _bounded_int(text: str) -> int:
     if len(text.lstrip("-")) > MAX_INT_DIGITS:
-        raise _IntegerTooLong
+        raise MalformedAnswer(f"the answer holds an integer of more than {MAX_INT_DIGITS} digits")
     return int(text)
 
 
@@ -99,8 +95,6 @@ def read_json(body: bytes) -> Any:
         raise MalformedAnswer("the answer is not UTF-8 text") from None
     try:
         return json.loads(text, parse_int=_bounded_int)
-    except _IntegerTooLong:
-        raise MalformedAnswer(f"the answer holds an integer of more than {MAX_INT_DIGITS} digits") from None
     except RecursionError:
         raise MalformedAnswer("the answer is JSON nested too deeply to read") from None
     except ValueError:
