@@ -74,8 +74,8 @@ class ProbeReport:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready, with the probed ``url`` and the not-saved ``note`` (not in the replicas' dicts)."""
-        data = dataclasses.asdict(self) | {"url": self.endpoint + self.path if self.path else self.endpoint,
-                                           "note": NOT_SAVED, "attempts": list(self.attempts)}
+        data = dataclasses.asdict(self) | {"url": self.endpoint + self.path, "note": NOT_SAVED,
+                                           "attempts": list(self.attempts)}
         if self.replicas:
             data["replicas"] = [{k: v for k, v in r.as_dict().items() if k != "note"} for r in self.replicas]
         else:
