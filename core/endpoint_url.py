@@ -14,40 +14,30 @@ from .redaction import without_userinfo
 # API paths a user may paste into the endpoint field; the plugin appends the path itself.
 _PASTED_API_SUFFIXES: Final = ("/v1/rerank", "/v2/rerank", "/v1/reranking", "/reranking", "/rerank", "/v1/score",
                                 "/score", "/v1", "/v2")
-
-
-def normalize_endpoint(endpoint: str) -> str:
-    """Trim spaces, trailing slashes and pasted API paths, and spell the server one way. Idempotent, as a config
-    built by ``replace`` needs."""
-    text = endpoint.strip().rstrip("/")
-    while suffix := next((s for s in _PASTED_API_SUFFIXES if text.lower().endswith(s)), ""):
-        text = text[: -len(suffix)].rstrip("/")
-    return _one_spelling_per_server(text)
-
-
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 # scheme, then a host (an IPv6 address in brackets) and a port of at most five digits, up to the path;
 # no match where a user name, a malformed host or a long port stands: endpoint_problem names those
 _ORIGIN: Final = re.compile(
     r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<host>\[[^\]/?#@]*\]|[^:/?#@\[\]]*)(?::(?P<port>\d{0,5}))?(?=[/?#]|$)"
 )
-
-
-def _one_spelling_per_server(url: str) -> str:
-    """Scheme and host in lower case, a default port dropped: one server written two ways is one replica. Path
-    and IPv6 zone keep their case."""
-    origin = _ORIGIN.match(url)
-    if origin is None:
-        return url
-    scheme = origin["scheme"].lower()
-    address, percent, zone = origin["host"].partition("%")
-    digits = origin["port"]
-    port = "" if not digits or int(digits) == _DEFAULT_PORTS.get(scheme) else f":{int(digits)}"
-    return f"{scheme}://{address.lower()}{percent}{zone}{port}{url[origin.end():]}"
-
-
 _SEPARATORS: Final = re.compile(r"[,\s]+")
 LIST_SEPARATOR: Final = ", "
+_NOT_IN_URLS: Final = re.compile(r"[\s\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def normalize_endpoint(endpoint: str) -> str:
+    """Trim spaces, trailing slashes and pasted API paths, and spell the server one way (scheme and host in lower
+    case, no default port): one server written two ways is one replica. Idempotent, as ``replace`` needs."""
+    text = endpoint.strip().rstrip("/")
+    while suffix := next((s for s in _PASTED_API_SUFFIXES if text.lower().endswith(s)), ""):
+        text = text[: -len(suffix)].rstrip("/")
+    if (origin := _ORIGIN.match(text)) is None:
+        return text
+    scheme = origin["scheme"].lower()
+    address, percent, zone = origin["host"].partition("%")  # the IPv6 zone keeps its case, as the path does
+    digits = origin["port"]
+    port = "" if not digits or int(digits) == _DEFAULT_PORTS.get(scheme) else f":{int(digits)}"
+    return f"{scheme}://{address.lower()}{percent}{zone}{port}{text[origin.end():]}"
 
 
 def split_endpoints(text: str) -> tuple[str, ...]:
@@ -70,9 +60,6 @@ def endpoints_problem(text: str) -> str | None:
         if (problem := endpoint_problem(part)) is not None:
             return f"entry {position} of {len(parts)} {problem}"
     return None
-
-
-_NOT_IN_URLS: Final = re.compile(r"[\s\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 def endpoint_problem(endpoint: str) -> str | None:

@@ -25,6 +25,9 @@ UNPRINTABLE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]"
 # space) to its last ``@``; commas are allowed in it (a password may hold one), ``/?#`` and spaces end it
 _USERINFO: Final = re.compile(r"(?:^|(?<=//)|(?<=\s))[^/?#\s]*@")
 Span = tuple[int, int]
+_REPR: Final = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 60
+_REPR.maxlevel = 3
 
 
 def redact(text: str, *secrets: str) -> str:
@@ -56,11 +59,6 @@ def clipped(text: str, limit: int) -> str:
 def without_userinfo(text: str) -> str:
     """``text`` with each URL's ``user:password@`` masked; trusts no list separator (a password may hold a comma)."""
     return _USERINFO.sub(MASK + "@", text)
-
-
-_REPR: Final = reprlib.Repr()
-_REPR.maxstring = _REPR.maxother = 60
-_REPR.maxlevel = 3
 
 
 def shown_value(value: object) -> str:

@@ -16,6 +16,8 @@ ScoreScale = Literal["probability", "logit", "raw"]
 PROBABILITY: Final = "probability"  # the server's scores are already in [0, 1]
 LOGIT: Final = "logit"  # unbounded logits: a sigmoid maps them to [0, 1]
 RAW: Final = "raw"  # the model's own output, either of the two; the probe tells which
+Ranking = list[tuple[int, float]]
+D = TypeVar("D")
 
 
 def settled(declared: ScoreScale, probe_scores: Sequence[float] | None) -> ScoreScale:
@@ -56,10 +58,6 @@ def sigmoid(x: float) -> float:
 
 def _all_in_unit_range(scores: Sequence[float]) -> bool:
     return all(0.0 <= s <= 1.0 for s in scores)
-
-
-Ranking = list[tuple[int, float]]
-D = TypeVar("D")
 
 
 @dataclass(frozen=True)
