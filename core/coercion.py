@@ -1,6 +1,5 @@
-"""What arrives from forms, YAML, JSON and env overrides, turned into each setting's type: the panel
-sends numbers as numbers, but ``A0_SET_*`` overrides and hand-edited files send text, and a YAML list may
-stand for several endpoints. A ``ValueError`` repeats no more than a short, safe form of the value.
+"""What arrives from forms, YAML, JSON and env overrides (``A0_SET_*`` overrides and hand-edited files send
+text), turned into each setting's type. A ``ValueError`` repeats no more than a short, safe form of the value.
 """
 
 from __future__ import annotations

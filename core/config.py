@@ -1,9 +1,6 @@
-"""The settings model: one frozen, keyword-only object, validated once at construction.
-
-Agent Zero stores settings as a flat dict of ``rerank_*`` keys (``default_config.yaml`` and the
-``config.json`` files it saves). ``RerankerConfig.from_settings`` turns such a dict into a config,
-coercing what a form or an env override may deliver as text and naming every bad key in one
-``ConfigError``. Only ``a0_hooks`` reads A0's settings; everything below it receives a config.
+"""The settings model: one frozen, keyword-only object, validated once at construction. A0 stores settings as
+a flat dict of ``rerank_*`` keys; ``RerankerConfig.from_settings`` coerces what a form or an env override
+delivers as text and names every bad key in one ``ConfigError``. Only ``a0_hooks`` reads A0's settings.
 """
 
 from __future__ import annotations
@@ -20,7 +17,7 @@ from typing import Any, Final, Literal
 import yaml
 
 from .coercion import to_bool, to_choice, to_endpoints, to_float, to_int, to_str, to_switch
-from .endpoint_url import endpoints_problem, normalize_endpoints, split_endpoints
+from .endpoint_url import LIST_SEPARATOR, endpoints_problem, split_endpoints
 from .errors import ConfigError
 from .redaction import UNPRINTABLE, shown_value
 
@@ -35,9 +32,8 @@ DEFAULT_CONFIG_FILE: Final = Path(__file__).resolve().parent.parent / "default_c
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RerankerConfig:
-    """Every setting of the plugin, typed and checked. Field ``x`` is the setting ``rerank_x``. What is
-    derived from them is a cached property: a recall reuses the config its settings built before
-    (``a0_hooks.recall_entry``), so it reads them as plain attributes."""
+    """Every setting, typed and checked; field ``x`` is the setting ``rerank_x``. What is derived is cached: a
+    recall reuses the config its settings built before (``a0_hooks.recall_entry``)."""
 
     enabled: bool = True
     apply: bool = True
@@ -71,7 +67,7 @@ class RerankerConfig:
         problems = [p for f in dataclasses.fields(self) if (p := _check_field(f.name, getattr(self, f.name)))]
         if problems:
             raise ConfigError(problems)
-        object.__setattr__(self, "endpoint", normalize_endpoints(self.endpoint))
+        object.__setattr__(self, "endpoint", LIST_SEPARATOR.join(split_endpoints(self.endpoint)))
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any] | None) -> RerankerConfig:
@@ -80,12 +76,11 @@ class RerankerConfig:
             raise ConfigError([f"settings: expected a mapping of rerank_* keys, got {type(settings).__name__}"])
         values: dict[str, Any] = {}
         problems: list[str] = []
-        for f in dataclasses.fields(cls):
-            key = setting_key(f.name)
-            if settings is None or key not in settings or settings[key] is None:
+        for name, coerce in _COERCE.items():
+            if (value := (settings or {}).get(key := setting_key(name))) is None:
                 continue
             try:
-                values[f.name] = _COERCE[f.name](settings[key])
+                values[name] = coerce(value)
             except (TypeError, ValueError) as exc:
                 problems.append(f"{key}: {exc}")
         if problems:
@@ -93,7 +88,6 @@ class RerankerConfig:
         return cls(**values)
 
     def to_settings(self) -> dict[str, Any]:
-        """The A0-style dict (``rerank_*`` keys), the inverse of ``from_settings``."""
         return {setting_key(f.name): getattr(self, f.name) for f in dataclasses.fields(self)}
 
     def replace(self, **changes: Any) -> RerankerConfig:
@@ -101,29 +95,26 @@ class RerankerConfig:
 
     @functools.cached_property
     def configured(self) -> bool:
-        """An endpoint is set: until then the plugin stays inert."""
+        """Until an endpoint is set the plugin stays inert."""
         return bool(self.endpoint)
 
     @functools.cached_property
     def endpoints(self) -> tuple[str, ...]:
-        """The replicas' base URLs (one, usually)."""
         return split_endpoints(self.endpoint)
 
     @functools.cached_property
     def replicas(self) -> Mapping[str, RerankerConfig]:
-        """Each replica's settings by its URL: the same settings aimed at that one server, how each is
-        detected and sent to (this config itself when there is one)."""
+        """Each replica's settings by its URL: these aimed at that one server (this config when there is one)."""
         return {url: self if url == self.endpoint else dataclasses.replace(self, endpoint=url)
                 for url in self.endpoints}
 
     @functools.cached_property
     def hedging(self) -> bool:
-        """Hedge slow requests: ``on``, or ``auto`` with two replicas or more."""
         return self.hedge == "on" or (self.hedge == "auto" and len(self.endpoints) > 1)
 
     @functools.cached_property
     def key_fingerprint(self) -> str:
-        """A short one-way digest of the API key, for cache keys and logs (never the key itself)."""
+        """A short one-way digest of the API key, for cache keys and logs."""
         return hashlib.sha256(self.api_key.encode()).hexdigest()[:12] if self.api_key else ""
 
 
@@ -132,12 +123,11 @@ def setting_key(field_name: str) -> str:
 
 
 def settings_keys() -> list[str]:
-    """All setting keys, in panel order."""
+    """In panel order."""
     return [setting_key(f.name) for f in dataclasses.fields(RerankerConfig)]
 
 
 def load_default_settings(path: Path = DEFAULT_CONFIG_FILE) -> dict[str, Any]:
-    """Parse ``default_config.yaml`` (the documented defaults users see and override)."""
     with path.open(encoding="utf-8") as handle:
         data = yaml.safe_load(handle) or {}
     if not isinstance(data, dict):
@@ -146,52 +136,37 @@ def load_default_settings(path: Path = DEFAULT_CONFIG_FILE) -> dict[str, Any]:
 
 
 _FIELD_TYPES: Final = typing.get_type_hints(RerankerConfig)
-_COERCE_TYPE: Final[dict[Any, Callable[[Any], Any]]] = {
-    bool: to_bool, int: to_int, float: to_float, str: lambda v: to_str(v).strip(),
-}
+_COERCE_TYPE: Final[dict[Any, Callable[[Any], Any]]] = {bool: to_bool, int: to_int, float: to_float,
+                                                         str: lambda v: to_str(v).strip()}
 _COERCE_FIELD: Final[dict[str, Callable[[Any], Any]]] = {
     "instruction": to_str, "endpoint": to_endpoints,
     "api": lambda v: to_choice(v, API_MODES), "hedge": lambda v: to_switch(v, HEDGE_MODES),
 }
-# Each field's coercion, by its type (a type without one fails here, at import, not as free text): text
-# is trimmed, but the instruction is sent as written.
+# Each field's coercion, by its type (a type without one fails at import): text is trimmed, the instruction not.
 _COERCE: Final[dict[str, Callable[[Any], Any]]] = {
     name: _COERCE_FIELD[name] if name in _COERCE_FIELD else _COERCE_TYPE[kind] for name, kind in _FIELD_TYPES.items()
 }
 
 # Inclusive ranges; the panel shows the same limits.
 NUMERIC_RANGES: Final[dict[str, tuple[float, float]]] = {
-    "candidates": (1, 1000),
-    "pool_threshold": (0, 1),
-    "min_score": (0, 1),
-    "max_doc_chars": (16, 1_000_000),
-    "max_query_chars": (16, 1_000_000),
-    "timeout": (0.05, 600),
-    "batch_window_ms": (0, 1000),
-    "max_concurrency": (1, 256),
-    "max_pairs_per_request": (1, 10_000),
-    "max_queued_pairs": (1, 1_000_000),
-    "breaker_failures": (1, 1000),
-    "breaker_failure_rate": (0.05, 1),
-    "breaker_cooldown": (0.1, 3600),
-    "max_retries": (0, 10),
-    "retry_budget": (0, 1),
-    "hedge_delay_ms": (0, 60_000),
+    "candidates": (1, 1000), "pool_threshold": (0, 1), "min_score": (0, 1), "max_doc_chars": (16, 1_000_000),
+    "max_query_chars": (16, 1_000_000), "timeout": (0.05, 600), "batch_window_ms": (0, 1000),
+    "max_concurrency": (1, 256), "max_pairs_per_request": (1, 10_000), "max_queued_pairs": (1, 1_000_000),
+    "breaker_failures": (1, 1000), "breaker_failure_rate": (0.05, 1), "breaker_cooldown": (0.1, 3600),
+    "max_retries": (0, 10), "retry_budget": (0, 1), "hedge_delay_ms": (0, 60_000),
 }
 
 # What each field takes: a float field takes an int too; a Literal one, text.
 _CHOICES: Final = {"api": API_MODES, "hedge": HEDGE_MODES}
 _ACCEPTS: Final[dict[Any, type | tuple[type, ...]]] = {bool: bool, int: int, float: (int, float), str: str}
-_TYPES: Final[dict[str, type | tuple[type, ...]]] = {
-    name: str if name in _CHOICES else _ACCEPTS[kind] for name, kind in _FIELD_TYPES.items()
-}
+_TYPES: Final = {name: str if name in _CHOICES else _ACCEPTS[kind] for name, kind in _FIELD_TYPES.items()}
 
 _SECRET_FIELDS: Final = frozenset({"api_key"})
 _SINGLE_LINE_FIELDS: Final = frozenset({"api_key", "ca_bundle"})  # a header value and a file name
 
 
 def _check_field(name: str, value: Any) -> str | None:
-    """What is wrong with one field's value, or None; the value is rendered only when there is one."""
+    """What is wrong with one field's value; the value is rendered only when there is a problem."""
     problem = _field_problem(name, value)
     if problem is None:
         return None
@@ -200,7 +175,7 @@ def _check_field(name: str, value: Any) -> str | None:
 
 
 def _field_problem(name: str, value: Any) -> str | None:
-    """The problem as a template (``{shown}`` is the value, rendered safely), or None."""
+    """The problem as a template (``{shown}`` is the value, rendered safely)."""
     expected: Any = _TYPES[name]
     if isinstance(value, bool) and expected is not bool:
         return f"expected {'a number' if name in NUMERIC_RANGES else 'text'}, got {{shown}}"

@@ -1,9 +1,6 @@
-"""One clock, and one deadline per call: computed once when the call enters, enforced by the owner loop
-(the batcher's timer per caller, the transport's timeout per request, each detection's own). Why one
-clock, and what reads it: docs/architecture.md, "One clock, one deadline".
-
-A caller on another thread or loop waits ``BACKSTOP_GRACE_S`` longer than the deadline, as a backstop
-against an owner loop that is stuck, and counts the outcome it returns: the owner loop's, or the timeout.
+"""One clock, and one deadline per call, computed when the call enters and enforced by the owner loop
+(docs/architecture.md, "One clock, one deadline"). A caller on another thread or loop waits ``BACKSTOP_GRACE_S``
+longer, as a backstop against a stuck owner loop, and counts the outcome it returns.
 """
 
 from __future__ import annotations
@@ -24,7 +21,6 @@ def now() -> float:
 
 
 def deadline_in(seconds: float) -> float:
-    """The absolute deadline ``seconds`` from now."""
     return now() + seconds
 
 

@@ -1,13 +1,11 @@
-"""Which protocol an endpoint speaks, decided from data: the pure half of auto-detection.
-
-The service fetches a few cheap GETs and hands their JSON to ``identify``; ``candidates`` turns the
-identity into dialects worth probing; ``judge`` keeps the first, in the order given, that ranks the
-correctness probe right. Why the server's own ``/rerank`` goes before our templated ``/score``:
-docs/servers.md, "Auto-detection".
+"""Which protocol an endpoint speaks, decided from data: the pure half of auto-detection. ``identify`` reads
+the JSON of a few cheap GETs, ``candidates`` turns it into dialects worth probing, ``judge`` keeps the first
+that ranks the correctness probe right (why ``/rerank`` goes first: docs/servers.md, "Auto-detection").
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -39,8 +37,6 @@ MAX_MODEL_ID_CHARS: Final = 256  # a longer "model id" is not one: it is not sen
 
 @dataclass(frozen=True)
 class ServerIdentity:
-    """What the GETs told us: the server family, its served models and its routing facts."""
-
     kind: str = "unknown"
     models: tuple[str, ...] = ()
     url_prefix: str = ""
@@ -53,23 +49,18 @@ class ServerIdentity:
 
 
 def hosted_kind(endpoint: str) -> str | None:
-    host = (urlsplit(endpoint).hostname or "").lower()
-    return HOSTED.get(host)
+    return HOSTED.get((urlsplit(endpoint).hostname or "").lower())
 
 
 def identify(gets: Mapping[str, Any]) -> ServerIdentity:
-    """Read the JSON of the identifying GETs (path -> parsed JSON, or None when it failed). A body that
-    does not read as its server writes it counts as absent: the GETs are hints, the probe decides."""
-    readable = {path: body for path, body in gets.items() if _reads_alone(path, body)}
+    """Read the identifying GETs (path -> JSON, or None). A body its server would not write counts as absent:
+    the GETs are hints, the probe decides."""
+    readable = {}
+    for path, body in gets.items():
+        with contextlib.suppress(MalformedAnswer):
+            read_answer(_identify, {path: body})
+            readable[path] = body
     return read_answer(_identify, readable)
-
-
-def _reads_alone(path: str, body: Any) -> bool:
-    try:
-        read_answer(_identify, {path: body})
-    except MalformedAnswer:
-        return False
-    return True
 
 
 def _identify(gets: Mapping[str, Any]) -> ServerIdentity:
@@ -110,7 +101,6 @@ def _identify_listing(entries: list[dict[str, Any]], prefix: str) -> ServerIdent
 
 
 def _entries(listing: Any) -> list[dict[str, Any]]:
-    """The model objects of an OpenAI-style listing (anything else in ``data`` is skipped)."""
     if not isinstance(listing, dict) or not isinstance(listing.get("data"), list):
         return []
     return [m for m in listing["data"] if isinstance(m, dict)]
@@ -121,8 +111,7 @@ def _is_model_id(value: Any) -> TypeGuard[str]:
 
 
 def _may_rerank(model: dict[str, Any]) -> bool:
-    """Infinity lists each model's capabilities; a listing without a list of them cannot rule the model
-    out (the probe decides)."""
+    """A listing without Infinity's list of capabilities cannot rule the model out (the probe decides)."""
     capabilities = model.get("capabilities")
     return "rerank" in capabilities if isinstance(capabilities, list) else True
 
@@ -142,14 +131,9 @@ def candidates(identity: ServerIdentity, mode: str, instruction: str) -> list[li
 
 def _rerank_dialects(identity: ServerIdentity, instruction: str) -> list[Dialect]:
     known: dict[str, list[Dialect]] = {
-        "tei": [cat.tei_dialect(identity.max_client_batch)],
-        "infinity": [cat.infinity_dialect(identity.url_prefix)],
-        "vllm": [cat.VLLM_RERANK.with_instruction(instruction)],
-        "llamacpp": [cat.LLAMACPP],
-        "sglang": [cat.SGLANG],
-        "cohere": [cat.COHERE_V2, cat.COHERE_V1],
-        "jina": [cat.JINA],
-        "voyage": [cat.VOYAGE],
+        "tei": [cat.tei_dialect(identity.max_client_batch)], "infinity": [cat.infinity_dialect(identity.url_prefix)],
+        "vllm": [cat.VLLM_RERANK.with_instruction(instruction)], "llamacpp": [cat.LLAMACPP], "sglang": [cat.SGLANG],
+        "cohere": [cat.COHERE_V2, cat.COHERE_V1], "jina": [cat.JINA], "voyage": [cat.VOYAGE],
         "mixedbread": [cat.MIXEDBREAD],
     }
     return known.get(identity.kind, [*cat.GENERIC_RERANK, cat.tei_dialect(None), cat.MIXEDBREAD])
@@ -158,9 +142,6 @@ def _rerank_dialects(identity: ServerIdentity, instruction: str) -> list[Dialect
 def is_known(identity: ServerIdentity) -> bool:
     """Whether the GETs (or the host name) pinned the route, so a forced mode needs no POST to find it."""
     return identity.kind not in ("unknown", "xinference")
-
-
-# --- the correctness probe ---------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -207,13 +188,11 @@ class ProbeOutcome:
 
 
 def to_probabilities(scores: Sequence[float]) -> list[float]:
-    """Scores already in [0, 1] stay; logits (llama.cpp, raw scores) go through a sigmoid."""
     return normalize(scores, RAW)
 
 
 def preferred(outcomes: Sequence[ProbeOutcome]) -> ProbeOutcome | None:
-    """The first outcome, in candidate order (not the widest margin: see docs/servers.md), that ranks
-    the probe correctly; None when none does."""
+    """The first outcome, in candidate order (not the widest margin: docs/servers.md), that ranks correctly."""
     return next((o for o in outcomes if o.answered and o.ranks_correctly), None)
 
 
@@ -221,10 +200,8 @@ def judge(outcomes: Sequence[ProbeOutcome]) -> ProbeOutcome:
     """The preferred candidate, or DetectionFailed saying why there is none."""
     if (chosen := preferred(outcomes)) is not None:
         return chosen
+    reason = "no reranker API answered at this endpoint"
     if any(o.answered for o in outcomes):
-        raise DetectionFailed(
-            "the server answers but ranks an obvious relevant/irrelevant probe wrongly: check the model "
-            "(a Qwen3-Reranker needs rerank_api qwen3_score or auto on vLLM)",
-            tuple(o.describe() for o in outcomes),
-        )
-    raise DetectionFailed("no reranker API answered at this endpoint", tuple(o.describe() for o in outcomes))
+        reason = ("the server answers but ranks an obvious relevant/irrelevant probe wrongly: check the model "
+                  "(a Qwen3-Reranker needs rerank_api qwen3_score or auto on vLLM)")
+    raise DetectionFailed(reason, tuple(o.describe() for o in outcomes))

@@ -1,7 +1,6 @@
-"""The endpoint URLs a user types: cleaned of what they may paste with them, and checked without ever
-raising (``urlsplit`` raises on malformed hosts) or repeating them (they may hold a user name and
-password). ``rerank_endpoint`` may list several base URLs, replicas of one model, separated by commas or
-whitespace; the canonical text joins them with ", ", each once.
+"""The endpoint URLs a user types: cleaned of what they may paste with them, and checked without ever raising
+or repeating them (they may hold a password). ``rerank_endpoint`` may list several base URLs, replicas of one
+model, separated by commas or whitespace; the canonical text joins them with ", ", each once.
 """
 
 from __future__ import annotations
@@ -13,58 +12,42 @@ from urllib.parse import urlsplit
 from .redaction import without_userinfo
 
 # API paths a user may paste into the endpoint field; the plugin appends the path itself.
-_PASTED_API_SUFFIXES: Final = (
-    "/v1/rerank", "/v2/rerank", "/v1/reranking", "/reranking", "/rerank", "/v1/score", "/score", "/v1", "/v2",
-)
-
-
-def normalize_endpoint(endpoint: str) -> str:
-    """Trim spaces, trailing slashes and pasted API paths (``http://h:8002/v1/rerank`` works too), and
-    spell the server one way. Idempotent, as a config built by ``replace`` needs."""
-    text = endpoint.strip().rstrip("/")
-    while suffix := next((s for s in _PASTED_API_SUFFIXES if text.lower().endswith(s)), ""):
-        text = text[: -len(suffix)].rstrip("/")
-    return _one_spelling_per_server(text)
-
-
+_PASTED_API_SUFFIXES: Final = ("/v1/rerank", "/v2/rerank", "/v1/reranking", "/reranking", "/rerank", "/v1/score",
+                                "/score", "/v1", "/v2")
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 # scheme, then a host (an IPv6 address in brackets) and a port of at most five digits, up to the path;
 # no match where a user name, a malformed host or a long port stands: endpoint_problem names those
 _ORIGIN: Final = re.compile(
     r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<host>\[[^\]/?#@]*\]|[^:/?#@\[\]]*)(?::(?P<port>\d{0,5}))?(?=[/?#]|$)"
 )
-
-
-def _one_spelling_per_server(url: str) -> str:
-    """Scheme and host in lower case, a default port dropped: one server written two ways is one replica
-    (one concurrency cap, no hedging against itself). Path and IPv6 zone keep their case."""
-    origin = _ORIGIN.match(url)
-    if origin is None:
-        return url
-    scheme = origin["scheme"].lower()
-    address, percent, zone = origin["host"].partition("%")
-    digits = origin["port"]
-    port = "" if not digits or int(digits) == _DEFAULT_PORTS.get(scheme) else f":{int(digits)}"
-    return f"{scheme}://{address.lower()}{percent}{zone}{port}{url[origin.end():]}"
-
-
 _SEPARATORS: Final = re.compile(r"[,\s]+")
 LIST_SEPARATOR: Final = ", "
+_NOT_IN_URLS: Final = re.compile(r"[\s\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def normalize_endpoint(endpoint: str) -> str:
+    """Trim spaces, trailing slashes and pasted API paths, and spell the server one way (scheme and host in lower
+    case, no default port): one server written two ways is one replica. Idempotent, as ``replace`` needs."""
+    text = endpoint.strip().rstrip("/")
+    while suffix := next((s for s in _PASTED_API_SUFFIXES if text.lower().endswith(s)), ""):
+        text = text[: -len(suffix)].rstrip("/")
+    if (origin := _ORIGIN.match(text)) is None:
+        return text
+    scheme = origin["scheme"].lower()
+    address, percent, zone = origin["host"].partition("%")  # the IPv6 zone keeps its case, as the path does
+    digits = origin["port"]
+    port = "" if not digits or int(digits) == _DEFAULT_PORTS.get(scheme) else f":{int(digits)}"
+    return f"{scheme}://{address.lower()}{percent}{zone}{port}{text[origin.end():]}"
 
 
 def split_endpoints(text: str) -> tuple[str, ...]:
-    """The URLs of an endpoint setting, cleaned, in order, each once."""
     urls = (normalize_endpoint(part) for part in _SEPARATORS.split(text))
     return tuple(dict.fromkeys(url for url in urls if url))
 
 
-def normalize_endpoints(text: str) -> str:
-    return LIST_SEPARATOR.join(split_endpoints(text))
-
-
 def shown_endpoints(text: str) -> str:
-    """An endpoint setting as it may be shown even when invalid: its entries as typed, joined as the
-    canonical text is (so "entry 2" is the second one shown), less any user name and password."""
+    """An endpoint setting as shown even when invalid: its entries as typed, joined as the canonical text is (so
+    "entry 2" is the second one shown), less any user name and password."""
     return LIST_SEPARATOR.join(part for part in _SEPARATORS.split(without_userinfo(text)) if part)
 
 
@@ -79,11 +62,8 @@ def endpoints_problem(text: str) -> str | None:
     return None
 
 
-_NOT_IN_URLS: Final = re.compile(r"[\s\x00-\x1f\x7f-\x9f\ud800-\udfff]")
-
-
 def endpoint_problem(endpoint: str) -> str | None:
-    """Why an endpoint is unusable, or None; empty means "not configured"."""
+    """Why an endpoint is unusable; empty means "not configured"."""
     text = endpoint.strip()
     if not text:
         return None

@@ -1,5 +1,5 @@
-"""The one error tree of the engine. Transport and dialect failures are translated into it at one
-boundary each, so the service can name a fallback reason without knowing aiohttp or any wire format."""
+"""The one error tree of the engine: transport and dialect failures are translated into it at one boundary
+each, so the service names a fallback reason without knowing aiohttp or any wire format."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ class RerankError(Exception):
     quotes_server_text = True
 
     def masked(self, *texts: str) -> RerankError:
-        """A copy with every quote of ``texts`` masked, without the cause that could still hold them. A
-        request carrying several recalls fails for all of them: each sees all their texts masked."""
+        """A copy with every quote of ``texts`` masked, without the cause that could still hold them (a request
+        carrying several recalls fails for all of them: each sees all their texts masked)."""
         if not self.quotes_server_text:
             return self
         clone = type(self).__new__(type(self))
@@ -39,8 +39,8 @@ class ConfigError(RerankError, ValueError):
 
 
 class TransportError(RerankError):
-    """The server could not be reached or the connection broke (refused, DNS, TLS, reset, redirect);
-    ``retryable`` is false where sending again cannot help (a redirect, an unknown host name)."""
+    """The server could not be reached or the connection broke; not ``retryable`` where sending again cannot
+    help (a redirect, an unknown host name)."""
 
     reason = "connect"
 
@@ -63,8 +63,6 @@ class TlsFailure(TransportError):
 
 
 class DeadlineExceeded(RerankError):
-    """The caller's deadline passed before an answer arrived."""
-
     reason = "timeout"
 
 
@@ -90,9 +88,7 @@ class RateLimited(ServerError):
 
 
 class InputTooLong(ServerError):
-    """The server refused the input as longer than the model accepts (retried once with tighter cuts)."""
-
-    reason = "input_too_long"
+    reason = "input_too_long"  # retried once with tighter cuts
 
 
 class MalformedAnswer(RerankError):
@@ -102,8 +98,8 @@ class MalformedAnswer(RerankError):
 
 
 class NotHttp(MalformedAnswer):
-    """What came back was not HTTP or broke its rules (status line, header size, chunking, compression):
-    most often the port runs another service. Not down, and sending again cannot help."""
+    """What came back was not HTTP or broke its rules: most often the port runs another service. Not down,
+    and sending again cannot help."""
 
 
 class DetectionFailed(RerankError):
@@ -124,8 +120,8 @@ class QueueFull(RerankError):
 
 
 class Overloaded(RerankError):
-    """The servers are busy past this recall's deadline: it gets its stock result now, not at its
-    deadline, and no request is spent on an answer nobody would read. Says nothing of their health."""
+    """The servers are busy past this recall's deadline: it gets its stock result now, and no request is spent
+    on an answer nobody would read. Says nothing of their health."""
 
     reason = "overload"
     quotes_server_text = False

@@ -1,9 +1,6 @@
-"""The result of a live connection test, in data and in plain words; shared by the panel, the status
-tool and the CLI so they all say the same thing.
-
-With several replicas the report holds one per replica (``replicas``, in the setting's order) under a
-summary, ``ok`` only when every one ranks correctly: recalls still work while one is down, but it costs
-capacity and detours, and one that ranks wrongly spoils what it is sent.
+"""The result of a live connection test, in data and in plain words, shared by the panel, the status tool and
+the CLI. With several replicas it holds one report per replica under a summary, ``ok`` only when every one
+ranks correctly: one down costs capacity and detours, and one that ranks wrongly spoils what it is sent.
 """
 
 from __future__ import annotations
@@ -34,7 +31,7 @@ class ProbeReport:
     irrelevant_score: float | None = None
     margin: float | None = None
     attempts: tuple[str, ...] = ()
-    replicas: tuple[ProbeReport, ...] = ()  # one per replica, only when rerank_endpoint lists several
+    replicas: tuple[ProbeReport, ...] = ()  # one per replica, in order, only when rerank_endpoint lists several
 
     @classmethod
     def failure(cls, endpoint: str, reason: str, attempts: Sequence[str], elapsed_s: float) -> ProbeReport:
@@ -75,17 +72,10 @@ class ProbeReport:
         return dataclasses.replace(self, **texts, attempts=tuple(shown(a, *secrets) for a in self.attempts),
                                    replicas=tuple(r.redacted(*secrets) for r in self.replicas))
 
-    @property
-    def verdict(self) -> str:
-        """A replica's state in a word or three."""
-        if self.ok:
-            return "ranks correctly"
-        return "ranks wrongly" if self.api else "not working"
-
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready, with the probed ``url`` and the not-saved ``note`` (not in the replicas' dicts)."""
-        data = dataclasses.asdict(self) | {"url": self.endpoint + self.path if self.path else self.endpoint,
-                                           "note": NOT_SAVED, "attempts": list(self.attempts)}
+        data = dataclasses.asdict(self) | {"url": self.endpoint + self.path, "note": NOT_SAVED,
+                                           "attempts": list(self.attempts)}
         if self.replicas:
             data["replicas"] = [{k: v for k, v in r.as_dict().items() if k != "note"} for r in self.replicas]
         else:
@@ -99,7 +89,8 @@ def _set_message(reports: Sequence[ProbeReport]) -> str:
         slowest = max(r.latency_ms or 0.0 for r in reports)
         margin = min(r.margin or 0.0 for r in reports)
         return f"All {len(reports)} replicas rank correctly (smallest margin {margin:+.2f}, slowest {slowest:.0f} ms)."
-    failing = ", ".join(f"replica {i} {r.endpoint} ({r.verdict})" for i, r in enumerate(reports, 1) if not r.ok)
+    failing = ", ".join(f"replica {i} {r.endpoint} ({'ranks wrongly' if r.api else 'not working'})"
+                        for i, r in enumerate(reports, 1) if not r.ok)
     if good == 0:
         return f"Not working: none of the {len(reports)} replicas ranks correctly: {failing}."
     return f"{good} of {len(reports)} replicas rank correctly; failing: {failing}. Fix or remove the failing ones."

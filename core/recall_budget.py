@@ -1,10 +1,6 @@
-"""How long one A0 recall can take with the reranker, against what A0's own limit for it leaves, and
-settings that work against each other.
-
-A0 runs the whole recall inside one ``asyncio.wait_for(..., SEARCH_TIMEOUT)`` of 30 s (``_memory``'s
-``_50_recall_memories.py``, v1.7 and newer), its optional LLM steps included (docs/a0-integration.md).
-Each of its two reranked searches waits at most ``rerank_timeout`` plus ``BACKSTOP_GRACE_S``, and A0's
-own store searches add ``STORE_SEARCHES_S``.
+"""How long one A0 recall can take with the reranker, against what A0's own limit leaves, and settings that
+work against each other. A0 runs the whole recall, its optional LLM steps included, inside one 30 s
+``asyncio.wait_for`` (``_50_recall_memories.py``, v1.7 and newer; docs/a0-integration.md).
 """
 
 from __future__ import annotations
@@ -36,7 +32,6 @@ class RecallSteps:
 
     @property
     def names(self) -> str:
-        """The steps that are on, in A0's order, in words ("" for none)."""
         steps = (("query preparation", self.query_prep), ("post-filter", self.post_filter))
         return " and ".join(name for name, is_on in steps if is_on)
 
@@ -53,7 +48,7 @@ def worst_recall_s(config: RerankerConfig) -> float:
 
 
 def longest_safe_timeout_s(steps: RecallSteps = NO_LLM_STEPS) -> float:
-    """The largest ``rerank_timeout`` whose worst case stays within what A0's recall limit leaves."""
+    """The largest ``rerank_timeout`` whose worst case stays within A0's recall limit."""
     return float(math.floor((left_for_reranking_s(steps) - STORE_SEARCHES_S) / SEARCHES_PER_RECALL
                             - BACKSTOP_GRACE_S))
 
@@ -74,35 +69,22 @@ def _budget_text(steps: RecallSteps) -> str:
 
 def warnings(config: RerankerConfig, steps: RecallSteps = NO_LLM_STEPS) -> list[str]:
     """Settings that are valid but work against A0 or each other, in plain words."""
-    found = [_past_a0s_limit(config, steps), _window_against_timeout(config), _too_many_replicas(config)]
-    return [warning for warning in found if warning]
-
-
-def _past_a0s_limit(config: RerankerConfig, steps: RecallSteps) -> str | None:
-    worst = worst_recall_s(config)
-    if worst <= left_for_reranking_s(steps):
-        return None
-    return (f"{setting_key('timeout')} {config.timeout:g} s: a recall reranks two searches, so it can wait up to "
-            f"{worst:g} s, past {_budget_text(steps)}, which then drops the whole recall (no memories at all, not "
-            f"the stock ones). Keep it at {longest_safe_timeout_s(steps):g} s or below.")
-
-
-def _window_against_timeout(config: RerankerConfig) -> str | None:
-    window_s = config.batch_window_ms / 1000
-    if window_s <= BATCH_WINDOW_SHARE * config.timeout:
-        return None
-    return (f"{setting_key('batch_window_ms')} {config.batch_window_ms:g} ms is {window_s / config.timeout:.0%} of "
-            f"{setting_key('timeout')} ({config.timeout:g} s): a request waits for others to join it at most "
-            f"{BATCH_WINDOW_SHARE:.0%} of the timeout ({BATCH_WINDOW_SHARE * config.timeout * 1000:g} ms here), so "
-            f"the rest of the window is never used; 10 ms is plenty for agents recalling together.")
-
-
-def _too_many_replicas(config: RerankerConfig) -> str | None:
-    count = len(config.endpoints)
-    if count <= SENSIBLE_REPLICAS:
-        return None
-    return (f"{setting_key('endpoint')} lists {count} servers: more than {SENSIBLE_REPLICAS} replicas of one model is "
-            f"more than the recalls of one Agent Zero process keep busy (a replica is busy with two requests in "
-            f"flight), and each one is detected on its own, probed every {setting_key('breaker_cooldown')} while it "
-            f"is down and listed in the status. List the servers of this model that recalls need, or put a load "
-            f"balancer in front of a larger pool and list its address.")
+    found = []
+    if (worst := worst_recall_s(config)) > left_for_reranking_s(steps):
+        found.append(f"{setting_key('timeout')} {config.timeout:g} s: a recall reranks two searches, so it can wait "
+                     f"up to {worst:g} s, past {_budget_text(steps)}, which then drops the whole recall (no memories "
+                     f"at all, not the stock ones). Keep it at {longest_safe_timeout_s(steps):g} s or below.")
+    if (window_s := config.batch_window_ms / 1000) > BATCH_WINDOW_SHARE * config.timeout:
+        found.append(f"{setting_key('batch_window_ms')} {config.batch_window_ms:g} ms is "
+                     f"{window_s / config.timeout:.0%} of {setting_key('timeout')} ({config.timeout:g} s): a request "
+                     f"waits for others to join it at most {BATCH_WINDOW_SHARE:.0%} of the timeout "
+                     f"({BATCH_WINDOW_SHARE * config.timeout * 1000:g} ms here), so the rest of the window is never "
+                     f"used; 10 ms is plenty for agents recalling together.")
+    if (count := len(config.endpoints)) > SENSIBLE_REPLICAS:
+        found.append(f"{setting_key('endpoint')} lists {count} servers: more than {SENSIBLE_REPLICAS} replicas of one "
+                     f"model is more than the recalls of one Agent Zero process keep busy (a replica is busy with two "
+                     f"requests in flight), and each one is detected on its own, probed every "
+                     f"{setting_key('breaker_cooldown')} while it is down and listed in the status. List the servers "
+                     f"of this model that recalls need, or put a load balancer in front of a larger pool and list its "
+                     f"address.")
+    return found

@@ -1,10 +1,8 @@
 """Keep secrets out of every text we log, store or return, and keep server-written text displayable.
 
-Servers put our own input into their error text: some echo the Authorization header, many quote the
-documents they refused, as they received them (cut to our limits), with their whitespace changed,
-JSON- or repr-escaped, or shortened to their first or last characters. ``redact`` masks all of these
-where they stand in the text. ``shown`` masks first and only then flattens the text to one printable
-line and shortens it: flattening or cutting first would hide a quote from the masking.
+Servers quote our input in their error text (the Authorization header, the documents they refused) with their
+whitespace changed, JSON- or repr-escaped, or cut to their first or last characters; ``redact`` masks all of
+these. ``shown`` masks first, then flattens and shortens: doing that first would hide a quote from the masking.
 """
 
 from __future__ import annotations
@@ -27,11 +25,14 @@ UNPRINTABLE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]"
 # space) to its last ``@``; commas are allowed in it (a password may hold one), ``/?#`` and spaces end it
 _USERINFO: Final = re.compile(r"(?:^|(?<=//)|(?<=\s))[^/?#\s]*@")
 Span = tuple[int, int]
+_REPR: Final = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 60
+_REPR.maxlevel = 3
 
 
 def redact(text: str, *secrets: str) -> str:
-    """``text`` with every quote of each (non-trivial) secret masked; the rest keeps its layout. Of a
-    secret longer than the text only its ends are read, so a megabyte memory costs no more."""
+    """``text`` with every quote of each (non-trivial) secret masked, the rest in its layout. Of a secret longer
+    than the text only its ends are read, so a megabyte memory costs no more."""
     flat, starts, ends = _flatten(text)
     escaped = "\\" in flat
     spans = sorted(span for secret in secrets for form in _forms(secret, escaped, len(flat))
@@ -52,24 +53,17 @@ def shown(text: str, *secrets: str) -> str:
 
 
 def clipped(text: str, limit: int) -> str:
-    """``text``, or its first ``limit - 1`` characters and an ellipsis."""
     return text if len(text) <= limit else text[: limit - 1] + ELLIPSES[0]
 
 
 def without_userinfo(text: str) -> str:
-    """``text`` with the ``user:password@`` of each URL in it replaced by ``***@``. Never raises, and
-    trusts no list separator: a password may hold a comma."""
+    """``text`` with each URL's ``user:password@`` masked; trusts no list separator (a password may hold a comma)."""
     return _USERINFO.sub(MASK + "@", text)
 
 
-_REPR: Final = reprlib.Repr()
-_REPR.maxstring = _REPR.maxother = 60
-_REPR.maxlevel = 3
-
-
 def shown_value(value: object) -> str:
-    """A short repr of a foreign value, whatever its size or depth; a URL's password is masked first,
-    as shortening could cut off the ``@`` that ends it."""
+    """A short repr of a foreign value, whatever its size or depth; a URL's password is masked first, as
+    shortening could cut off the ``@`` that ends it."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
         return f"an integer of about {int(value.bit_length() * 0.30103)} digits"
     try:
@@ -78,12 +72,8 @@ def shown_value(value: object) -> str:
         return f"a {type(value).__name__}"
 
 
-# --- matching ----------------------------------------------------------------------------------------
-
-
 def _flatten(text: str) -> tuple[str, list[int], list[int]]:
-    """``text`` with each whitespace run as one space (ends trimmed), and where each of its characters
-    starts and ends in ``text``."""
+    """``text`` with each whitespace run as one space, and where each of its characters starts and ends in it."""
     parts: list[str] = []
     starts: list[int] = []
     ends: list[int] = []
@@ -100,11 +90,9 @@ def _flatten(text: str) -> tuple[str, list[int], list[int]]:
 
 
 def _forms(secret: str, escaped: bool, room: int) -> set[str]:
-    """The secret flattened as ``text`` is, and, when the text holds escapes, JSON- and repr-escaped;
-    one longer than ``room`` (the flattened text's length) as its head and its tail of that length
-    (escaping only lengthens them, so a quote of either fits in what is read). A secret that starts or
-    ends with whitespace (a query our cut ended on a space) is also read with that edge kept as one
-    space: a quote of its last characters may count the space as one of them."""
+    """The secret flattened as the text is, and JSON- and repr-escaped when the text holds escapes; one longer
+    than ``room`` (the flat text's length) as its head and tail of that length. An edge of whitespace (a query
+    our cut ended on a space) is also kept as one space: a quote of its last characters may count it."""
     if room < MIN_SECRET_CHARS or (len(secret) <= 2 * MIN_SECRET_CHARS and len(secret.strip()) < MIN_SECRET_CHARS):
         return set()
     pieces = [secret] if len(secret) <= room else [_flat_end(secret, room, True), _flat_end(secret, room, False)]
@@ -118,7 +106,7 @@ def _forms(secret: str, escaped: bool, room: int) -> set[str]:
 
 
 def _flat_end(secret: str, room: int, head: bool) -> str:
-    """The secret's first (or last) characters, enough to fill ``room`` once whitespace is flattened."""
+    """The secret's first (or last) characters, enough to fill ``room`` once flattened."""
     size = room
     while True:
         piece = secret[:size] if head else secret[-size:]
@@ -128,8 +116,8 @@ def _flat_end(secret: str, room: int, head: bool) -> str:
 
 
 def _quotes(flat: str, form: str) -> list[Span]:
-    """Where ``flat`` holds ``form``, a run of at least MIN_QUOTE_CHARS of its start or its end, or a
-    shorter run of its start cut off by an ellipsis."""
+    """Where ``flat`` holds ``form``, a run of at least MIN_QUOTE_CHARS of its start or end, or a shorter run of
+    its start cut off by an ellipsis."""
     spans = [(i, i + len(form)) for i in _occurrences(flat, form)]
     if len(form) > MIN_QUOTE_CHARS:
         spans += [(i, i + _common(flat, form, i, head=True)) for i in _occurrences(flat, form[:MIN_QUOTE_CHARS])]
@@ -152,8 +140,7 @@ def _occurrences(text: str, part: str) -> list[int]:
 
 
 def _common(text: str, form: str, at: int, *, head: bool) -> int:
-    """How many first characters of ``form`` ``text`` holds from ``at`` on (``head``), or last ones
-    just before ``at``; by bisection."""
+    """How many first characters of ``form`` ``text`` holds from ``at`` (``head``), or last ones before it."""
     low, high = 0, min(len(text) - at if head else at, len(form))
     while low < high:
         middle = (low + high + 1) // 2

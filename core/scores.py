@@ -1,8 +1,7 @@
-"""Scores, the rankings made of them and what a recall returns: pure, shared by the service and the A0
-layer. One relevance scale for every server, probabilities in [0, 1], so one ``rerank_min_score`` means
-the same on each (docs/servers.md, "Scores on one scale"). A dialect declares what its server returns;
-for ``raw`` output the route settles the scale once, from the detection probe's scores: a batch of
-logits that happens to lie inside [0, 1] would otherwise be read as probabilities.
+"""Scores, the rankings made of them and what a recall returns. One relevance scale for every server,
+probabilities in [0, 1], so one ``rerank_min_score`` means the same on each (docs/servers.md, "Scores on one
+scale"). For ``raw`` output the route settles the scale once, from the probe's scores: a batch of logits that
+happens to lie inside [0, 1] would otherwise be read as probabilities.
 """
 
 from __future__ import annotations
@@ -17,11 +16,12 @@ ScoreScale = Literal["probability", "logit", "raw"]
 PROBABILITY: Final = "probability"  # the server's scores are already in [0, 1]
 LOGIT: Final = "logit"  # unbounded logits: a sigmoid maps them to [0, 1]
 RAW: Final = "raw"  # the model's own output, either of the two; the probe tells which
+Ranking = list[tuple[int, float]]
+D = TypeVar("D")
 
 
 def settled(declared: ScoreScale, probe_scores: Sequence[float] | None) -> ScoreScale:
-    """The scale of a route: what the dialect declares, or for ``raw`` what the probe's scores show
-    (``raw`` when no probe answered: a forced API whose probe failed)."""
+    """What the dialect declares, or for ``raw`` what the probe's scores show (``raw`` when none answered)."""
     if declared != RAW:
         return declared
     if not probe_scores:
@@ -37,20 +37,19 @@ def normalize(scores: Sequence[float], scale: ScoreScale) -> list[float]:
 
 
 def on_probability_scale(ranking: Sequence[tuple[int, float]], scale: ScoreScale) -> list[tuple[int, float]]:
-    """A best-first ranking with its scores on the probability scale (the map is monotonic: same order)."""
+    """A best-first ranking with its scores on the probability scale (monotonic: same order)."""
     probabilities = normalize([score for _, score in ranking], scale)
     return [(index, probability) for (index, _), probability in zip(ranking, probabilities, strict=True)]
 
 
 def shared_scale(scales: Sequence[ScoreScale]) -> ScoreScale | None:
-    """The one scale of several replicas' routes, or None when they differ: then each replica's scores
-    go on the probability scale before they meet in one ranking (replicas of one model may still be
-    served by different servers, say TEI's probabilities beside llama.cpp's logits)."""
+    """The one scale of several replicas' routes, or None when they differ (TEI's probabilities beside
+    llama.cpp's logits): then each replica's scores go on the probability scale before they meet."""
     return scales[0] if scales and all(s == scales[0] for s in scales) else None
 
 
 def sigmoid(x: float) -> float:
-    """1 / (1 + e^-x) without overflow for large negative or positive logits."""
+    """1 / (1 + e^-x) without overflow."""
     if x >= 0:
         return 1.0 / (1.0 + math.exp(-x))
     z = math.exp(x)
@@ -61,20 +60,10 @@ def _all_in_unit_range(scores: Sequence[float]) -> bool:
     return all(0.0 <= s <= 1.0 for s in scores)
 
 
-# One retry after "input too long" uses cuts that fit a 512-token cross-encoder with room to spare.
-RETRY_QUERY_CHARS: Final = 500
-RETRY_DOC_CHARS: Final = 1200
-
-
-Ranking = list[tuple[int, float]]
-D = TypeVar("D")
-
-
 @dataclass(frozen=True)
 class RerankResult:
     """The engine's one result, from the batcher up to the caller: the ranking, or None with the fallback
-    reason and its message. The batcher fills in the ranking and how its requests went; the service the
-    API and the scale of the replica that answered."""
+    reason and its message."""
 
     ranking: Ranking | None
     api: str = ""
@@ -87,7 +76,7 @@ class RerankResult:
 
 
 def ranked(scores: Sequence[float]) -> Ranking:
-    """``(original_index, score)`` best-first; equal scores keep their original order."""
+    """``(original_index, score)`` best-first; ties keep their original order."""
     return sorted(enumerate(scores), key=lambda item: (-item[1], item[0]))
 
 
@@ -97,13 +86,13 @@ def cut_head(text: str, max_chars: int) -> str:
 
 
 def tighter_limits(max_query_chars: int, max_doc_chars: int) -> tuple[int, int]:
-    """The cuts of the one retry after a server said the input is too long."""
-    return min(max_query_chars, RETRY_QUERY_CHARS), min(max_doc_chars, RETRY_DOC_CHARS)
+    """The cuts of the one retry after "input too long": they fit a 512-token cross-encoder with room to spare."""
+    return min(max_query_chars, 500), min(max_doc_chars, 1200)
 
 
 @dataclass(frozen=True)
 class OrderChange:
-    """How reranking changed the top of a recall: what shadow mode reports."""
+    """How reranking changed the top of a recall (shadow mode reports it)."""
 
     limit: int
     kept: int  # memories in both the stock and the reranked top-``limit``
@@ -115,7 +104,7 @@ class OrderChange:
 
 
 def order_change(reranked_indices: Sequence[int], limit: int) -> OrderChange:
-    """Compare the reranked order (indices into the stock order) with the stock order, over ``limit``."""
+    """Compare the reranked order (indices into the stock order) with the stock order."""
     top = list(reranked_indices[:limit])
     if not top:
         return OrderChange(limit=0, kept=0, mean_displacement=0.0)
@@ -132,7 +121,7 @@ def page_content(document: Any) -> str:
 
 @dataclass(frozen=True)
 class RecallOutcome(Generic[D]):
-    """The documents a recall returns and what happened on the way (for the log line and the counters)."""
+    """The documents a recall returns and what happened on the way."""
 
     documents: list[D]
     applied: bool  # the reranked order was returned

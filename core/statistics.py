@@ -1,8 +1,6 @@
-"""Counters for status: one thread-safe recorder, read as a frozen snapshot.
-
-Each thing is counted where it happens (who counts what: docs/architecture.md, "Who owns what"), so
-writers are on several threads and every write takes the lock. The UI, the status tool and the CLI all
-read ``snapshot()`` and nothing else: plain frozen data, whose JSON form (``as_dict``) rounds the floats.
+"""Counters for status: one thread-safe recorder, read as a frozen snapshot. Each thing is counted where it
+happens (docs/architecture.md, "Who owns what"), so writers are on several threads and every write takes the
+lock; the UI, the status tool and the CLI read ``snapshot()`` alone, whose JSON form rounds the floats.
 """
 
 from __future__ import annotations
@@ -39,7 +37,7 @@ def json_ready(value: Any, key: str = "") -> Any:
 
 @dataclass(frozen=True)
 class PoolStatistics:
-    """What the reranker had to choose from: one entry per recall whose pool it was given."""
+    """What the reranker had to choose from, over the recalls whose pool it was given."""
 
     recalls: int = 0
     mean_size: float | None = None
@@ -53,8 +51,7 @@ class PoolStatistics:
 
 @dataclass(frozen=True)
 class LoadStatistics:
-    """Recalls asked for, reranked (the goodput) and shed, a second over the last minute; and how long
-    recalls waited in the queue before their request went out (over the recent ones)."""
+    """Recalls offered, reranked and shed a second over the last minute; recent recalls' queue waits."""
 
     offered_per_s: float = 0.0
     goodput_per_s: float = 0.0
@@ -81,7 +78,7 @@ class ReplicaStatistics:
 
 @dataclass(frozen=True)
 class RerankerStatistics:
-    """A consistent snapshot of every counter (``fallbacks`` maps a reason to its count)."""
+    """A consistent snapshot of every counter."""
 
     reranks: int = 0
     reranked: int = 0
@@ -121,18 +118,14 @@ class RerankerStatistics:
 
     @property
     def shed(self) -> int:
-        """Recalls turned away at once because the servers were busy past their deadline or the queue full."""
         return sum(count for reason, count in self.fallbacks.items() if reason in SHED_REASONS)
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready form for the API handlers and the CLI: every field, and the derived figures."""
         return json_ready(asdict(self) | {"mean_pairs_per_request": self.mean_pairs_per_request,
                                           "fallback_total": self.fallback_total, "shed": self.shed})
 
 
 class StatsRecorder:
-    """Mutable counters behind a lock; ``snapshot`` copies them out."""
-
     def __init__(self, clock: Callable[[], float] = clock.now) -> None:
         self._lock = threading.Lock()
         self._clock = clock
@@ -148,8 +141,6 @@ class StatsRecorder:
             self._queue_waits: deque[float] = deque(maxlen=LATENCY_WINDOW)
             self._rates = RecentCounts()
 
-    # --- reranks: counted by their caller, the one that returns the outcome (any thread) ----------
-
     def rerank_started(self) -> None:
         with self._lock:
             self._counts["reranks"] += 1
@@ -163,7 +154,7 @@ class StatsRecorder:
             self._last_api = api
 
     def fell_back(self, reason: str, message: str = "") -> None:
-        """A call kept its stock order, for ``reason`` (``message`` is already masked)."""
+        """A call kept its stock order (``message`` is already masked)."""
         with self._lock:
             self._fallbacks[reason] += 1
             if reason in SHED_REASONS:
@@ -172,10 +163,8 @@ class StatsRecorder:
                 self._last_error = message
 
     def rerank_cancelled(self) -> None:
-        """The caller went away (cancelled) before the rerank finished: neither reranked nor a fallback."""
+        """The caller went away before the rerank finished: neither reranked nor a fallback."""
         self._count("cancelled")
-
-    # --- requests: counted by the dispatch step where they are made (the owner loop) ------------
 
     def on_request(self, pairs: int) -> None:
         with self._lock:
@@ -186,7 +175,6 @@ class StatsRecorder:
         self._count("retries")
 
     def on_stale_resend(self) -> None:
-        """The transport sent a request again on a fresh connection (any request: scoring or detection)."""
         self._count("stale_connection_retries")
 
     def on_rate_limit_wait(self) -> None:
@@ -196,26 +184,21 @@ class StatsRecorder:
         self._count("hedges")
 
     def on_failover(self) -> None:
-        """A request went on to another replica after its replica failed or could not take it."""
         self._count("failovers")
 
     def on_budget_spent(self) -> None:
         self._count("retry_budget_exhausted")
 
     def on_detection(self) -> None:
-        """A route was detected (not found in the cache): a server's identifying GETs and probes ran."""
         self._count("detections")
 
     def on_queue_wait(self, seconds: float) -> None:
-        """A recall waited this long in the queue before the first request carrying it went out."""
         with self._lock:
             self._queue_waits.append(seconds * 1000.0)
 
     def _count(self, event: str) -> None:
         with self._lock:
             self._counts[event] += 1
-
-    # --- recalls: counted by the recall path (A0's threads) --------------------------------------
 
     def shadow(self, kept_fraction: float, displacement: float) -> None:
         with self._lock:
@@ -224,7 +207,6 @@ class StatsRecorder:
             self._shadow_displacement += displacement
 
     def pool(self, size: int, returned: int, rescued: int = 0, floor_dropped: int = 0) -> None:
-        """One recall's pool: its ``size``, how many the recall returns, and what reranking changed."""
         with self._lock:
             self._counts.update(pools=1, pool_members=size, starved=int(size <= returned), rescued=rescued,
                                 floor_dropped=floor_dropped)
@@ -261,9 +243,8 @@ def percentile(ordered: list[float], fraction: float) -> float | None:
 
 
 class RecentCounts:
-    """Counts by kind over the last ``window_s`` seconds, in one-second buckets: the status's rates now
-    (not on average since the process started) and the retry budget's window. Not thread-safe (the
-    recorder holds its lock around it; the budget lives on the owner loop)."""
+    """Counts by kind over the last ``window_s`` seconds in one-second buckets: the status's rates now, and the
+    retry budget's window. Not thread-safe (the recorder locks around it; the budget lives on the owner loop)."""
 
     def __init__(self, window_s: float = 60) -> None:
         self._window_s = max(1, math.ceil(window_s))
@@ -287,8 +268,7 @@ class RecentCounts:
         return sum((counts for _, counts in self._seconds), Counter())
 
     def per_second(self, now: float) -> dict[str, float]:
-        """Each of the status's ``_RATES`` a second over the window, or over the time since the oldest
-        count kept."""
+        """Each of ``_RATES`` a second over the window, or over the time since the oldest count kept."""
         totals = self.totals(now)
         span = min(float(self._window_s), max(1.0, now - self._seconds[0][0])) if self._seconds else 1.0
         return {kind: totals[kind] / span for kind in _RATES}

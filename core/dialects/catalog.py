@@ -1,14 +1,12 @@
-"""Every dialect we speak, by server. Routes, fields and limits are each server's own: Cohere's API
-reference (docs.cohere.com/reference/rerank), Jina's (jina.ai/reranker), Infinity's OpenAPI schema
-(michaelfeil/infinity, ``fastapi_schemas/pymodels.py``), TEI's (huggingface/text-embeddings-inference,
-``docs/openapi.json``), vLLM's pooling API (docs.vllm.ai, "Score API" and "Re-rank API"), llama.cpp's
-``tools/server/README.md``, and the Voyage, Mixedbread, Together, SiliconFlow and SGLang API references.
-llama.cpp, SGLang and unidentified servers return raw output, logits or probabilities: the probe settles it.
+"""Every dialect we speak, by server. Routes, fields and limits are each server's own: Cohere's API reference
+(docs.cohere.com/reference/rerank), Jina's (jina.ai/reranker), Infinity's OpenAPI schema (michaelfeil/infinity,
+``fastapi_schemas/pymodels.py``), TEI's (huggingface/text-embeddings-inference, ``docs/openapi.json``), vLLM's
+pooling API (docs.vllm.ai), llama.cpp's ``tools/server/README.md``, and the Voyage, Mixedbread, Together,
+SiliconFlow and SGLang API references.
 
-``Qwen3ScoreDialect`` renders Qwen3-Reranker's template itself (why: docs/servers.md and vLLM PR
-#19260): ``/score`` gets the official prompt's halves as ``text_1``/``text_2``, which vLLM joins with
-no separator into the Transformers prompt of the QwenLM/Qwen3-Embedding README, byte for byte. User
-text is concatenated, never passed through ``str.format``, so braces, ``%s`` and newlines stay as they are.
+``Qwen3ScoreDialect`` renders Qwen3-Reranker's template itself (why: docs/servers.md and vLLM PR #19260): vLLM
+joins ``text_1`` and ``text_2`` into the QwenLM/Qwen3-Embedding README's prompt, byte for byte. User text is
+concatenated, never passed through ``str.format``, so braces, ``%s`` and newlines stay as they are.
 """
 
 from __future__ import annotations
@@ -56,8 +54,7 @@ class Qwen3ScoreDialect:
         # 1:N, the smallest body, or N:N
         text_1: str | list[str] = templated[0] if len(templated) == 1 else [templated[qi] for qi, _ in batch.pairs]
         body: dict[str, Any] = {"model": model} if model else {}
-        body["text_1"] = text_1
-        body["text_2"] = [document_text(doc) for _, doc in batch.pairs]
+        body |= {"text_1": text_1, "text_2": [document_text(doc) for _, doc in batch.pairs]}
         return WireRequest("POST", self.path, body)
 
     def parse(self, answer: WireAnswer, batch: ScoreBatch) -> list[float]:

@@ -1,13 +1,8 @@
-"""How a server's failed answer becomes our error: its error body read into one short message, "input
-too long" recognised, and a 429's Retry-After.
-
-Shapes, as each server's source and error reference give them: Cohere ``{"message"}``; OpenAI-style
-``{"error": {"message", "type"}}`` (Infinity, vLLM ≥ 0.10.1, llama.cpp); TEI ``{"error": "...",
-"error_type"}``; old vLLM ``{"object": "error", "message"}``; FastAPI ``{"detail": "..."}`` or
-``{"detail": [{"loc", "msg"}]}``; vLLM auth ``{"error": "Unauthorized"}``; TEI's text/plain 422 and
-empty 401/404 bodies; HTML pages from proxies; any other gives only the status's hint. The message
-keeps the server's layout, only bounded here: masking (``redaction.shown``) must see a quote of our
-input as written before the text is flattened.
+"""How a server's failed answer becomes our error: its error body read into one short message, "input too
+long" recognised, and a 429's Retry-After. Bodies: Cohere ``{"message"}``; OpenAI-style ``{"error": {"message",
+"type"}}`` (Infinity, vLLM ≥ 0.10.1, llama.cpp); TEI ``{"error", "error_type"}``; old vLLM ``{"object": "error",
+"message"}``; FastAPI ``{"detail": "..." or [{"loc", "msg"}]}``; plain text, empty or HTML (then the status's
+hint). The message keeps the server's layout: masking must see a quote of our input before it is flattened.
 """
 
 from __future__ import annotations
@@ -52,7 +47,6 @@ def server_error(answer: WireAnswer) -> ServerError:
 
 
 def error_message(answer: WireAnswer) -> str:
-    """The server's own words for a failed request, or a plain hint when it gave none."""
     try:
         message = _server_words(answer)
     except Exception:  # a body we cannot read gives no words: the status's hint stands in
@@ -99,12 +93,9 @@ def _text(value: Any) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
-# --- Retry-After ---------------------------------------------------------------------------------
-
-
 def parse_retry_after(value: str | None, now_epoch: float) -> float | None:
-    """Seconds to wait from ``now_epoch`` (wall-clock, as HTTP dates are), or None, for delay-seconds or
-    an HTTP-date (RFC 9110 §10.2.3): a past date means "now", an absurd delay is capped."""
+    """Seconds to wait from ``now_epoch`` (wall-clock, as HTTP dates are) for delay-seconds or an HTTP-date
+    (RFC 9110 §10.2.3): a past date means "now", an absurd delay is capped."""
     text = (value or "").strip()
     if not text:
         return None

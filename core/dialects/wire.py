@@ -1,13 +1,7 @@
-"""What every dialect shares, and the ``/rerank`` family most servers speak. A dialect does no I/O, so
-it is tested with plain data; a warm recall needs this module alone to build its body and read the answer.
-
-Everything a server sends is foreign data: what is not what the protocol promises raises
-``MalformedAnswer`` (``read_answer``, ``read_json``), so the service counts a malformed answer and
-tells the breaker instead of logging a bug. A failed status raises ``ServerError``.
-
-The ``/rerank`` family (``RerankDialect``: Cohere, Jina, Infinity, vLLM, TEI, llama.cpp, SGLang ...)
-takes one query and a list of documents and answers with scored indices; its members differ in the
-route, the documents field, a few optional fields, the container of the results and the name of the score.
+"""What every dialect shares, and the ``/rerank`` family most servers speak (one query, a list of documents,
+scored indices back). A dialect does no I/O; a warm recall needs this module alone to build its body and read
+the answer. Whatever a server sends that the protocol does not promise raises ``MalformedAnswer``, so the
+service counts it and tells the breaker instead of logging a bug; a failed status raises ``ServerError``.
 """
 
 from __future__ import annotations
@@ -52,7 +46,7 @@ class ScoreBatch:
 
 @dataclass(frozen=True)
 class WireRequest:
-    """One HTTP request, described as data: the transport sends it, nothing else does."""
+    """One HTTP request as data: the transport sends it, nothing else does."""
 
     method: str
     path: str
@@ -87,26 +81,20 @@ def read_answer(read: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         raise MalformedAnswer(f"the answer could not be read ({type(exc).__name__})") from None
 
 
-class _IntegerTooLong(ValueError):
-    pass
-
-
 def _bounded_int(text: str) -> int:
     if len(text.lstrip("-")) > MAX_INT_DIGITS:
-        raise _IntegerTooLong
+        raise MalformedAnswer(f"the answer holds an integer of more than {MAX_INT_DIGITS} digits")
     return int(text)
 
 
 def read_json(body: bytes) -> Any:
-    """Decode a UTF-8 JSON body; anything else (or a number or nesting beyond reason) is ``MalformedAnswer``."""
+    """A UTF-8 JSON body; anything else (or a number or nesting beyond reason) is ``MalformedAnswer``."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         raise MalformedAnswer("the answer is not UTF-8 text") from None
     try:
         return json.loads(text, parse_int=_bounded_int)
-    except _IntegerTooLong:
-        raise MalformedAnswer(f"the answer holds an integer of more than {MAX_INT_DIGITS} digits") from None
     except RecursionError:
         raise MalformedAnswer("the answer is JSON nested too deeply to read") from None
     except ValueError:
@@ -114,7 +102,6 @@ def read_json(body: bytes) -> Any:
 
 
 def read_success_json(answer: WireAnswer) -> Any:
-    """Raise for a failed status, then decode the JSON body."""
     if not 200 <= answer.status < 300:
         raise server_error(answer)
     return answer.json()
@@ -139,9 +126,6 @@ def scores_from_items(items: Any, expected: int, score_keys: Sequence[str]) -> l
     return [s for s in scores if s is not None]
 
 
-_NUMBER: Final = (int, float)
-
-
 def _score_of(item: dict[str, Any], score_keys: Sequence[str]) -> float:
     for key in score_keys:  # a loop, not a generator: this runs for every pair of every recall
         if key in item:
@@ -150,7 +134,7 @@ def _score_of(item: dict[str, Any], score_keys: Sequence[str]) -> float:
     else:
         raise MalformedAnswer(f"a result has no {' or '.join(score_keys)}")
     try:  # a JSON number; not a bool, and not an int no float holds (10**400)
-        number = float(value) if isinstance(value, _NUMBER) and not isinstance(value, bool) else math.nan
+        number = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
     except OverflowError:
         number = math.nan
     if not math.isfinite(number):
@@ -160,9 +144,9 @@ def _score_of(item: dict[str, Any], score_keys: Sequence[str]) -> float:
 
 @dataclass(frozen=True)
 class RerankDialect:
-    """One member of the family: its route, its fields and how its answer holds the results. Every
-    dialect (``catalog.Dialect``) has the fields from ``name`` to ``instruction``, ``with_instruction``
-    (carrying it where it sends one; else itself), ``build`` and ``parse``."""
+    """One member of the family: its route, its fields and where its answer holds the results. Every dialect
+    (``catalog.Dialect``) has the fields from ``name`` to ``instruction``, ``with_instruction``, ``build`` and
+    ``parse``."""
 
     name: str
     path: str
@@ -197,8 +181,8 @@ class RerankDialect:
 
 
 def _result_items(data: Any, keys: tuple[str, ...]) -> Any:
-    """The list of results: under one of ``keys`` (``results``: Cohere, Jina ...; ``data``: Voyage,
-    Mixedbread), or the answer itself (SGLang; TEI, whose answer must be a list)."""
+    """The results under one of ``keys`` (Cohere's ``results``, Voyage's ``data``), or the answer itself (SGLang;
+    TEI, whose answer must be a list)."""
     if isinstance(data, dict) and keys:
         for key in keys:
             if key in data:
