@@ -101,8 +101,7 @@ class MicroBatcher:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     def _expire(self, job: Job) -> None:
-        job.fail(DeadlineExceeded("no answer before the deadline"))
-        self._finish(job, at_deadline=True)
+        self._fail_jobs([job], DeadlineExceeded("no answer before the deadline"), at_deadline=True)
 
     def _finish(self, job: Job, *, at_deadline: bool) -> None:
         """A job ended (result, error, deadline or cancellation): drop its unsent pairs and orphan requests."""
@@ -115,8 +114,6 @@ class MicroBatcher:
         while self._queue and not self._closed:
             try:
                 await self._dispatch_one()
-            except asyncio.CancelledError:
-                raise
             except Exception as exc:  # supervisor boundary: a bug here must not strand any caller
                 self._fail_jobs(self._queue.drain(), RerankError(f"internal batching error: {type(exc).__name__}"))
 
@@ -162,8 +159,7 @@ class MicroBatcher:
         for job in self._queue.jobs:
             latency = replica.state.expected_latency(len(job.unsent), now)
             if not worth_sending(latency, job.deadline - now):
-                job.fail(Overloaded(shed_message(latency or 0.0, job.deadline - now)))
-                self._finish(job, at_deadline=False)
+                self._fail_jobs([job], Overloaded(shed_message(latency or 0.0, job.deadline - now)))
 
     async def _wait_for_company(self, replica: Replica) -> None:
         """Other requests are in flight: give more jobs until the window closes to join this one."""
@@ -229,8 +225,8 @@ class MicroBatcher:
         except Exception as exc:  # a bug in dispatch or delivery: fail the waiters, never strand them
             self._fail_jobs(plan.jobs, RerankError(f"unexpected error: {type(exc).__name__}"))
 
-    def _fail_jobs(self, jobs: Sequence[Job] | set[Job], error: BaseException) -> None:
+    def _fail_jobs(self, jobs: Sequence[Job] | set[Job], error: BaseException, *, at_deadline: bool = False) -> None:
         for job in list(jobs):
             job.fail(error)
-            self._finish(job, at_deadline=False)
+            self._finish(job, at_deadline=at_deadline)
 

@@ -1,19 +1,15 @@
-"""What waits in a batcher: a caller's job in the queue of unsent pairs, then the plans taken from it
-(one HTTP request each) for a slot of their endpoint.
+"""What waits in a batcher: a caller's job in the queue of unsent pairs, then the plans taken from it (one HTTP
+request each), and the endpoint's slots they hold.
 
-``take`` is the coalescing rule. When one request may mix queries (vLLM ``/score``) it takes pairs
-from the oldest jobs on, whatever their query; otherwise the oldest job's query and every queued job
-with that same query. Identical (query, document) pairs are sent once and routed to every job waiting
-for them; a job larger than one request is split over several.
+``take`` is the coalescing rule: pairs from the oldest jobs on, of any query when one request may mix queries
+(vLLM ``/score``), else of the oldest job's query; an identical pair is sent once and routed to every job
+waiting for it, and a job larger than one request is split. Only ``take``, ``discard`` and ``drain`` change a
+job's ``unsent``, and the queued-pairs figure is derived from the jobs queued, so it cannot drift.
 
-The queue owns the unsent pairs: only ``take``, ``discard`` and ``drain`` change a job's ``unsent``, and the
-queued-pairs figure is derived from the jobs actually queued, so it cannot drift on any path.
-
-The limiter owns an endpoint's slots (shared by its batchers): ``Lease``s that know their holder, so
-giving back one it does not hold (twice, or another limiter's) raises ``SlotNotHeld`` instead of
-silently freeing a slot someone else holds (as anyio's ``CapacityLimiter`` does). The dispatcher hands
-its lease to the request it starts, whose task gives it back in a done callback: that runs even when
-the task is cancelled before its first step, where a ``finally`` inside the coroutine would not.
+The limiter owns an endpoint's slots (shared by its batchers): ``Lease``s that know their holder, so giving
+back one not held raises ``SlotNotHeld`` instead of freeing a slot someone else holds (as anyio's
+``CapacityLimiter`` would). A request's task gives its lease back in a done callback, which runs even when the
+task is cancelled before its first step, where a ``finally`` inside the coroutine would not.
 """
 
 from __future__ import annotations
@@ -35,8 +31,8 @@ PairKey = tuple[str, str]
 
 @dataclass(eq=False)
 class Job:
-    """Scores for ``documents`` against ``query``, due by ``deadline`` (on ``deadline.now``'s clock).
-    ``targets`` maps each distinct document to every position it fills (a recall may hold a text twice)."""
+    """Scores for ``documents`` against ``query``, due by ``deadline``. ``targets`` maps each distinct document
+    to every position it fills (a recall may hold a text twice)."""
 
     query: str
     documents: Sequence[str]
@@ -158,9 +154,8 @@ class PendingQueue:
 
     def take(self, *, max_pairs: int, mixes_queries: bool, share: float | None = None) -> Plan | None:
         """Up to ``max_pairs`` distinct pairs for one request, or None when nothing is queued. With ``share``,
-        whole jobs while they fit, then the part of the next one that fills the share (a recall split at
-        its edge waits for two replicas that finish about together); a first job larger than the share
-        is taken whole, so a lone recall is never split."""
+        whole jobs while they fit, then the part of the next one that fills it (two replicas finish about
+        together); a first job larger than the share is taken whole, so a lone recall is never split."""
         if not self._jobs:
             return None
         first_query = self._jobs[0].query
@@ -191,8 +186,7 @@ class PendingQueue:
                 self._jobs.remove(job)
             if len(pairs) >= limit and job.unsent:
                 break
-        batch = ScoreBatch(queries=tuple(queries), pairs=tuple(pairs))
-        return Plan(batch=batch, routes=routes)
+        return Plan(batch=ScoreBatch(queries=tuple(queries), pairs=tuple(pairs)), routes=routes)
 
 
 class SlotNotHeld(RuntimeError):
@@ -219,8 +213,7 @@ class Lease:
 
 
 class EndpointLimiter:
-    """At most ``capacity`` requests in flight to one endpoint. A hedge or a failover asks with priority:
-    the next free slot is its."""
+    """At most ``capacity`` requests in flight to one endpoint; a hedge or a failover asks with priority."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity: Final = capacity
@@ -242,8 +235,8 @@ class EndpointLimiter:
         return lease
 
     async def acquire(self, holder: object, *, priority: bool = False) -> Lease:
-        """Wait for a slot and take it for ``holder``. Cancelled while waiting it takes nothing, also
-        when a slot was handed over in the same instant."""
+        """Wait for a slot and take it for ``holder``. Cancelled while waiting it takes nothing, also when a slot
+        was handed over in the same instant."""
         if self.has_room():
             return self.take(holder)
         waiter = asyncio.get_running_loop().create_future()
