@@ -1,12 +1,8 @@
 """The micro-batcher: coalesce concurrent scoring jobs into few HTTP requests under a cap and deadlines. It
-owns its requests in flight (the plans' tasks) and the dispatcher task; the queue owns the pairs.
-
-Flush rule: the dispatcher takes a slot first, then drains the queue. With nothing else in flight at that
-replica it sends at once (a lone recall pays no window); otherwise it waits up to ``window`` seconds from the
-oldest queued job's arrival for more to join. Under load, jobs pile up while slots are busy, so batches grow
-by themselves; with several replicas, the queue is shared out over those short of work (``_start_shares``).
-Every caller owns its deadline: at expiry its future fails, its unsent pairs leave the queue, and a request
-whose last waiter left is cancelled. Whatever fails inside, every waiting future is completed.
+owns its requests in flight (the plans' tasks) and the dispatcher task; the queue owns the pairs. The dispatcher
+takes a slot, then sends at once if nothing else is in flight there (a lone recall pays no window), else waits
+up to ``window`` for more to join; under load batches grow by themselves. Whatever fails inside, every waiting
+future is completed, and a request whose last waiter left is cancelled.
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
 """A circuit breaker per endpoint and a retry budget per replica set (Envoy counts both among its circuit
 breaking): stop paying the timeout on every recall while a server is down, keep reranking through one that
-merely fails now and then, and never multiply the load on a struggling one. Each owns its own state.
-
-A breaker opens (docs/failure-behaviour.md) after ``consecutive`` failures in a row that say the server is gone
-(``down``; a timeout after which another attempt came back fine counts as a failure only), or at
-``failure_rate`` of the last ``window`` attempts once ``min_samples`` were seen. Open, it refuses every attempt
-until ``cooldown`` has passed; half-open, it admits up to ``probes`` attempts, closing once that many succeed.
-
-Every attempt goes through ``attempt``: a ``Permit`` (a context manager reporting its outcome once, a timeout as
-``timeout_health``: see ``endpoint_state``) or ``BreakerOpen``. A permit from before the last change of state
-reports into nothing. Owner loop only.
+merely fails now and then, and never multiply the load on a struggling one. Each owns its own state; every
+attempt goes through ``attempt``, whose ``Permit`` reports its outcome once (docs/failure-behaviour.md).
 """
 
 from __future__ import annotations
@@ -89,6 +81,9 @@ class Permit:
 
 
 class CircuitBreaker:
+    """Opens after ``consecutive`` ``down`` failures in a row or at ``failure_rate`` of the last ``window`` attempts;
+    open, refuses until ``cooldown``; half-open, admits ``probes`` attempts, closing once that many succeed."""
+
     def __init__(self, policy: BreakerPolicy = BreakerPolicy(), *, clock: Callable[[], float] = clock.now,
                  on_open: Callable[[], None] | None = None) -> None:
         self.policy = policy

@@ -1,12 +1,7 @@
-"""The dispatch step: carry out one request (a batch of pairs) by one or more attempts over a set of replicas;
-the batcher knows it only through ``Request`` and ``carry_out``.
-
-Balancing (``ReplicaSet``): power of two choices on ``EndpointState.cost`` among the replicas that can take a
-request now (Finagle's and Envoy's least-request balancers); the request then waits for a slot there, as the
-wait behind a fast replica's few pairs can be shorter than a slow one's own time. A request holds one slot at
-a time, and each attempt asks that replica's breaker for a permit, which always hears the outcome. With
-hedging on, an attempt unanswered after the set's p95 latency (or a set delay) gets a duplicate (``race``).
-What follows a failed attempt is the ``retries.Retries`` each dispatch step composes.
+"""The dispatch step: carry out one request (a batch of pairs) by one or more attempts over a set of replicas,
+balanced by power of two choices on their cost (Finagle's and Envoy's least-request balancers); with hedging
+on, an attempt unanswered after the set's p95 latency gets a duplicate. The batcher knows it only through
+``Request`` and ``carry_out``; what follows a failed attempt is the ``retries.Retries`` it composes.
 """
 
 from __future__ import annotations

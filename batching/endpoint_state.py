@@ -1,10 +1,7 @@
 """A replica, and what the dispatch step keeps per endpoint (one server: base URL and API key): its slots,
-breaker, a 429's hold, the load and speed the balancer reads, and the pace it serves pairs at (``ServiceRate``),
-from which ``balanced_shares`` shares a queue out. ``EndpointState`` alone changes what it holds.
-
-On that pace, the overload rules (docs/overload.md): a recall that cannot be answered before its deadline is
-shed at once (``admits``), a request nobody can wait for any more is not sent (``worth_sending``), and a
-timeout counts against the server only when the request had a fair chance (``timeout_health``).
+breaker, a 429's hold, its load, and the pace it serves pairs at, on which the overload rules rest: shed a
+recall that cannot be answered in time, send no request nobody can wait for, and count a timeout against the
+server only when it had a fair chance (docs/overload.md). ``EndpointState`` alone changes what it holds.
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
-"""What waits in a batcher: a caller's job in the queue of unsent pairs, then the plans taken from it (one HTTP
-request each), and the endpoint's slots they hold.
-
-``take`` is the coalescing rule: pairs from the oldest jobs on, of any query when one request may mix queries
-(vLLM ``/score``), else of the oldest job's query; an identical pair is sent once and routed to every job
-waiting for it, and a job larger than one request is split. Only ``take``, ``discard`` and ``drain`` change a
-job's ``unsent``, and the queued-pairs figure is derived from the jobs queued, so it cannot drift.
-
-The limiter owns an endpoint's slots (shared by its batchers): ``Lease``s that know their holder, so giving
-back one not held raises ``SlotNotHeld`` instead of freeing a slot someone else holds (as anyio's
-``CapacityLimiter`` would). A request's task gives its lease back in a done callback, which runs even when the
-task is cancelled before its first step, where a ``finally`` inside the coroutine would not.
+"""What waits in a batcher: a caller's job in the queue of unsent pairs, the plans taken from it (one HTTP
+request each, coalesced by ``take``), and the endpoint's slots they hold. The queue alone changes a job's
+``unsent``, so the queued-pairs figure cannot drift; the limiter's ``Lease``s know their holder, so giving back
+one not held raises ``SlotNotHeld`` instead of freeing someone else's slot (as anyio's ``CapacityLimiter`` would).
 """
 
 from __future__ import annotations
@@ -153,9 +145,10 @@ class PendingQueue:
         return jobs
 
     def take(self, *, max_pairs: int, mixes_queries: bool, share: float | None = None) -> Plan | None:
-        """Up to ``max_pairs`` distinct pairs for one request, or None when nothing is queued. With ``share``,
-        whole jobs while they fit, then the part of the next one that fills it (two replicas finish about
-        together); a first job larger than the share is taken whole, so a lone recall is never split."""
+        """Up to ``max_pairs`` distinct pairs for one request from the oldest jobs on (of the oldest's query unless a
+        request may mix queries), each pair once for all jobs waiting for it; None when nothing is queued. With
+        ``share``, whole jobs while they fit, then the part of the next one that fills it (two replicas finish
+        about together); a first job larger than the share is taken whole, so a lone recall is never split."""
         if not self._jobs:
             return None
         first_query = self._jobs[0].query

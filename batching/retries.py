@@ -1,9 +1,6 @@
-"""What the dispatch step does once an attempt fails, apart because a request answered on its first try never
-comes here. It owns no state: it spends the replica set's retry budget.
-
-A failed attempt is sent again (scoring is idempotent) when its error allows it (``retry_kind``), the deadline
-leaves room and the retry budget agrees: at once on another replica that can take it (a failover), otherwise
-on the same one after a backoff or its Retry-After (docs/failure-behaviour.md).
+"""What the dispatch step does once an attempt fails (apart: an answer at the first try never comes here). It
+owns no state and spends the replica set's retry budget: scoring is idempotent, so a failed attempt goes again
+when its error allows it, the deadline leaves room and the budget agrees (docs/failure-behaviour.md).
 """
 
 from __future__ import annotations
