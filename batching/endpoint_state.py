@@ -43,9 +43,6 @@ class ServiceCost:
     fixed_s: float
     per_pair_s: float
 
-    def of(self, pairs: float) -> float:
-        return self.fixed_s + self.per_pair_s * pairs
-
 
 class ServiceRate:
     """How fast one server gets through our pairs, over the last few answers and the last few dozen (admitting,
