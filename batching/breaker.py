@@ -144,12 +144,12 @@ class CircuitBreaker:
             self._last_success = self._clock()
         elif health == "down" and self._last_success > permit.admitted_at:
             health = "failure"  # another request came back since this one left: the server is there
-        if permit._epoch != self._epoch or health == "neutral":
-            if permit._epoch == self._epoch and permit.probe:
-                self._probes_out -= 1
+        current = permit._epoch == self._epoch
+        if current and permit.probe:
+            self._probes_out -= 1
+        if not current or health == "neutral":
             return
         if permit.probe:
-            self._probes_out -= 1
             self._probe_successes += health == "success"
             if health != "success":
                 self._open()

@@ -89,8 +89,7 @@ class Plan:
     @property
     def deadline(self) -> float:
         """The latest deadline among live waiters: the request is worth waiting for until then."""
-        live = [job.deadline for job in self.jobs if not job.done]
-        return max(live) if live else 0.0
+        return max((job.deadline for job in self.jobs if not job.done), default=0.0)
 
     def deliver(self, scores: list[float]) -> None:
         for (qi, document), score in zip(self.batch.pairs, scores, strict=True):
