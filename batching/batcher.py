@@ -124,10 +124,9 @@ class MicroBatcher:
                 lease.release()
 
     def _start_shares(self, replica: Replica, lease: Lease) -> None:
-        """Start requests with ``lease``, a slot of ``replica``. While other replicas that cost no more are short
-        of work, the queue is shared out over them so that all finish about together (a burst awaited together
-        ends with the last share) instead of one replica taking all while the others run dry; ``replica`` takes
-        a share only when it was short of work too. The cheapest go first, where fewer recalls are answered soonest."""
+        """Start requests with ``lease``, a slot of ``replica``. The queue is shared out over the replicas short of
+        work that cost no more, cheapest first, so all finish about together instead of one taking all while the
+        others run dry (a burst ends with its last share); ``replica`` takes a share only if it was short too."""
         if self._shed:
             self._shed_hopeless(replica)
         peers = self._slots.peers_short_of_work(replica, self._queue.pairs)

@@ -45,10 +45,9 @@ class ServiceCost:
 
 
 class ServiceRate:
-    """How fast one server gets through our pairs, over the last few answers and the last few dozen (admitting,
-    the faster counts; judging a timeout, the slower). Each answer adds its pairs and its service interval, from
-    when it was sent or the previous answer if later. Without answers both fade toward fast, so no slow spell
-    keeps recalls away for ever."""
+    """How fast one server gets through our pairs (its service intervals: not the wait behind our own), over the
+    last few answers and the last few dozen: admitting, the faster counts; judging a timeout, the slower. Without
+    answers both fade toward fast, so no slow spell keeps recalls away for ever."""
 
     __slots__ = ("_last_answer", "_long_n", "_long_t", "_n", "_nn", "_nt", "_t", "_weight")
 

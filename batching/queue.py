@@ -144,10 +144,9 @@ class PendingQueue:
         return jobs
 
     def take(self, *, max_pairs: int, mixes_queries: bool, share: float | None = None) -> Plan | None:
-        """Up to ``max_pairs`` distinct pairs for one request from the oldest jobs on (of the oldest's query unless a
-        request may mix queries), each pair once for all jobs waiting for it; None when nothing is queued. With
-        ``share``, whole jobs while they fit, then the part of the next one that fills it (two replicas finish
-        about together); a first job larger than the share is taken whole, so a lone recall is never split."""
+        """Up to ``max_pairs`` distinct pairs from the oldest jobs on (of the oldest's query unless a request may mix
+        queries), each once for all jobs waiting for it. With ``share``, whole jobs while they fit, then the part of
+        the next that fills it; a first job larger than the share is taken whole (a lone recall is never split)."""
         if not self._jobs:
             return None
         first_query = self._jobs[0].query
