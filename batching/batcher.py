@@ -1,18 +1,8 @@
-"""The micro-batcher: coalesce concurrent scoring jobs into few HTTP requests under a cap and deadlines.
-It owns its requests in flight (the plans' tasks) and the dispatcher task; the queue owns the pairs.
-
-Flush rule: the dispatcher takes a concurrency slot first, then drains the queue. When nothing else
-is in flight at the replica the slot belongs to, it sends at once, so a lone recall pays no window
-and an idle replica does not wait. Otherwise it waits up to ``window`` seconds from the oldest queued
-job's arrival for more to join (``_window_closes_at``). Under load, jobs pile up while slots are
-busy, so batches grow by themselves; with several replicas, the queue is shared out over those short
-of work (``_start_shares``). The dispatcher task runs only while jobs are queued; when its last task
-ends, the batcher says it is idle (``on_idle``).
-
-Every caller owns its deadline: at expiry its future fails at once, its unsent pairs leave the queue,
-and a request whose last waiter left is cancelled. Whatever fails inside, every waiting future is
-completed (the dispatcher is a supervisor boundary); a full queue refuses at once, but a lone call
-larger than the queue bound is let through when nothing else is queued.
+"""The micro-batcher: coalesce concurrent scoring jobs into few HTTP requests under a cap and deadlines. It
+owns its requests in flight (the plans' tasks) and the dispatcher task; the queue owns the pairs. The dispatcher
+takes a slot, then sends at once if nothing else is in flight there (a lone recall pays no window), else waits
+up to ``window`` for more to join; under load batches grow by themselves. Whatever fails inside, every waiting
+future is completed, and a request whose last waiter left is cancelled.
 """
 
 from __future__ import annotations
@@ -107,8 +97,7 @@ class MicroBatcher:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     def _expire(self, job: Job) -> None:
-        job.fail(DeadlineExceeded("no answer before the deadline"))
-        self._finish(job, at_deadline=True)
+        self._fail_jobs([job], DeadlineExceeded("no answer before the deadline"), at_deadline=True)
 
     def _finish(self, job: Job, *, at_deadline: bool) -> None:
         """A job ended (result, error, deadline or cancellation): drop its unsent pairs and orphan requests."""
@@ -121,36 +110,29 @@ class MicroBatcher:
         while self._queue and not self._closed:
             try:
                 await self._dispatch_one()
-            except asyncio.CancelledError:
-                raise
             except Exception as exc:  # supervisor boundary: a bug here must not strand any caller
                 self._fail_jobs(self._queue.drain(), RerankError(f"internal batching error: {type(exc).__name__}"))
 
     async def _dispatch_one(self) -> None:
         replica, lease = await self._slots.acquire(self)
-        started = False
         try:
             if replica.state.limiter.in_flight > 1:
                 await self._wait_for_company(replica)
-            started = self._start_shares(replica, lease)
+            self._start_shares(replica, lease)
         finally:
-            if not started:
+            if lease.holder is self:  # not handed to a plan, whose task gives it back
                 lease.release()
 
-    def _start_shares(self, replica: Replica, lease: Lease) -> bool:
-        """Start the request for ``replica``, which holds a slot; False when it is not used. While other
-        replicas that cost no more are short of work, the queue is shared out over them at once, so that
-        each finishes what it has in flight and its share at about the same time (a burst awaited together
-        ends with the last share) instead of all going to one replica while the others run dry; ``replica``
-        takes a share only when it was short of work too. The cheapest go first, so that fewer recalls
-        than replicas go where they are answered soonest."""
+    def _start_shares(self, replica: Replica, lease: Lease) -> None:
+        """Start requests with ``lease``, a slot of ``replica``. The queue is shared out over the replicas short of
+        work that cost no more, cheapest first, so all finish about together instead of one taking all while the
+        others run dry (a burst ends with its last share); ``replica`` takes a share only if it was short too."""
         if self._shed:
             self._shed_hopeless(replica)
         peers = self._slots.peers_short_of_work(replica, self._queue.pairs)
         was_short = replica.state.limiter.in_flight <= PIPELINE_DEPTH
         targets = sorted([replica, *peers] if was_short or not peers else peers, key=self._slots.cost)
         per_pair, busy = self._slots.share_costs(targets, clock.now())
-        used = False
         for i, target in enumerate(targets):
             share = balanced_shares(self._queue.pairs, per_pair[i:], busy[i:])[0] if peers else None
             if share is not None and share < 0.5 and target is not replica:
@@ -160,13 +142,11 @@ class MicroBatcher:
             if plan is None:
                 break
             if target is replica:
-                used = True
                 plan.lease = lease.hand_to(plan)
             else:  # it has room (peers_short_of_work saw to that): no wait
                 plan.lease = target.state.limiter.take(plan)
             plan.replica = target
             self._start(plan)
-        return used
 
     def _shed_hopeless(self, replica: Replica) -> None:
         """Shed the queued recalls that a request sent to ``replica`` now could no longer answer in time."""
@@ -174,8 +154,7 @@ class MicroBatcher:
         for job in self._queue.jobs:
             latency = replica.state.expected_latency(len(job.unsent), now)
             if not worth_sending(latency, job.deadline - now):
-                job.fail(Overloaded(shed_message(latency or 0.0, job.deadline - now)))
-                self._finish(job, at_deadline=False)
+                self._fail_jobs([job], Overloaded(shed_message(latency or 0.0, job.deadline - now)))
 
     async def _wait_for_company(self, replica: Replica) -> None:
         """Other requests are in flight: give more jobs until the window closes to join this one."""
@@ -190,8 +169,8 @@ class MicroBatcher:
                 return
 
     def _window_closes_at(self, replica: Replica) -> float:
-        """The window counts from the oldest queued job; it never takes any queued job more than
-        ``BATCH_WINDOW_SHARE`` of its time, nor so much that the request could not be answered in time."""
+        """From the oldest queued job; never more than ``BATCH_WINDOW_SHARE`` of any queued job's time, nor so
+        much that the request could not be answered in time."""
         jobs = self._queue.jobs
         latency = replica.state.expected_latency(min(self._queue.pairs, self._max_pairs), clock.now()) or 0.0
         return min(jobs[0].enqueued_at + self._window,
@@ -199,16 +178,17 @@ class MicroBatcher:
                    *(job.deadline - latency * SEND_MARGIN for job in jobs))
 
     def _start(self, plan: Plan) -> None:
-        """Hand the plan, and the slot already taken for it, to a task of its own."""
+        """Hand the plan, and the slot already taken for it, to a task of its own: first, so that its done
+        callback gives the slot back whatever fails after."""
+        plan.task = asyncio.get_running_loop().create_task(self._send_plan(plan))
+        plan.task.add_done_callback(functools.partial(self._plan_done, plan))
+        self._plans.add(plan)
         now = clock.now()
         for job in plan.jobs:
             job.plans.add(plan)
             if not job.sent:
                 job.sent = True
                 self.dispatch.events.on_queue_wait(now - job.enqueued_at)
-        self._plans.add(plan)
-        plan.task = asyncio.get_running_loop().create_task(self._send_plan(plan))
-        plan.task.add_done_callback(functools.partial(self._plan_done, plan))
 
     def _plan_done(self, plan: Plan, task: asyncio.Task[None]) -> None:
         """Runs however the task ended, even cancelled before its first step: the slot comes back."""
@@ -229,8 +209,8 @@ class MicroBatcher:
             self._on_idle()
 
     async def _send_plan(self, plan: Plan) -> None:
-        """Carry the plan out and deliver its scores, or fail its waiters with the error, its text masked
-        of every text the request carried: each waiter sees the others' memories masked too."""
+        """Deliver the plan's scores, or fail its waiters with the error masked of every text the request carried
+        (each waiter sees the others' memories masked too)."""
         try:
             scores = await self.dispatch.carry_out(plan)
             if scores is not None:
@@ -240,8 +220,8 @@ class MicroBatcher:
         except Exception as exc:  # a bug in dispatch or delivery: fail the waiters, never strand them
             self._fail_jobs(plan.jobs, RerankError(f"unexpected error: {type(exc).__name__}"))
 
-    def _fail_jobs(self, jobs: Sequence[Job] | set[Job], error: BaseException) -> None:
+    def _fail_jobs(self, jobs: Sequence[Job] | set[Job], error: BaseException, *, at_deadline: bool = False) -> None:
         for job in list(jobs):
             job.fail(error)
-            self._finish(job, at_deadline=False)
+            self._finish(job, at_deadline=at_deadline)
 

@@ -1,18 +1,7 @@
 """A circuit breaker per endpoint and a retry budget per replica set (Envoy counts both among its circuit
 breaking): stop paying the timeout on every recall while a server is down, keep reranking through one that
-merely fails now and then, and never multiply the load on a struggling one. Each owns its own state.
-
-Two triggers open a breaker (docs/failure-behaviour.md): ``consecutive`` failures in a row that say the
-server is gone (``down``: a timeout after which another attempt came back fine proves it alive and
-counts as a failure only), or ``failure_rate`` of the last ``window`` attempts once ``min_samples`` were
-seen. Open, it refuses every attempt until ``cooldown`` has passed; then half-open, it admits up to
-``probes`` attempts, closing once that many succeed and opening again on the first failure.
-
-Every attempt (a request, a retry, a hedge, a detection) goes through ``attempt``: a ``Permit`` or
-``BreakerOpen``. The permit, a context manager, reports its outcome once: success on a clean exit, the
-error's verdict (``health_of``) on an error, on cancellation what ``on_cancel`` says, and on a timeout
-``timeout_health`` (down, unless sent with too little time to be a fair test: see ``endpoint_state``).
-A permit from before the last change of state reports into nothing. Owner loop only.
+merely fails now and then, and never multiply the load on a struggling one. Each owns its own state; every
+attempt goes through ``attempt``, whose ``Permit`` reports its outcome once (docs/failure-behaviour.md).
 """
 
 from __future__ import annotations
@@ -92,6 +81,9 @@ class Permit:
 
 
 class CircuitBreaker:
+    """Opens after ``consecutive`` ``down`` failures in a row or at ``failure_rate`` of the last ``window`` attempts;
+    open, refuses until ``cooldown``; half-open, admits ``probes`` attempts, closing once that many succeed."""
+
     def __init__(self, policy: BreakerPolicy = BreakerPolicy(), *, clock: Callable[[], float] = clock.now,
                  on_open: Callable[[], None] | None = None) -> None:
         self.policy = policy
@@ -152,12 +144,12 @@ class CircuitBreaker:
             self._last_success = self._clock()
         elif health == "down" and self._last_success > permit.admitted_at:
             health = "failure"  # another request came back since this one left: the server is there
-        if permit._epoch != self._epoch or health == "neutral":
-            if permit._epoch == self._epoch and permit.probe:
-                self._probes_out -= 1
+        current = permit._epoch == self._epoch
+        if current and permit.probe:
+            self._probes_out -= 1
+        if not current or health == "neutral":
             return
         if permit.probe:
-            self._probes_out -= 1
             self._probe_successes += health == "success"
             if health != "success":
                 self._open()
@@ -186,9 +178,8 @@ class CircuitBreaker:
 
 
 class RetryBudget:
-    """Retries and hedges never multiply the load on a struggling server (Finagle's and gRPC's bound):
-    over ``window_s`` they number at most ``ratio`` times the requests first sent, or ``reserve`` (so a
-    lone recall can still be retried)."""
+    """Retries and hedges never multiply the load on a struggling server (Finagle's and gRPC's bound): over
+    ``window_s`` at most ``ratio`` times the requests first sent, or ``reserve`` (a lone recall can be retried)."""
 
     def __init__(self, *, ratio: float = 0.2, window_s: float = 10.0, reserve: int = 2,
                  clock: Callable[[], float] = clock.now) -> None:
@@ -197,8 +188,7 @@ class RetryBudget:
         self._clock = clock
         self._window = RecentCounts(window_s)
 
-    def record_request(self) -> None:
-        """A request went out for the first time."""
+    def record_request(self) -> None:  # a request went out for the first time
         self._window.add("requests", self._clock())
 
     def try_spend(self) -> bool:

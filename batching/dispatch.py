@@ -1,14 +1,7 @@
-"""The dispatch step: carry out one request (a batch of pairs) by one or more attempts over a set of
-replicas; the batcher knows it only through ``Request`` and ``carry_out``.
-
-Balancing (``ReplicaSet``): power of two choices on ``EndpointState.cost`` among the replicas that can
-take a request now, as Finagle's and Envoy's least-request balancers do; the request then waits for a
-slot there, as the wait behind a fast replica's few pairs can be shorter than a slow one's own time.
-
-A request holds one slot of one replica at a time, and each attempt asks that replica's breaker for a
-permit, which always hears the outcome. With hedging on, an attempt unanswered after the set's p95
-latency (or a set delay) gets a duplicate (``race``). What follows a failed attempt, and where a
-duplicate goes, is the ``retries.Retries`` each dispatch step composes.
+"""The dispatch step: carry out one request (a batch of pairs) by one or more attempts over a set of replicas,
+balanced by power of two choices on their cost (Finagle's and Envoy's least-request balancers); with hedging
+on, an attempt unanswered after the set's p95 latency gets a duplicate. The batcher knows it only through
+``Request`` and ``carry_out``; what follows a failed attempt is the ``retries.Retries`` it composes.
 """
 
 from __future__ import annotations
@@ -22,7 +15,7 @@ from typing import Final, Protocol
 
 from ..core import deadline as clock
 from ..core.dialects import ScoreBatch
-from ..core.errors import BreakerOpen, MalformedAnswer, RerankError
+from ..core.errors import BreakerOpen, MalformedAnswer, RateLimited, RerankError
 from ..core.statistics import StatsRecorder
 from ..core.statistics import percentile as nearest_rank
 from .breaker import Permit, RetryBudget
@@ -37,8 +30,8 @@ Attempt = asyncio.Task[list[float]]
 
 
 class ReplicaSet:
-    """The replicas one batcher's requests can go to, with the retry budget and the latency window (for
-    the hedge delay) they share. Owner loop only; the members are fixed (other routes make another set)."""
+    """The replicas one batcher's requests can go to, with the retry budget and the latency window (for the hedge
+    delay) they share. Owner loop only; the members are fixed (other routes make another set)."""
 
     def __init__(self, replicas: Sequence[Replica], *, budget: RetryBudget) -> None:
         self.replicas: tuple[Replica, ...] = tuple(replicas)
@@ -65,11 +58,10 @@ class ReplicaSet:
         return member.state.cost(min(speeds, default=0.0))
 
     def share_costs(self, members: Sequence[Replica], now: float) -> tuple[list[float], list[float]]:
-        """For ``balanced_shares``: each member's seconds per pair (raised by its recent failures) and how
-        long it is busy before a new request's pairs (one not yet measured: as the fastest measured)."""
+        """For ``balanced_shares``: each member's seconds per pair (raised by its recent failures) and how long
+        it is busy before a new request's pairs (one not yet measured: as the fastest measured)."""
         costs = [r.state.service.cost(now) for r in members]
-        fastest = min((c for c in costs if c is not None), key=lambda c: c.per_pair_s,
-                      default=ServiceCost(0.0, 1.0))
+        fastest = min((c for c in costs if c is not None), key=lambda c: c.per_pair_s, default=ServiceCost(0.0, 1.0))
         per_pair, busy = [], []
         for member, cost in zip(members, costs, strict=True):
             cost = cost or fastest
@@ -79,9 +71,9 @@ class ReplicaSet:
         return per_pair, busy
 
     def expected_wait(self, queued_pairs: int, pairs: int, now: float) -> float | None:
-        """When a recall of ``pairs`` behind ``queued_pairs`` should be answered: the queue at the pace the
-        ready members serve together, then its own request at the soonest one. None when nothing is queued
-        or in flight (a lone recall is always sent, which renews an old estimate) or none answered yet."""
+        """When a recall of ``pairs`` behind ``queued_pairs`` should be answered: the queue at the ready members'
+        joint pace, then its own request at the soonest one. None when nothing is queued or in flight (a lone
+        recall is always sent, which renews an old estimate) or none answered yet."""
         members = self.ready()
         if not queued_pairs and not any(r.state.outstanding_pairs for r in members):
             return None
@@ -96,8 +88,8 @@ class ReplicaSet:
 
     async def acquire(self, holder: object, *, exclude: Iterable[Replica] = (), priority: bool = False
                       ) -> tuple[Replica, Lease]:
-        """A slot for ``holder`` on the cheaper of two ready replicas drawn, waiting for it if need be; with
-        none ready, any member (its attempt is then refused at once, not queued)."""
+        """A slot for ``holder`` on the cheaper of two ready replicas drawn, waiting for it if need be; with none
+        ready, any member (its attempt is then refused at once, not queued)."""
         left_out = {r.url for r in exclude}
         candidates = self.ready(exclude) or [r for r in self.replicas if r.url not in left_out] or list(self.replicas)
         chosen = candidates[0]
@@ -193,8 +185,7 @@ class Dispatch:
         resent: list[bool] = []
         try:
             with permit:
-                scores = await replica.send(batch, request.deadline,
-                                            lambda: self._retries.may_resend(resent, replica))
+                scores = await replica.send(batch, request.deadline, lambda: self._retries.may_resend(resent, replica))
                 if len(scores) != len(batch):
                     raise MalformedAnswer(f"expected {len(batch)} scores, got {len(scores)}")
         except RerankError as exc:
@@ -214,10 +205,21 @@ class Dispatch:
         request.answered_by = replica.url
         return scores
 
-    async def _hedge_attempt(self, request: Request, replica: Replica) -> list[float]:
-        permit = replica.state.breaker.attempt()
-        self.events.on_hedge()
-        return await self._attempt(request, replica, permit)
+    async def _hedge(self, request: Request, primary: Replica) -> list[float]:
+        """The duplicate: another replica if one can take it (else the same, unless a Retry-After holds it back),
+        the next free slot there (ahead of new batches), one attempt with its own permit."""
+        exclude = [primary] if self.replicas.ready(exclude=[primary]) else []
+        replica, lease = await self.replicas.acquire(request, exclude=exclude, priority=True)
+        try:
+            if not request.has_waiters:
+                raise BreakerOpen("no hedge: every caller left")
+            if replica.state.rate_limited():  # a 429 came while it waited for the slot
+                raise RateLimited(429, "no hedge: the server asked us to wait (Retry-After)")
+            permit = replica.state.breaker.attempt()
+            self.events.on_hedge()
+            return await self._attempt(request, replica, permit)
+        finally:
+            lease.release()
 
     async def _attempt_maybe_hedged(self, request: Request, replica: Replica, permit: Permit) -> list[float]:
         delay = self.policy.hedge_delay_s
@@ -233,7 +235,7 @@ class Dispatch:
         def start_hedge() -> Attempt | None:
             if not request.has_waiters or not self.replicas.ready() or not self._retries.spend_budget():
                 return None  # no replica may take it now (breakers, Retry-After): no hedge
-            return asyncio.create_task(self._retries.hedge(request, replica, self._hedge_attempt))
+            return asyncio.create_task(self._hedge(request, replica))
 
         return await race(first, start_hedge, delay=delay, hedges=self.policy.hedges)
 
@@ -246,10 +248,9 @@ class LatencyWindow(deque[float]):
         return nearest_rank(sorted(self), fraction) if len(self) >= MIN_SAMPLES else None
 
 
-async def race(first: Attempt, start_hedge: Callable[[], Attempt | None], *, delay: float, hedges: int
-               ) -> list[float]:
-    """The first answer among ``first`` and up to ``hedges`` duplicates: one after ``delay``, the next at once
-    when one fails while ``first`` is still out. The others are cancelled; if all fail, ``first``'s error."""
+async def race(first: Attempt, start_hedge: Callable[[], Attempt | None], *, delay: float, hedges: int) -> list[float]:
+    """The first answer among ``first`` and up to ``hedges`` duplicates: one after ``delay``, the next at once when
+    one fails while ``first`` is still out. The others are cancelled; if all fail, ``first``'s error."""
     pending = {first}
     sent = 0
     timeout: float | None = delay

@@ -1,12 +1,7 @@
-"""A replica, and everything the dispatch step keeps per endpoint (one server: base URL and API key): its
-slots (a ``queue.EndpointLimiter``), breaker, the time before which a 429 asked us not to send, the load
-and speed the balancer reads, and the pace at which it serves pairs (``ServiceRate``), from which
-``balanced_shares`` shares a queue out over replicas. ``EndpointState`` alone changes what it holds.
-
-On that pace, the overload rules: a recall the servers cannot answer before its deadline is shed at
-once (``admits``), a request nobody can wait for any more is not sent (``worth_sending``), and a
-timeout counts against the server only when the request had a fair chance (``timeout_health``): a
-healthy server asked for more than it can serve is the normal case, not a fault (docs/overload.md).
+"""A replica, and what the dispatch step keeps per endpoint (one server: base URL and API key): its slots,
+breaker, a 429's hold, its load, and the pace it serves pairs at, on which the overload rules rest: shed a
+recall that cannot be answered in time, send no request nobody can wait for, and count a timeout against the
+server only when it had a fair chance (docs/overload.md). ``EndpointState`` alone changes what it holds.
 """
 
 from __future__ import annotations
@@ -26,7 +21,7 @@ EWMA_WEIGHT: Final = 0.3  # of the newest answer: a replica that slows down is n
 FAILURE_HALF_LIFE_S: Final = 5.0  # a replica's recent failures weigh half as much this much later
 SPEED_HALF_LIFE_S: Final = 5.0  # a replica not asked for this long looks twice as fast as it last was
 WARM_UP_ANSWERS: Final = 5  # a replica's first answers (a cold start among them) do not count against it
-PIPELINE_DEPTH: Final = 2  # requests in flight that keep a replica's GPU busy through the client's turnaround
+PIPELINE_DEPTH: Final = 2  # in flight to keep a GPU busy through our turnaround (at 1, 3 replicas idled 25%)
 FAILURE_WEIGHT: Final = 20.0  # a replica failing every request looks 21 times as costly to the balancer
 FAILING_ABOVE: Final = 0.1  # a failure score above this (one failure, for about 8 s) keeps shares away
 DECAY: Final = 0.8  # the weight an answer keeps when the next one comes: about the last five count
@@ -48,16 +43,11 @@ class ServiceCost:
     fixed_s: float
     per_pair_s: float
 
-    def of(self, pairs: float) -> float:
-        return self.fixed_s + self.per_pair_s * pairs
-
 
 class ServiceRate:
-    """How fast one server gets through our pairs, over the last few answers and the last few dozen:
-    admitting, the faster counts; judging a timeout, the slower. Each answer adds its pairs and its
-    service interval, from when it was sent or from the previous answer if that came later (its pass
-    without the wait behind ours). Without answers both fade toward fast, so no slow spell keeps recalls
-    away for ever (docs/overload.md)."""
+    """How fast one server gets through our pairs (its service intervals: not the wait behind our own), over the
+    last few answers and the last few dozen: admitting, the faster counts; judging a timeout, the slower. Without
+    answers both fade toward fast, so no slow spell keeps recalls away for ever."""
 
     __slots__ = ("_last_answer", "_long_n", "_long_t", "_n", "_nn", "_nt", "_t", "_weight")
 
@@ -84,9 +74,8 @@ class ServiceRate:
         return (max(recent, longer) if worst else min(recent, longer)) * self._fade(now)
 
     def cost(self, now: float) -> ServiceCost | None:
-        """The fixed and per-pair cost of a request, from a line through the recent answers (least squares,
-        weighted as the sums decay); all per pair when their sizes hardly vary or the line would have a
-        negative part. None before an answer."""
+        """The fixed and per-pair cost of a request, from a weighted least-squares line through the recent answers;
+        all per pair when their sizes hardly vary or the line would have a negative part. None before an answer."""
         if not self._n:
             return None
         fade = self._fade(now)
@@ -143,7 +132,6 @@ class EndpointState:
         return True
 
     def answered(self, seconds: float, pairs: int, sent_at: float | None = None) -> None:
-        """A request of ``pairs`` pairs came back fine after ``seconds`` (sent then, by default)."""
         if sent_at is None:
             sent_at = clock.now() - seconds
         self._latency_sum = self._latency_sum * (1 - EWMA_WEIGHT) + seconds
@@ -173,9 +161,9 @@ class EndpointState:
         return max(0.0, work - (now - self.busy_since)) if self.outstanding_requests else 0.0
 
     def expected_latency(self, pairs: int, now: float, *, worst: bool = False) -> float | None:
-        """How long a request of ``pairs`` sent now should take: the shorter (``worst``: the longer, at the
-        slower pace) of behind the pairs in flight at the server's pace (one GPU, a pass at a time) and at
-        its recent answers' latency per pair (serving side by side). None before an answer."""
+        """How long a request of ``pairs`` sent now should take: the shorter (``worst``: the longer, at the slower
+        pace) of behind the pairs in flight at the server's pace (one pass at a time) and at its recent answers'
+        latency per pair (serving side by side). None before an answer."""
         per_pair = self.service.seconds_per_pair(now, worst=worst)
         if per_pair is None:
             return None
@@ -196,16 +184,15 @@ class EndpointState:
         return self.failure_score * 0.5 ** ((clock.now() - self.failure_at) / FAILURE_HALF_LIFE_S)
 
     def seconds_per_pair_now(self) -> float | None:
-        """The measured speed, fading while the replica is not asked (so no one slow answer keeps it out of
-        rotation); None during its first few answers, as a cold start is no measure of it."""
+        """The measured speed, fading while the replica is not asked (no one slow answer keeps it out of rotation);
+        None during its first few answers, as a cold start is no measure of it."""
         if self.answers < WARM_UP_ANSWERS or not self.seconds_per_pair:
             return None
         return self.seconds_per_pair * 0.5 ** ((clock.now() - self.answered_at) / SPEED_HALF_LIFE_S)
 
     def cost(self, unmeasured_seconds_per_pair: float = 0.0) -> float:
-        """One more request's cost here, for the balancer: speed times load, raised by recent failures (a
-        failing replica is left alone before its breaker opens). Not yet measured, it counts at
-        ``unmeasured_seconds_per_pair`` (the set's fastest), so it is never a free choice however busy."""
+        """One more request's cost here, for the balancer: speed times load, raised by recent failures (a failing
+        replica is left alone before its breaker opens). Not yet measured, it counts at the set's fastest."""
         speed = self.seconds_per_pair_now() or unmeasured_seconds_per_pair
         base = speed * (self.outstanding_pairs + 1) + 1e-9 * self.outstanding_pairs
         return (base or 1e-9) * self.failure_factor()
@@ -225,15 +212,14 @@ class EndpointState:
 
     @property
     def short_of_work(self) -> bool:
-        """Fewer than ``PIPELINE_DEPTH`` requests in flight, so its GPU would wait once its pass ends (with 3
-        replicas and one request each they sat idle a quarter of the time; with two, about 10%). One that
-        failed lately is failing, not short of work: no share is pushed to it; the balancer still picks it."""
+        """Fewer than ``PIPELINE_DEPTH`` requests in flight, so its GPU would wait once its pass ends. One that
+        failed lately is failing, not short of work: no share is pushed to it (the balancer still picks it)."""
         return self.limiter.in_flight < PIPELINE_DEPTH and self.recent_failures() < FAILING_ABOVE
 
 
 def admits(expected_wait: float | None, remaining: float) -> bool:
-    """Whether a recall expected to be answered after ``expected_wait`` (None: no estimate yet, or nothing
-    ahead of it) fits in the ``remaining`` seconds before its deadline."""
+    """Whether a recall expected to be answered after ``expected_wait`` (None: no estimate, or nothing ahead of
+    it) fits in the ``remaining`` seconds before its deadline."""
     return expected_wait is None or expected_wait * ADMIT_MARGIN + ADMIT_SLACK_S <= remaining
 
 
@@ -259,8 +245,8 @@ def _ewma(previous: float | None, sample: float) -> float:
 
 
 def balanced_shares(pairs: int, per_pair_s: Sequence[float], busy_s: Sequence[float]) -> list[float]:
-    """Each member's share of ``pairs`` so that all finish together at ``T``: ``(T - busy_s[i]) / per_pair_s[i]``,
-    or nothing when busy past ``T`` (water-filling: members join from the least busy)."""
+    """Each member's share of ``pairs`` so all finish together at ``T``: ``(T - busy_s[i]) / per_pair_s[i]``, or
+    nothing when busy past ``T`` (water-filling: members join from the least busy)."""
     order = sorted(range(len(per_pair_s)), key=lambda i: busy_s[i])
     joined: list[int] = []
     finish = 0.0

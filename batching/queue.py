@@ -1,19 +1,7 @@
-"""What waits in a batcher: a caller's job in the queue of unsent pairs, then the plans taken from it
-(one HTTP request each) for a slot of their endpoint.
-
-``take`` is the coalescing rule. When one request may mix queries (vLLM ``/score``) it takes pairs
-from the oldest jobs on, whatever their query; otherwise the oldest job's query and every queued job
-with that same query. Identical (query, document) pairs are sent once and routed to every job waiting
-for them; a job larger than one request is split over several.
-
-The queue owns the unsent pairs: only ``take``, ``discard`` and ``drain`` change a job's ``unsent``, and the
-queued-pairs figure is derived from the jobs actually queued, so it cannot drift on any path.
-
-The limiter owns an endpoint's slots (shared by its batchers): ``Lease``s that know their holder, so
-giving back one it does not hold (twice, or another limiter's) raises ``SlotNotHeld`` instead of
-silently freeing a slot someone else holds (as anyio's ``CapacityLimiter`` does). The dispatcher hands
-its lease to the request it starts, whose task gives it back in a done callback: that runs even when
-the task is cancelled before its first step, where a ``finally`` inside the coroutine would not.
+"""What waits in a batcher: a caller's job in the queue of unsent pairs, the plans taken from it (one HTTP
+request each, coalesced by ``take``), and the endpoint's slots they hold. The queue alone changes a job's
+``unsent``, so the queued-pairs figure cannot drift; the limiter's ``Lease``s know their holder, so giving back
+one not held raises ``SlotNotHeld`` instead of freeing someone else's slot (as anyio's ``CapacityLimiter`` would).
 """
 
 from __future__ import annotations
@@ -35,8 +23,8 @@ PairKey = tuple[str, str]
 
 @dataclass(eq=False)
 class Job:
-    """Scores for ``documents`` against ``query``, due by ``deadline`` (on ``deadline.now``'s clock).
-    ``targets`` maps each distinct document to every position it fills (a recall may hold a text twice)."""
+    """Scores for ``documents`` against ``query``, due by ``deadline``. ``targets`` maps each distinct document
+    to every position it fills (a recall may hold a text twice)."""
 
     query: str
     documents: Sequence[str]
@@ -101,8 +89,7 @@ class Plan:
     @property
     def deadline(self) -> float:
         """The latest deadline among live waiters: the request is worth waiting for until then."""
-        live = [job.deadline for job in self.jobs if not job.done]
-        return max(live) if live else 0.0
+        return max((job.deadline for job in self.jobs if not job.done), default=0.0)
 
     def deliver(self, scores: list[float]) -> None:
         for (qi, document), score in zip(self.batch.pairs, scores, strict=True):
@@ -157,10 +144,9 @@ class PendingQueue:
         return jobs
 
     def take(self, *, max_pairs: int, mixes_queries: bool, share: float | None = None) -> Plan | None:
-        """Up to ``max_pairs`` distinct pairs for one request, or None when nothing is queued. With ``share``,
-        whole jobs while they fit, then the part of the next one that fills the share (a recall split at
-        its edge waits for two replicas that finish about together); a first job larger than the share
-        is taken whole, so a lone recall is never split."""
+        """Up to ``max_pairs`` distinct pairs from the oldest jobs on (of the oldest's query unless a request may mix
+        queries), each once for all jobs waiting for it. With ``share``, whole jobs while they fit, then the part of
+        the next that fills it; a first job larger than the share is taken whole (a lone recall is never split)."""
         if not self._jobs:
             return None
         first_query = self._jobs[0].query
@@ -191,8 +177,7 @@ class PendingQueue:
                 self._jobs.remove(job)
             if len(pairs) >= limit and job.unsent:
                 break
-        batch = ScoreBatch(queries=tuple(queries), pairs=tuple(pairs))
-        return Plan(batch=batch, routes=routes)
+        return Plan(batch=ScoreBatch(queries=tuple(queries), pairs=tuple(pairs)), routes=routes)
 
 
 class SlotNotHeld(RuntimeError):
@@ -219,8 +204,7 @@ class Lease:
 
 
 class EndpointLimiter:
-    """At most ``capacity`` requests in flight to one endpoint. A hedge or a failover asks with priority:
-    the next free slot is its."""
+    """At most ``capacity`` requests in flight to one endpoint; a hedge or a failover asks with priority."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity: Final = capacity
@@ -242,8 +226,8 @@ class EndpointLimiter:
         return lease
 
     async def acquire(self, holder: object, *, priority: bool = False) -> Lease:
-        """Wait for a slot and take it for ``holder``. Cancelled while waiting it takes nothing, also
-        when a slot was handed over in the same instant."""
+        """Wait for a slot and take it for ``holder``. Cancelled while waiting it takes nothing, also when a slot
+        was handed over in the same instant."""
         if self.has_room():
             return self.take(holder)
         waiter = asyncio.get_running_loop().create_future()

@@ -1,22 +1,17 @@
-"""What the dispatch step does once an attempt fails or is slow, apart because a request answered on its
-first try, unhedged, never comes here. It owns no state: it spends the replica set's retry budget.
-
-A failed attempt is sent again (scoring is idempotent) when its error allows it (``retry_kind``), the
-deadline leaves room and the retry budget agrees: on another replica that can take it, at once (a
-failover); otherwise on the same one after a backoff or its Retry-After (docs/failure-behaviour.md).
+"""What the dispatch step does once an attempt fails (apart: an answer at the first try never comes here). It
+owns no state and spends the replica set's retry budget: scoring is idempotent, so a failed attempt goes again
+when its error allows it, the deadline leaves room and the budget agrees (docs/failure-behaviour.md).
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Literal
 
 from ..core import deadline as clock
 from ..core.errors import (
-    BreakerOpen,
     DeadlineExceeded,
     InputTooLong,
     RateLimited,
@@ -51,7 +46,7 @@ def retry_kind(exc: BaseException) -> RetryKind:
 
 @dataclass(eq=False)
 class Retries:
-    """One dispatch step's retries, failovers and hedges, each counted as it is made."""
+    """One dispatch step's retries and failovers, each counted as it is made (and the budget hedges spend)."""
 
     replicas: ReplicaSet
     events: DispatchEvents
@@ -104,8 +99,8 @@ class Retries:
         return True
 
     def may_resend(self, resent: list[bool], replica: Replica) -> bool:
-        """After a stale pooled connection, whether the transport may send again (out of the retry budget,
-        given back if answered): not when another replica can take it, as going there is one retry."""
+        """After a stale pooled connection, whether the transport may send again (out of the retry budget, given
+        back if answered): not when another replica can take it, as going there is one retry."""
         if self.policy.stale_retries <= 0 or self.replicas.ready(exclude=[replica]) or not self.spend_budget():
             return False
         resent.append(True)
@@ -128,18 +123,3 @@ class Retries:
         """Exponential with equal jitter: half fixed, half random, so retries spread out but still wait."""
         ceiling = min(self.policy.backoff_cap_s, self.policy.backoff_base_s * (2 ** retries))
         return ceiling / 2 + self.rng.uniform(0.0, ceiling / 2)
-
-    async def hedge(self, request: Request, primary: Replica,
-                    attempt: Callable[[Request, Replica], Awaitable[list[float]]]) -> list[float]:
-        """The duplicate: another replica if one can take it (else the same, unless a Retry-After holds it
-        back), the next free slot there (ahead of new batches), one ``attempt`` with its own permit."""
-        exclude = [primary] if self.replicas.ready(exclude=[primary]) else []
-        replica, lease = await self.replicas.acquire(request, exclude=exclude, priority=True)
-        try:
-            if not request.has_waiters:
-                raise BreakerOpen("no hedge: every caller left")
-            if replica.state.rate_limited():  # a 429 came while it waited for the slot
-                raise RateLimited(429, "no hedge: the server asked us to wait (Retry-After)")
-            return await attempt(request, replica)
-        finally:
-            lease.release()

@@ -50,7 +50,7 @@ def test_requests_of_one_size_are_all_per_pair() -> None:
     rate = ServiceRate()
     now = gpu(rate, [20] * 6)
     cost = rate.cost(now)
-    assert cost is not None and cost.fixed_s == 0.0 and cost.of(20) == pytest.approx(0.040)
+    assert cost is not None and cost.fixed_s == 0.0 and cost.per_pair_s * 20 == pytest.approx(0.040)
 
 
 def test_no_answer_no_estimate_and_an_old_one_fades_toward_fast() -> None:
