@@ -14,13 +14,14 @@ from typing import Any
 import pytest
 
 from support.encoding import encoding_scorer, recall
-from support.servers import RunningServer, start_server
+from support.servers import Delay, RunningServer, start_server
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.service import runtime
 
 pytestmark = pytest.mark.anyio
 
 MEMORIES = 4
+WARM_UP_ANSWER_S = 0.2
 
 
 @pytest.fixture
@@ -37,12 +38,21 @@ def score_posts(server: RunningServer) -> list[Any]:
 
 
 async def warm_up(config: RerankerConfig, servers: list[RunningServer]) -> None:
-    """Recalls until each replica has answered one: every route known, every speed measured."""
-    for q in range(100):
-        assert await runtime.rerank_async(*recall(q, MEMORIES), config=config) is not None
-        if all(score_posts(s) for s in servers):
-            return
-    pytest.fail(f"not every replica was used in 100 recalls: {[len(score_posts(s)) for s in servers]}")
+    """Recalls until each replica has answered one: every route known, every speed measured. Each answer takes
+    a GPU-like 0.2 s, so the speeds measured are equal whatever the machine's load adds (answers of a few
+    milliseconds measured one replica more than twice as slow as another on a busy machine, and the balancer
+    then rightly preferred a busy replica to it)."""
+    for server in servers:
+        server.set_fault(lambda r: Delay(WARM_UP_ANSWER_S) if r.method == "POST" else None)
+    try:
+        for q in range(100):
+            assert await runtime.rerank_async(*recall(q, MEMORIES), config=config) is not None
+            if all(score_posts(s) for s in servers):
+                return
+        pytest.fail(f"not every replica was used in 100 recalls: {[len(score_posts(s)) for s in servers]}")
+    finally:
+        for server in servers:
+            server.set_fault(None)
 
 
 def held(servers: list[RunningServer]) -> list[int]:
