@@ -5,8 +5,7 @@ variable) or 1 (``FAILED``: the server is unreachable or answers wrongly). The f
 prints its line at once and stops the command, which unwinds through its ``with`` blocks (inside ``run`` by
 cancelling the main task, as ``asyncio.run`` does for Ctrl-C); a further signal exits at once with the first one's
 code. Once every exit hook has run, signals are ignored: one arriving while Python restores the default handlers
-would kill the process by the signal instead of the code.
-"""
+would kill the process by the signal instead of the code."""
 
 from __future__ import annotations
 

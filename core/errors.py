@@ -7,12 +7,18 @@ from .redaction import redact
 
 
 class RerankError(Exception):
-    """Base of every error the engine raises internally (never past the public API)."""
+    """Base of every error the engine raises internally (never past the public API); each class names the
+    ``reason`` it is counted under in its class line."""
 
     reason = "error"
     # The text may quote a server or a library, and so the key, the query or a memory. The engine's own
     # messages for the refusals that come in floods (a full queue, an open breaker) stay cheap, unmasked.
     quotes_server_text = True
+
+    def __init_subclass__(cls, reason: str = "", quotes_server_text: bool = True) -> None:
+        super().__init_subclass__()
+        cls.reason = reason or cls.reason
+        cls.quotes_server_text = cls.quotes_server_text and quotes_server_text
 
     def masked(self, *texts: str) -> RerankError:
         """A copy with every quote of ``texts`` masked, without the cause that could still hold them (a request
@@ -28,21 +34,17 @@ class RerankError(Exception):
         return clone
 
 
-class ConfigError(RerankError, ValueError):
+class ConfigError(RerankError, ValueError, reason="config"):
     """Settings are missing or invalid; ``problems`` lists one readable line per bad key."""
-
-    reason = "config"
 
     def __init__(self, problems: list[str]) -> None:
         self.problems = list(problems)
         super().__init__("; ".join(self.problems))
 
 
-class TransportError(RerankError):
+class TransportError(RerankError, reason="connect"):
     """The server could not be reached or the connection broke; not ``retryable`` where sending again cannot
     help (a redirect, an unknown host name)."""
-
-    reason = "connect"
 
     def __init__(self, message: str, *, retryable: bool = True) -> None:
         self.retryable = retryable
@@ -53,23 +55,19 @@ class StaleConnection(TransportError):
     """A pooled keep-alive connection the server had closed: sent again at once, the server not blamed."""
 
 
-class TlsFailure(TransportError):
+class TlsFailure(TransportError, reason="tls"):
     """The TLS handshake failed; counted apart from ``connect`` as the fix differs (a CA bundle)."""
-
-    reason = "tls"
 
     def __init__(self, message: str) -> None:
         super().__init__(message, retryable=False)
 
 
-class DeadlineExceeded(RerankError):
-    reason = "timeout"
+class DeadlineExceeded(RerankError, reason="timeout"):
+    """No answer before the deadline."""
 
 
-class ServerError(RerankError):
+class ServerError(RerankError, reason="http_status"):
     """The server answered with a non-success status; ``message`` is its own error text, trimmed."""
-
-    reason = "http_status"
 
     def __init__(self, status: int, message: str) -> None:
         self.status = status
@@ -77,24 +75,20 @@ class ServerError(RerankError):
         super().__init__(f"HTTP {status}: {message}" if message else f"HTTP {status}")
 
 
-class RateLimited(ServerError):
+class RateLimited(ServerError, reason="rate_limited"):
     """429: slow down, for ``retry_after`` seconds when it says; not a sign that the server is down."""
-
-    reason = "rate_limited"
 
     def __init__(self, status: int, message: str, retry_after: float | None = None) -> None:
         self.retry_after = retry_after
         super().__init__(status, message)
 
 
-class InputTooLong(ServerError):
-    reason = "input_too_long"  # retried once with tighter cuts
+class InputTooLong(ServerError, reason="input_too_long"):
+    """The server refused the input as too long: retried once with tighter cuts."""
 
 
-class MalformedAnswer(RerankError):
+class MalformedAnswer(RerankError, reason="malformed"):
     """The answer was not what the protocol promises (bad JSON, wrong count, bad indices or scores)."""
-
-    reason = "malformed"
 
 
 class NotHttp(MalformedAnswer):
@@ -102,33 +96,22 @@ class NotHttp(MalformedAnswer):
     and sending again cannot help."""
 
 
-class DetectionFailed(RerankError):
+class DetectionFailed(RerankError, reason="detection"):
     """No protocol answered correctly at the endpoint; ``attempts`` says what each candidate did."""
-
-    reason = "detection"
 
     def __init__(self, message: str, attempts: tuple[str, ...] = ()) -> None:
         self.attempts = attempts
         super().__init__(message)
 
 
-class QueueFull(RerankError):
+class QueueFull(RerankError, reason="queue_full", quotes_server_text=False):
     """The local queue is full: the recall falls back at once rather than waiting."""
 
-    reason = "queue_full"
-    quotes_server_text = False
 
-
-class Overloaded(RerankError):
+class Overloaded(RerankError, reason="overload", quotes_server_text=False):
     """The servers are busy past this recall's deadline: it gets its stock result now, and no request is spent
     on an answer nobody would read. Says nothing of their health."""
 
-    reason = "overload"
-    quotes_server_text = False
 
-
-class BreakerOpen(RerankError):
+class BreakerOpen(RerankError, reason="breaker_open", quotes_server_text=False):
     """The endpoint failed repeatedly; calls skip it until the breaker's probe succeeds."""
-
-    reason = "breaker_open"
-    quotes_server_text = False

@@ -2,8 +2,7 @@
 
 Servers quote our input in their error text (the Authorization header, the documents they refused) with their
 whitespace changed, JSON- or repr-escaped, or cut to their first or last characters; ``redact`` masks all of
-these. ``shown`` masks first, then flattens and shortens: doing that first would hide a quote from the masking.
-"""
+these. ``shown`` masks first, then flattens and shortens: doing that first would hide a quote from the masking."""
 
 from __future__ import annotations
 

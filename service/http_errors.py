@@ -1,6 +1,5 @@
 """aiohttp's and the OS's errors translated into the engine's by one table, keeping the cause. An answer that is
-not HTTP becomes ``NotHttp`` with aiohttp's own reason, which names what came back (another service on the port).
-"""
+not HTTP becomes ``NotHttp`` with aiohttp's own reason, which names what came back (another service on the port)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """How a server's failed answer becomes our error: its error body read into one short message, "input too
-long" recognised, and a 429's Retry-After. Bodies: Cohere ``{"message"}``; OpenAI-style ``{"error": {"message",
-"type"}}`` (Infinity, vLLM ≥ 0.10.1, llama.cpp); TEI ``{"error", "error_type"}``; old vLLM ``{"object": "error",
-"message"}``; FastAPI ``{"detail": "..." or [{"loc", "msg"}]}``; plain text, empty or HTML (then the status's
-hint). The message keeps the server's layout: masking must see a quote of our input before it is flattened.
-"""
+long" recognised, and a 429's Retry-After. The bodies read: Cohere's, OpenAI-style (Infinity, vLLM ≥ 0.10.1,
+llama.cpp), TEI's, old vLLM's and FastAPI's JSON, plain text, HTML (named as such); with no words, the status's
+hint. The message keeps the server's layout: masking must see a quote of our input before it is flattened."""
 
 from __future__ import annotations
 
@@ -47,20 +45,15 @@ def server_error(answer: WireAnswer) -> ServerError:
 
 
 def error_message(answer: WireAnswer) -> str:
-    try:
-        message = _server_words(answer)
-    except Exception:  # a body we cannot read gives no words: the status's hint stands in
-        message = ""
+    message = answer.body.decode("utf-8", errors="replace").strip()
+    if message.startswith(("{", "[")):
+        try:
+            message = _message_from_json(answer.json())
+        except Exception:  # a body we cannot read gives no words: the status's hint stands in
+            message = ""
+    elif "html" in answer.content_type.lower() or message.lower().startswith(("<!doctype", "<html")):
+        message = "an HTML page instead of an API answer"
     return clipped((message or _STATUS_HINTS.get(answer.status, "no error details")).strip(), MAX_MESSAGE_CHARS)
-
-
-def _server_words(answer: WireAnswer) -> str:
-    text = answer.body.decode("utf-8", errors="replace").strip()
-    if text.startswith(("{", "[")):
-        return _message_from_json(answer.json())
-    if "html" in answer.content_type.lower() or text.lower().startswith(("<!doctype", "<html")):
-        return "an HTML page instead of an API answer"
-    return text
 
 
 def _message_from_json(data: Any) -> str:
