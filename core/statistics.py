@@ -9,7 +9,7 @@ import math
 import threading
 from collections import Counter, deque
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Final
 
 from . import deadline as clock
@@ -17,10 +17,6 @@ from .errors import Overloaded, QueueFull
 
 LATENCY_WINDOW: Final = 2048  # recent reranks (and queue waits) kept for the percentiles
 SHED_REASONS: Final = frozenset({Overloaded.reason, QueueFull.reason})  # recalls turned away at once
-# the snapshot's plain counts, each under its field's name
-_COUNTS: Final = ("reranks", "reranked", "http_requests", "pairs_scored", "shadow_recalls", "cancelled", "retries",
-                  "stale_connection_retries", "rate_limit_waits", "hedges", "retry_budget_exhausted",
-                  "reranked_after_retry", "failovers", "detections")
 _RATES: Final = ("offered", "reranked", "shed")  # what the status shows a second now
 
 
@@ -133,7 +129,7 @@ class StatsRecorder:
 
     def reset(self) -> None:
         with self._lock:
-            self._counts: Counter[str] = Counter()  # ``_COUNTS`` and the pools' sums
+            self._counts: Counter[str] = Counter()  # the snapshot's plain counts, under their fields' names; pool sums
             self._shadow_kept = self._shadow_displacement = 0.0
             self._last_api = self._last_error = ""
             self._fallbacks: Counter[str] = Counter()
@@ -220,7 +216,8 @@ class StatsRecorder:
             counts, rates = self._counts, self._rates.per_second(self._clock())
             pools, shadows = counts["pools"], counts["shadow_recalls"]
             return RerankerStatistics(
-                **{name: counts[name] for name in _COUNTS}, fallbacks=dict(self._fallbacks),
+                **{f.name: counts[f.name] for f in fields(RerankerStatistics) if f.name in counts},
+                fallbacks=dict(self._fallbacks),
                 latency_p50_ms=percentile(latencies, 0.50), latency_p95_ms=percentile(latencies, 0.95),
                 breakers=dict(breakers or {}), replicas=replicas, queued_pairs=queued_pairs, in_flight=in_flight,
                 shadow_mean_kept_fraction=self._shadow_kept / shadows if shadows else None,
