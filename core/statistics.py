@@ -10,6 +10,7 @@ import threading
 from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
+from functools import partialmethod
 from typing import Any, Final
 
 from . import deadline as clock
@@ -158,10 +159,6 @@ class StatsRecorder:
             if message:
                 self._last_error = message
 
-    def rerank_cancelled(self) -> None:
-        """The caller went away before the rerank finished: neither reranked nor a fallback."""
-        self._count("cancelled")
-
     def on_request(self, pairs: int) -> None:
         with self._lock:
             self._counts.update(http_requests=1, pairs_scored=pairs)
@@ -170,24 +167,6 @@ class StatsRecorder:
         """A request was sent again after an error or a 429 (``kind``: backoff or retry_after)."""
         self._count("retries")
 
-    def on_stale_resend(self) -> None:
-        self._count("stale_connection_retries")
-
-    def on_rate_limit_wait(self) -> None:
-        self._count("rate_limit_waits")
-
-    def on_hedge(self) -> None:
-        self._count("hedges")
-
-    def on_failover(self) -> None:
-        self._count("failovers")
-
-    def on_budget_spent(self) -> None:
-        self._count("retry_budget_exhausted")
-
-    def on_detection(self) -> None:
-        self._count("detections")
-
     def on_queue_wait(self, seconds: float) -> None:
         with self._lock:
             self._queue_waits.append(seconds * 1000.0)
@@ -195,6 +174,14 @@ class StatsRecorder:
     def _count(self, event: str) -> None:
         with self._lock:
             self._counts[event] += 1
+
+    rerank_cancelled = partialmethod(_count, "cancelled")  # the caller went away first: not reranked, no fallback
+    on_stale_resend = partialmethod(_count, "stale_connection_retries")
+    on_rate_limit_wait = partialmethod(_count, "rate_limit_waits")
+    on_hedge = partialmethod(_count, "hedges")
+    on_failover = partialmethod(_count, "failovers")
+    on_budget_spent = partialmethod(_count, "retry_budget_exhausted")
+    on_detection = partialmethod(_count, "detections")
 
     def shadow(self, kept_fraction: float, displacement: float) -> None:
         with self._lock:
