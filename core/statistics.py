@@ -105,21 +105,12 @@ class RerankerStatistics:
     pool: PoolStatistics = field(default_factory=PoolStatistics)
     load: LoadStatistics = field(default_factory=LoadStatistics)
 
-    @property
-    def mean_pairs_per_request(self) -> float | None:
-        return self.pairs_scored / self.http_requests if self.http_requests else None
-
-    @property
-    def fallback_total(self) -> int:
-        return sum(self.fallbacks.values())
-
-    @property
-    def shed(self) -> int:
-        return sum(count for reason, count in self.fallbacks.items() if reason in SHED_REASONS)
+    mean_pairs_per_request: float | None = None
+    fallback_total: int = 0
+    shed: int = 0  # fallbacks for a reason in SHED_REASONS
 
     def as_dict(self) -> dict[str, Any]:
-        return json_ready(asdict(self) | {"mean_pairs_per_request": self.mean_pairs_per_request,
-                                          "fallback_total": self.fallback_total, "shed": self.shed})
+        return json_ready(asdict(self))
 
 
 class StatsRecorder:
@@ -200,23 +191,29 @@ class StatsRecorder:
     ) -> RerankerStatistics:
         with self._lock:
             latencies, waits = sorted(self._latencies), sorted(self._queue_waits)
-            counts, rates = self._counts, self._rates.per_second(self._clock())
+            counts, rates, fallbacks = self._counts, self._rates.per_second(self._clock()), dict(self._fallbacks)
             pools, shadows = counts["pools"], counts["shadow_recalls"]
             return RerankerStatistics(
                 **{f.name: counts[f.name] for f in fields(RerankerStatistics) if f.name in counts},
-                fallbacks=dict(self._fallbacks),
+                fallbacks=fallbacks, fallback_total=sum(fallbacks.values()),
+                shed=sum(count for reason, count in fallbacks.items() if reason in SHED_REASONS),
+                mean_pairs_per_request=_mean(counts["pairs_scored"], counts["http_requests"]),
                 latency_p50_ms=percentile(latencies, 0.50), latency_p95_ms=percentile(latencies, 0.95),
                 breakers=dict(breakers or {}), replicas=replicas, queued_pairs=queued_pairs, in_flight=in_flight,
-                shadow_mean_kept_fraction=self._shadow_kept / shadows if shadows else None,
-                shadow_mean_displacement=self._shadow_displacement / shadows if shadows else None,
+                shadow_mean_kept_fraction=_mean(self._shadow_kept, shadows),
+                shadow_mean_displacement=_mean(self._shadow_displacement, shadows),
                 last_api=self._last_api, last_error=self._last_error,
-                pool=PoolStatistics(recalls=pools, mean_size=counts["pool_members"] / pools if pools else None,
-                                    starved_fraction=counts["starved"] / pools if pools else None,
-                                    rescued=counts["rescued"], floor_dropped=counts["floor_dropped"]),
+                pool=PoolStatistics(recalls=pools, mean_size=_mean(counts["pool_members"], pools),
+                                    starved_fraction=_mean(counts["starved"], pools), rescued=counts["rescued"],
+                                    floor_dropped=counts["floor_dropped"]),
                 load=LoadStatistics(offered_per_s=rates["offered"], goodput_per_s=rates["reranked"],
                                     shed_per_s=rates["shed"], queue_wait_p50_ms=percentile(waits, 0.50),
                                     queue_wait_p95_ms=percentile(waits, 0.95)),
             )
+
+
+def _mean(total: float, count: int) -> float | None:
+    return total / count if count else None
 
 
 def percentile(ordered: list[float], fraction: float) -> float | None:
