@@ -220,14 +220,10 @@ def _counter_lines(stats: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-_RETRY_COUNTERS: dict[str, str] = {
-    "retries": "retries after an error or a 429",
-    "reranked_after_retry": "recalls saved by a retry",
-    "stale_connection_retries": "stale connections resent",
-    "rate_limit_waits": "Retry-After waits",
-    "hedges": "hedges",
-    "retry_budget_exhausted": "retry budget spent",
-    "cancelled": "reranks cancelled by their caller",
+_RETRY_COUNTERS: Final = {
+    "retries": "retries after an error or a 429", "reranked_after_retry": "recalls saved by a retry",
+    "stale_connection_retries": "stale connections resent", "rate_limit_waits": "Retry-After waits", "hedges": "hedges",
+    "retry_budget_exhausted": "retry budget spent", "cancelled": "reranks cancelled by their caller",
 }
 
 

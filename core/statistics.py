@@ -9,7 +9,8 @@ import math
 import threading
 from collections import Counter, deque
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
+from functools import partialmethod
 from typing import Any, Final
 
 from . import deadline as clock
@@ -17,10 +18,6 @@ from .errors import Overloaded, QueueFull
 
 LATENCY_WINDOW: Final = 2048  # recent reranks (and queue waits) kept for the percentiles
 SHED_REASONS: Final = frozenset({Overloaded.reason, QueueFull.reason})  # recalls turned away at once
-# the snapshot's plain counts, each under its field's name
-_COUNTS: Final = ("reranks", "reranked", "http_requests", "pairs_scored", "shadow_recalls", "cancelled", "retries",
-                  "stale_connection_retries", "rate_limit_waits", "hedges", "retry_budget_exhausted",
-                  "reranked_after_retry", "failovers", "detections")
 _RATES: Final = ("offered", "reranked", "shed")  # what the status shows a second now
 
 
@@ -108,21 +105,12 @@ class RerankerStatistics:
     pool: PoolStatistics = field(default_factory=PoolStatistics)
     load: LoadStatistics = field(default_factory=LoadStatistics)
 
-    @property
-    def mean_pairs_per_request(self) -> float | None:
-        return self.pairs_scored / self.http_requests if self.http_requests else None
-
-    @property
-    def fallback_total(self) -> int:
-        return sum(self.fallbacks.values())
-
-    @property
-    def shed(self) -> int:
-        return sum(count for reason, count in self.fallbacks.items() if reason in SHED_REASONS)
+    mean_pairs_per_request: float | None = None
+    fallback_total: int = 0
+    shed: int = 0  # fallbacks for a reason in SHED_REASONS
 
     def as_dict(self) -> dict[str, Any]:
-        return json_ready(asdict(self) | {"mean_pairs_per_request": self.mean_pairs_per_request,
-                                          "fallback_total": self.fallback_total, "shed": self.shed})
+        return json_ready(asdict(self))
 
 
 class StatsRecorder:
@@ -133,7 +121,7 @@ class StatsRecorder:
 
     def reset(self) -> None:
         with self._lock:
-            self._counts: Counter[str] = Counter()  # ``_COUNTS`` and the pools' sums
+            self._counts: Counter[str] = Counter()  # the snapshot's plain counts, under their fields' names; pool sums
             self._shadow_kept = self._shadow_displacement = 0.0
             self._last_api = self._last_error = ""
             self._fallbacks: Counter[str] = Counter()
@@ -162,10 +150,6 @@ class StatsRecorder:
             if message:
                 self._last_error = message
 
-    def rerank_cancelled(self) -> None:
-        """The caller went away before the rerank finished: neither reranked nor a fallback."""
-        self._count("cancelled")
-
     def on_request(self, pairs: int) -> None:
         with self._lock:
             self._counts.update(http_requests=1, pairs_scored=pairs)
@@ -174,24 +158,6 @@ class StatsRecorder:
         """A request was sent again after an error or a 429 (``kind``: backoff or retry_after)."""
         self._count("retries")
 
-    def on_stale_resend(self) -> None:
-        self._count("stale_connection_retries")
-
-    def on_rate_limit_wait(self) -> None:
-        self._count("rate_limit_waits")
-
-    def on_hedge(self) -> None:
-        self._count("hedges")
-
-    def on_failover(self) -> None:
-        self._count("failovers")
-
-    def on_budget_spent(self) -> None:
-        self._count("retry_budget_exhausted")
-
-    def on_detection(self) -> None:
-        self._count("detections")
-
     def on_queue_wait(self, seconds: float) -> None:
         with self._lock:
             self._queue_waits.append(seconds * 1000.0)
@@ -199,6 +165,14 @@ class StatsRecorder:
     def _count(self, event: str) -> None:
         with self._lock:
             self._counts[event] += 1
+
+    rerank_cancelled = partialmethod(_count, "cancelled")  # the caller went away first: not reranked, no fallback
+    on_stale_resend = partialmethod(_count, "stale_connection_retries")
+    on_rate_limit_wait = partialmethod(_count, "rate_limit_waits")
+    on_hedge = partialmethod(_count, "hedges")
+    on_failover = partialmethod(_count, "failovers")
+    on_budget_spent = partialmethod(_count, "retry_budget_exhausted")
+    on_detection = partialmethod(_count, "detections")
 
     def shadow(self, kept_fraction: float, displacement: float) -> None:
         with self._lock:
@@ -217,22 +191,29 @@ class StatsRecorder:
     ) -> RerankerStatistics:
         with self._lock:
             latencies, waits = sorted(self._latencies), sorted(self._queue_waits)
-            counts, rates = self._counts, self._rates.per_second(self._clock())
+            counts, rates, fallbacks = self._counts, self._rates.per_second(self._clock()), dict(self._fallbacks)
             pools, shadows = counts["pools"], counts["shadow_recalls"]
             return RerankerStatistics(
-                **{name: counts[name] for name in _COUNTS}, fallbacks=dict(self._fallbacks),
+                **{f.name: counts[f.name] for f in fields(RerankerStatistics) if f.name in counts},
+                fallbacks=fallbacks, fallback_total=sum(fallbacks.values()),
+                shed=sum(count for reason, count in fallbacks.items() if reason in SHED_REASONS),
+                mean_pairs_per_request=_mean(counts["pairs_scored"], counts["http_requests"]),
                 latency_p50_ms=percentile(latencies, 0.50), latency_p95_ms=percentile(latencies, 0.95),
                 breakers=dict(breakers or {}), replicas=replicas, queued_pairs=queued_pairs, in_flight=in_flight,
-                shadow_mean_kept_fraction=self._shadow_kept / shadows if shadows else None,
-                shadow_mean_displacement=self._shadow_displacement / shadows if shadows else None,
+                shadow_mean_kept_fraction=_mean(self._shadow_kept, shadows),
+                shadow_mean_displacement=_mean(self._shadow_displacement, shadows),
                 last_api=self._last_api, last_error=self._last_error,
-                pool=PoolStatistics(recalls=pools, mean_size=counts["pool_members"] / pools if pools else None,
-                                    starved_fraction=counts["starved"] / pools if pools else None,
-                                    rescued=counts["rescued"], floor_dropped=counts["floor_dropped"]),
+                pool=PoolStatistics(recalls=pools, mean_size=_mean(counts["pool_members"], pools),
+                                    starved_fraction=_mean(counts["starved"], pools), rescued=counts["rescued"],
+                                    floor_dropped=counts["floor_dropped"]),
                 load=LoadStatistics(offered_per_s=rates["offered"], goodput_per_s=rates["reranked"],
                                     shed_per_s=rates["shed"], queue_wait_p50_ms=percentile(waits, 0.50),
                                     queue_wait_p95_ms=percentile(waits, 0.95)),
             )
+
+
+def _mean(total: float, count: int) -> float | None:
+    return total / count if count else None
 
 
 def percentile(ordered: list[float], fraction: float) -> float | None:
