@@ -223,18 +223,12 @@ def enabled_for(agent: Any) -> bool:
     return from_a0(False, "the enabled plugins", lambda plugins: PLUGIN_NAME in plugins.get_enabled_plugins(agent))
 
 
-def saved_settings(agent: Any = None, **scope: str) -> dict[str, Any]:
-    """What the user saved for the agent's scope, or the named ``project_name`` and ``agent_profile``."""
-    plugins = a0_plugins()
-    if plugins is None:
-        return _read_json()
-    found = plugins.get_plugin_config(PLUGIN_NAME, agent, **scope)
-    return dict(found) if isinstance(found, Mapping) else {}
-
-
 def plugin_settings(agent: Any = None, **scope: str) -> dict[str, Any]:
-    """Defaults, then the saved settings of the agent's (or the named) scope on top."""
-    return {**default_settings(), **saved_settings(agent, **scope)}
+    """Defaults, then what the user saved for the agent's scope (or the named ``project_name`` and
+    ``agent_profile``) on top; outside A0, the plugin folder's ``config.json``."""
+    plugins = a0_plugins()
+    saved = _read_json() if plugins is None else plugins.get_plugin_config(PLUGIN_NAME, agent, **scope)
+    return {**default_settings(), **(saved if isinstance(saved, Mapping) else {})}
 
 
 def default_settings() -> dict[str, Any]:
@@ -276,13 +270,12 @@ def _config_from_json(key: str) -> RerankerConfig:
 _SETTING_KEYS: Final = tuple(settings_keys())
 
 
-def _read_json() -> dict[str, Any]:
+def _read_json() -> Any:
     path = DEFAULT_CONFIG_FILE.parent / "config.json"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as exc:
         log.warning("a0_reranker: ignoring unreadable %s: %s", path.name, exc)
         return {}
-    return data if isinstance(data, dict) else {}
