@@ -241,7 +241,7 @@ def _check_field(name: str, value: Any) -> str | None:
     if problem is None:
         return None
     shown = f"a {type(value).__name__}" if name in _SECRET_FIELDS else shown_value(value)  # never echo a key
-    return f"{setting_key(name)}: {problem.format(shown=shown)}"
+    return f"{setting_key(name)}: {problem.replace('{shown}', shown)}"
 
 
 def _field_problem(name: str, value: Any) -> str | None:
@@ -260,5 +260,5 @@ def _field_problem(name: str, value: Any) -> str | None:
     if name in _SINGLE_LINE_FIELDS and UNPRINTABLE.search(value):
         return "must not contain a line break or other control character"
     if name == "endpoint" and (problem := endpoints_problem(value)):
-        return "the URL " + problem.replace("{", "{{").replace("}", "}}")
+        return f"the URL {problem}"
     return None
