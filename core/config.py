@@ -169,15 +169,10 @@ def to_int(value: Any) -> int:
 
 
 def to_float(value: Any) -> float:
-    if isinstance(value, bool):
-        raise ValueError(f"expected a number, got {shown_value(value)}")
     try:
-        if isinstance(value, int | float):
-            number = float(value)
-        elif isinstance(value, str):
-            number = float(value.strip())
-        else:
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
             raise ValueError
+        number = float(value.strip() if isinstance(value, str) else value)
     except (ValueError, OverflowError):  # OverflowError: an int such as 10**400
         raise ValueError(f"expected a number, got {shown_value(value)}") from None
     if not math.isfinite(number):
@@ -231,7 +226,7 @@ _COERCE_FIELD: Final[dict[str, Callable[[Any], Any]]] = {
 }
 _COERCE: Final = {name: _COERCE_FIELD.get(name) or _ACCEPTS[kind][1] for name, kind in _FIELD_TYPES.items()}
 
-_SECRET_FIELDS: Final = frozenset({"api_key"})
+_SECRET_FIELDS: Final = frozenset(f.name for f in dataclasses.fields(RerankerConfig) if not f.repr)  # the API key
 _SINGLE_LINE_FIELDS: Final = frozenset({"api_key", "ca_bundle"})  # a header value and a file name
 
 
