@@ -7,9 +7,6 @@ The tap on the store's ``_aembed_query`` lets the pool search reuse the query ve
 Our extensions open the recall scope just before A0's ``_50_recall_memories`` and close it just after: the
 task ``_50`` starts keeps a copy, and deletion, consolidation and memorize run stock. A0 does not catch
 what extensions raise, so every seam logs its own errors.
-
-A0's ``get_plugin_config`` returns the first saved ``config.json`` of the scopes, unmerged: an older one
-lacks newer keys, so we merge it over ``default_config.yaml``.
 """
 
 from __future__ import annotations
@@ -19,7 +16,6 @@ import importlib
 import inspect
 import json
 import logging
-import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -223,23 +219,17 @@ def enabled_for(agent: Any) -> bool:
     return from_a0(False, "the enabled plugins", lambda plugins: PLUGIN_NAME in plugins.get_enabled_plugins(agent))
 
 
-def saved_settings(agent: Any = None, **scope: str) -> dict[str, Any]:
-    """What the user saved for the agent's scope, or the named ``project_name`` and ``agent_profile``."""
-    plugins = a0_plugins()
-    if plugins is None:
-        return _read_json()
-    found = plugins.get_plugin_config(PLUGIN_NAME, agent, **scope)
-    return dict(found) if isinstance(found, Mapping) else {}
-
-
 def plugin_settings(agent: Any = None, **scope: str) -> dict[str, Any]:
-    """Defaults, then the saved settings of the agent's (or the named) scope on top."""
-    return {**default_settings(), **saved_settings(agent, **scope)}
+    """The defaults, then the saved settings of the agent's (or the named) scope: A0 returns the first saved
+    ``config.json`` of the scopes unmerged, and an older one lacks newer keys. Outside A0: the plugin folder's."""
+    plugins = a0_plugins()
+    saved = _read_json() if plugins is None else plugins.get_plugin_config(PLUGIN_NAME, agent, **scope)
+    return {**default_settings(), **(saved if isinstance(saved, Mapping) else {})}
 
 
 def default_settings() -> dict[str, Any]:
     """``default_config.yaml``, parsed once per version of the file (every recall reads it). Do not mutate."""
-    return _parsed_defaults(os.stat(DEFAULT_CONFIG_FILE).st_mtime_ns)
+    return _parsed_defaults(DEFAULT_CONFIG_FILE.stat().st_mtime_ns)
 
 
 @functools.lru_cache(maxsize=1)
@@ -276,13 +266,12 @@ def _config_from_json(key: str) -> RerankerConfig:
 _SETTING_KEYS: Final = tuple(settings_keys())
 
 
-def _read_json() -> dict[str, Any]:
+def _read_json() -> Any:
     path = DEFAULT_CONFIG_FILE.parent / "config.json"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as exc:
         log.warning("a0_reranker: ignoring unreadable %s: %s", path.name, exc)
         return {}
-    return data if isinstance(data, dict) else {}

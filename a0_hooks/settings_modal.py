@@ -11,8 +11,7 @@ import logging
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
-from ..core.coercion import to_endpoints
-from ..core.config import load_default_settings
+from ..core.config import load_default_settings, to_endpoints
 from . import PLUGIN_NAME
 
 log = logging.getLogger("a0_reranker")

@@ -10,8 +10,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from ..core import recall_budget
-from ..core.coercion import to_endpoints
-from ..core.config import RerankerConfig
+from ..core.config import RerankerConfig, to_endpoints
 from ..core.endpoint_url import shown_endpoints
 from ..core.errors import ConfigError
 from ..core.probe_report import ProbeReport

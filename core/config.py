@@ -1,30 +1,30 @@
 """The settings model: one frozen, keyword-only object, validated once at construction. A0 stores settings as
-a flat dict of ``rerank_*`` keys; ``RerankerConfig.from_settings`` coerces what a form or an env override
-delivers as text and names every bad key in one ``ConfigError``. Only ``a0_hooks`` reads A0's settings.
+a flat dict of ``rerank_*`` keys; ``RerankerConfig.from_settings`` coerces what forms, YAML, JSON and env
+overrides (``A0_SET_*``, always text) deliver and names every bad key in one ``ConfigError``, repeating no more
+than a short, safe form of a value. Only ``a0_hooks`` reads A0's settings.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
 import math
-import typing
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, get_args, get_origin, get_type_hints
 
 import yaml
 
-from .coercion import to_bool, to_choice, to_endpoints, to_float, to_int, to_str, to_switch
 from .endpoint_url import LIST_SEPARATOR, endpoints_problem, split_endpoints
 from .errors import ConfigError
 from .redaction import UNPRINTABLE, shown_value
 
 ApiMode = Literal["auto", "rerank", "qwen3_score"]
-API_MODES: Final = ("auto", "rerank", "qwen3_score")
+API_MODES: Final = get_args(ApiMode)
 HedgeMode = Literal["auto", "on", "off"]
-HEDGE_MODES: Final = ("auto", "on", "off")  # auto: on with two replicas or more
+HEDGE_MODES: Final = get_args(HedgeMode)  # auto: on with two replicas or more
 QWEN3_DEFAULT_INSTRUCTION: Final = "Given a web search query, retrieve relevant passages that answer the query"
 BATCH_WINDOW_SHARE: Final = 0.1  # of a recall's timeout: the most of it its request waits for others to join
 DEFAULT_CONFIG_FILE: Final = Path(__file__).resolve().parent.parent / "default_config.yaml"
@@ -127,25 +127,13 @@ def settings_keys() -> list[str]:
     return [setting_key(f.name) for f in dataclasses.fields(RerankerConfig)]
 
 
-def load_default_settings(path: Path = DEFAULT_CONFIG_FILE) -> dict[str, Any]:
-    with path.open(encoding="utf-8") as handle:
+def load_default_settings() -> dict[str, Any]:
+    with DEFAULT_CONFIG_FILE.open(encoding="utf-8") as handle:
         data = yaml.safe_load(handle) or {}
     if not isinstance(data, dict):
-        raise ConfigError([f"{path.name}: expected a mapping of settings"])
+        raise ConfigError([f"{DEFAULT_CONFIG_FILE.name}: expected a mapping of settings"])
     return data
 
-
-_FIELD_TYPES: Final = typing.get_type_hints(RerankerConfig)
-_COERCE_TYPE: Final[dict[Any, Callable[[Any], Any]]] = {bool: to_bool, int: to_int, float: to_float,
-                                                         str: lambda v: to_str(v).strip()}
-_COERCE_FIELD: Final[dict[str, Callable[[Any], Any]]] = {
-    "instruction": to_str, "endpoint": to_endpoints,
-    "api": lambda v: to_choice(v, API_MODES), "hedge": lambda v: to_switch(v, HEDGE_MODES),
-}
-# Each field's coercion, by its type (a type without one fails at import): text is trimmed, the instruction not.
-_COERCE: Final[dict[str, Callable[[Any], Any]]] = {
-    name: _COERCE_FIELD[name] if name in _COERCE_FIELD else _COERCE_TYPE[kind] for name, kind in _FIELD_TYPES.items()
-}
 
 # Inclusive ranges; the panel shows the same limits.
 NUMERIC_RANGES: Final[dict[str, tuple[float, float]]] = {
@@ -156,12 +144,89 @@ NUMERIC_RANGES: Final[dict[str, tuple[float, float]]] = {
     "max_retries": (0, 10), "retry_budget": (0, 1), "hedge_delay_ms": (0, 60_000),
 }
 
-# What each field takes: a float field takes an int too; a Literal one, text.
-_CHOICES: Final = {"api": API_MODES, "hedge": HEDGE_MODES}
-_ACCEPTS: Final[dict[Any, type | tuple[type, ...]]] = {bool: bool, int: int, float: (int, float), str: str}
-_TYPES: Final = {name: str if name in _CHOICES else _ACCEPTS[kind] for name, kind in _FIELD_TYPES.items()}
+# --- coercion: what arrives, turned into a setting's type ---------------------------------------------------
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
 
-_SECRET_FIELDS: Final = frozenset({"api_key"})
+
+def to_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    raise ValueError(f"expected true or false, got {shown_value(value)}")
+
+
+def to_int(value: Any) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    with contextlib.suppress(ValueError):
+        if isinstance(value, float | str) and (number := to_float(value)).is_integer():
+            return int(number)
+    raise ValueError(f"expected a whole number, got {shown_value(value)}")
+
+
+def to_float(value: Any) -> float:
+    try:
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise ValueError
+        number = float(value.strip() if isinstance(value, str) else value)
+    except (ValueError, OverflowError):  # OverflowError: an int such as 10**400
+        raise ValueError(f"expected a number, got {shown_value(value)}") from None
+    if not math.isfinite(number):
+        raise ValueError(f"expected a finite number, got {shown_value(value)}")
+    return number
+
+
+def to_str(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    raise ValueError(f"expected text, got {type(value).__name__}")
+
+
+def to_choice(value: Any, choices: tuple[str, ...]) -> str:
+    text = to_str(value).strip().lower()
+    if text not in choices:
+        raise ValueError(f"expected one of {', '.join(choices)}, got {shown_value(value)}")
+    return text
+
+
+def to_endpoints(value: Any) -> str:
+    """One URL, several in one text, or a YAML/JSON list of them."""
+    if isinstance(value, list | tuple):
+        return LIST_SEPARATOR.join(to_str(item).strip() for item in value)
+    return to_str(value)
+
+
+def to_switch(value: Any, choices: tuple[str, ...]) -> str:
+    """A three-way setting (``auto``/``on``/``off``) that also takes true and false."""
+    if isinstance(value, str) and value.strip().lower() in choices:
+        return value.strip().lower()
+    try:
+        return "on" if to_bool(value) else "off"
+    except ValueError:
+        raise ValueError(f"expected one of {', '.join(choices)}, got {shown_value(value)}") from None
+
+
+_FIELD_TYPES: Final = get_type_hints(RerankerConfig)
+_CHOICES: Final = {name: get_args(hint) for name, hint in _FIELD_TYPES.items() if get_origin(hint) is Literal}
+# What each field takes (a float field takes an int too; a Literal one, text), and how its coercion turns text into
+# that (a type without one fails at import): text is trimmed, the instruction not.
+_ACCEPTS: Final[dict[Any, tuple[type | tuple[type, ...], Callable[[Any], Any]]]] = {
+    bool: (bool, to_bool), int: (int, to_int), float: ((int, float), to_float), str: (str, lambda v: to_str(v).strip()),
+}
+_TYPES: Final = {name: str if name in _CHOICES else _ACCEPTS[kind][0] for name, kind in _FIELD_TYPES.items()}
+_COERCE_FIELD: Final[dict[str, Callable[[Any], Any]]] = {
+    "instruction": to_str, "endpoint": to_endpoints,
+    "api": lambda v: to_choice(v, API_MODES), "hedge": lambda v: to_switch(v, HEDGE_MODES),
+}
+_COERCE: Final = {name: _COERCE_FIELD.get(name) or _ACCEPTS[kind][1] for name, kind in _FIELD_TYPES.items()}
+
+_SECRET_FIELDS: Final = frozenset(f.name for f in dataclasses.fields(RerankerConfig) if not f.repr)  # the API key
 _SINGLE_LINE_FIELDS: Final = frozenset({"api_key", "ca_bundle"})  # a header value and a file name
 
 
@@ -171,7 +236,7 @@ def _check_field(name: str, value: Any) -> str | None:
     if problem is None:
         return None
     shown = f"a {type(value).__name__}" if name in _SECRET_FIELDS else shown_value(value)  # never echo a key
-    return f"{setting_key(name)}: {problem.format(shown=shown)}"
+    return f"{setting_key(name)}: {problem.replace('{shown}', shown)}"
 
 
 def _field_problem(name: str, value: Any) -> str | None:
@@ -190,5 +255,5 @@ def _field_problem(name: str, value: Any) -> str | None:
     if name in _SINGLE_LINE_FIELDS and UNPRINTABLE.search(value):
         return "must not contain a line break or other control character"
     if name == "endpoint" and (problem := endpoints_problem(value)):
-        return "the URL " + problem.replace("{", "{{").replace("}", "}}")
+        return f"the URL {problem}"
     return None

@@ -61,8 +61,7 @@ def _budget_text(steps: RecallSteps) -> str:
     limit = f"Agent Zero's {A0_SEARCH_TIMEOUT_S:g} s recall limit"
     if not steps.llm_calls:
         return limit
-    calls = "call" if steps.llm_calls == 1 else "calls"
-    each = "" if steps.llm_calls == 1 else " each"
+    calls, each = ("call", "") if steps.llm_calls == 1 else ("calls", " each")
     return (f"the {left_for_reranking_s(steps):g} s that {limit} leaves after its {steps.names} LLM {calls} "
             f"(counted {LLM_STEP_RESERVE_S:g} s{each})")
 
