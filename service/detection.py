@@ -38,7 +38,6 @@ class Route:
     endpoint: str
     dialect: Dialect
     model: str
-    server: str
     scale: ScoreScale = PROBABILITY  # what the scores are: the dialect's word, settled by the probe
 
 
@@ -123,14 +122,13 @@ async def resolve_route(transport: HttpTransport, config: RerankerConfig, deadli
         # if that probe gets no answer the route still stands, its scores read batch by batch
         dialect = groups[0][0]
         scores = (await probe.dialect(dialect, model)).scores if dialect.score_scale == RAW else None
-        return Route(config.endpoint, dialect, model, identity.kind, settled(dialect.score_scale, scores))
+        return Route(config.endpoint, dialect, model, settled(dialect.score_scale, scores))
     outcomes = await probe.outcomes(groups, model)
     try:
         chosen = read_answer(det.judge, outcomes, forced=config.api != "auto")
     except DetectionFailed as exc:
         raise _unreachable(outcomes, str(exc)) or exc from None
-    scale = settled(chosen.dialect.score_scale, chosen.scores)
-    return Route(config.endpoint, chosen.dialect, model, _server_name(identity, chosen), scale)
+    return Route(config.endpoint, chosen.dialect, model, settled(chosen.dialect.score_scale, chosen.scores))
 
 
 async def probe_endpoint(transport: HttpTransport, config: RerankerConfig, deadline: float) -> ProbeReport:
@@ -151,10 +149,8 @@ async def _probe_replica(transport: HttpTransport, config: RerankerConfig, deadl
         model = config.model or identity.default_model
         outcomes = await probe.outcomes(det.candidates(identity, config.api, config.instruction), model)
         best = read_answer(det.best, outcomes, forced=forced)
-    except DetectionFailed as exc:
-        return ProbeReport.failure(config.endpoint, str(exc), exc.attempts, clock.now() - started)
-    except RerankError as exc:
-        return ProbeReport.failure(config.endpoint, str(exc), (), clock.now() - started)
+    except RerankError as exc:  # DetectionFailed says what each candidate did
+        return ProbeReport.failure(config.endpoint, str(exc), getattr(exc, "attempts", ()), clock.now() - started)
     return ProbeReport.from_outcome(config.endpoint, best, server=_server_name(identity, best), model=model,
                                     attempts=[o.describe() for o in outcomes], forced=forced)
 
