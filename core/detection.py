@@ -172,7 +172,7 @@ class ProbeOutcome:
         """Worst relevant minus best irrelevant, on the probability scale (negative = ranks wrongly)."""
         if not self.scores:
             return -math.inf
-        probs = to_probabilities(self.scores)
+        probs = normalize(self.scores, RAW)
         return min(probs[: len(PROBE_RELEVANT)]) - max(probs[len(PROBE_RELEVANT):])
 
     @property
@@ -187,10 +187,6 @@ class ProbeOutcome:
         return f"{route}: {verdict} (margin {self.margin:+.3f})"
 
 
-def to_probabilities(scores: Sequence[float]) -> list[float]:
-    return normalize(scores, RAW)
-
-
 def preferred(outcomes: Sequence[ProbeOutcome]) -> ProbeOutcome | None:
     """The first outcome, in candidate order (not the widest margin: docs/servers.md), that ranks correctly."""
     return next((o for o in outcomes if o.answered and o.ranks_correctly), None)
@@ -203,7 +199,7 @@ def best(outcomes: Sequence[ProbeOutcome], *, forced: bool = False) -> ProbeOutc
     if not answered:
         first = outcomes[0].error if outcomes else "no candidate API to try"
         raise DetectionFailed(f"no reranker API answered ({first})", tuple(o.describe() for o in outcomes))
-    return answered[0] if forced else preferred(answered) or max(answered, key=lambda o: o.margin)
+    return answered[0] if forced else (preferred(answered) or max(answered, key=lambda o: o.margin))
 
 
 def judge(outcomes: Sequence[ProbeOutcome], *, forced: bool = False) -> ProbeOutcome:
