@@ -124,7 +124,7 @@ def candidates(identity: ServerIdentity, mode: str, instruction: str) -> list[li
     if mode == "qwen3_score":
         return [score_group]
     rerank_group = _rerank_dialects(identity, instruction)
-    if mode == "rerank" or identity.kind not in ("vllm", "unknown", "xinference"):
+    if mode == "rerank" or (is_known(identity) and identity.kind != "vllm"):
         return [rerank_group]
     return [rerank_group, score_group]
 
