@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .detection import ProbeOutcome
+from .detection import ProbeOutcome, ServerIdentity, is_known
 from .redaction import shown
 
 NOT_SAVED = "Test does not save: click Save to use these settings."
@@ -39,10 +39,13 @@ class ProbeReport:
                    latency_ms=round(elapsed_s * 1000, 1))
 
     @classmethod
-    def from_outcome(
-        cls, endpoint: str, outcome: ProbeOutcome, *, server: str, model: str, attempts: Sequence[str], forced: bool
-    ) -> ProbeReport:
+    def from_outcome(cls, endpoint: str, outcome: ProbeOutcome, identity: ServerIdentity, *, model: str,
+                     attempts: Sequence[str], forced: bool) -> ProbeReport:
+        """The server is what the GETs named, else the dialect that answered."""
         dialect, margin, latency_ms = outcome.dialect, outcome.margin, round(outcome.latency_s * 1000, 1)
+        server = identity.kind
+        if not is_known(identity):
+            server = dialect.name if dialect.name != "rerank" else "rerank-compatible"
         if outcome.ranks_correctly:
             message = (f"Reranks correctly: {server} speaks {dialect.api} at {dialect.path} "
                        f"(relevant {outcome.relevant_score:.3g} vs irrelevant {outcome.irrelevant_score:.3g}, "

@@ -151,7 +151,7 @@ async def _probe_replica(transport: HttpTransport, config: RerankerConfig, deadl
         best = read_answer(det.best, outcomes, forced=forced)
     except RerankError as exc:  # DetectionFailed says what each candidate did
         return ProbeReport.failure(config.endpoint, str(exc), getattr(exc, "attempts", ()), clock.now() - started)
-    return ProbeReport.from_outcome(config.endpoint, best, server=_server_name(identity, best), model=model,
+    return ProbeReport.from_outcome(config.endpoint, best, identity, model=model,
                                     attempts=[o.describe() for o in outcomes], forced=forced)
 
 
@@ -169,9 +169,3 @@ def _unreachable(attempts: Sequence[det.ProbeOutcome], message: str) -> RerankEr
     if failures == {"timeout"}:
         return DeadlineExceeded(message)
     return TlsFailure(message) if failures == {"tls"} else TransportError(message)
-
-
-def _server_name(identity: det.ServerIdentity, outcome: det.ProbeOutcome) -> str:
-    if det.is_known(identity):
-        return identity.kind
-    return outcome.dialect.name if outcome.dialect.name != "rerank" else "rerank-compatible"
