@@ -26,7 +26,6 @@ from . import exits
 from .exits import FAILED, CliError
 from .formatting import bold, table, terminal_width
 from .options import add_server_options, positive_int, server_config
-from .probe import report_dict
 
 
 @dataclass(frozen=True)
@@ -106,7 +105,7 @@ def as_dict(demo: DemoRun) -> dict[str, Any]:
     return {
         "query": QUERY,
         "reranker": {"endpoint": demo.endpoint, "embedded": demo.embedded,
-                     "scorer": LABEL if demo.embedded else None, "probe": report_dict(demo.probe)},
+                     "scorer": LABEL if demo.embedded else None, "probe": demo.probe.as_dict(note=False)},
         "limit": demo.limit,
         "before": [{"position": p, "similarity": round(s, 4), "memory": m} for p, (s, m) in enumerate(demo.before, 1)],
         "after": [{"position": p, "score": s, "was": was, "memory": m} for p, (s, was, m) in enumerate(demo.after, 1)],

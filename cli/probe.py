@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     """When nothing answered, one line on stderr says why; else the report shows what the server did."""
     report = runtime.probe(server_config(args, LIST_SEPARATOR.join(args.endpoints)))
     if args.json:
-        print(json.dumps(report_dict(report), indent=2))
+        print(json.dumps(report.as_dict(note=False), indent=2))
     elif not report.ok and not report.api and not report.replicas:
         raise CliError(report.message, FAILED)
     else:
@@ -41,17 +41,11 @@ def run(args: argparse.Namespace) -> int:
     return 0 if report.ok else FAILED
 
 
-def report_dict(report: ProbeReport) -> dict[str, Any]:
-    data = report.as_dict()
-    data.pop("note", None)  # the panel's "Test does not save" hint has no meaning here
-    return data
-
-
 def report_lines(report: ProbeReport) -> list[str]:
     rows = [
         ("endpoint", report.endpoint),
         ("server", report.server or "-"),
-        ("api", f"{report.api} at {report.path}  (POST {report_dict(report)['url']})"),
+        ("api", f"{report.api} at {report.path}  (POST {report.endpoint}{report.path})"),
         ("model", report.model or "(server default)"),
         ("latency", number(report.latency_ms, "g", " ms")),
         ("relevant", number(report.relevant_score)),

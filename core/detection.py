@@ -124,7 +124,7 @@ def candidates(identity: ServerIdentity, mode: str, instruction: str) -> list[li
     if mode == "qwen3_score":
         return [score_group]
     rerank_group = _rerank_dialects(identity, instruction)
-    if mode == "rerank" or identity.kind not in ("vllm", "unknown", "xinference"):
+    if mode == "rerank" or (is_known(identity) and identity.kind != "vllm"):
         return [rerank_group]
     return [rerank_group, score_group]
 
@@ -172,7 +172,7 @@ class ProbeOutcome:
         """Worst relevant minus best irrelevant, on the probability scale (negative = ranks wrongly)."""
         if not self.scores:
             return -math.inf
-        probs = to_probabilities(self.scores)
+        probs = normalize(self.scores, RAW)
         return min(probs[: len(PROBE_RELEVANT)]) - max(probs[len(PROBE_RELEVANT):])
 
     @property
@@ -187,21 +187,26 @@ class ProbeOutcome:
         return f"{route}: {verdict} (margin {self.margin:+.3f})"
 
 
-def to_probabilities(scores: Sequence[float]) -> list[float]:
-    return normalize(scores, RAW)
-
-
 def preferred(outcomes: Sequence[ProbeOutcome]) -> ProbeOutcome | None:
     """The first outcome, in candidate order (not the widest margin: docs/servers.md), that ranks correctly."""
     return next((o for o in outcomes if o.answered and o.ranks_correctly), None)
 
 
-def judge(outcomes: Sequence[ProbeOutcome]) -> ProbeOutcome:
-    """The preferred candidate, or DetectionFailed saying why there is none."""
-    if (chosen := preferred(outcomes)) is not None:
+def best(outcomes: Sequence[ProbeOutcome], *, forced: bool = False) -> ProbeOutcome:
+    """The answer to report: a forced API's first, else the preferred one or the widest margin. DetectionFailed,
+    naming the first failure, when none answered."""
+    answered = [o for o in outcomes if o.answered]
+    if not answered:
+        first = outcomes[0].error if outcomes else "no candidate API to try"
+        raise DetectionFailed(f"no reranker API answered ({first})", tuple(o.describe() for o in outcomes))
+    return answered[0] if forced else (preferred(answered) or max(answered, key=lambda o: o.margin))
+
+
+def judge(outcomes: Sequence[ProbeOutcome], *, forced: bool = False) -> ProbeOutcome:
+    """The answer a route uses: the best, refused when it ranks the probe wrongly (unless the API is forced)."""
+    chosen = best(outcomes, forced=forced)
+    if forced or chosen.ranks_correctly:
         return chosen
-    reason = "no reranker API answered at this endpoint"
-    if any(o.answered for o in outcomes):
-        reason = ("the server answers but ranks an obvious relevant/irrelevant probe wrongly: check the model "
-                  "(a Qwen3-Reranker needs rerank_api qwen3_score or auto on vLLM)")
-    raise DetectionFailed(reason, tuple(o.describe() for o in outcomes))
+    raise DetectionFailed("the server answers but ranks an obvious relevant/irrelevant probe wrongly: check the "
+                          "model (a Qwen3-Reranker needs rerank_api qwen3_score or auto on vLLM)",
+                          tuple(o.describe() for o in outcomes))

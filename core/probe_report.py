@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .detection import ProbeOutcome
+from .detection import ProbeOutcome, ServerIdentity, is_known
 from .redaction import shown
 
 NOT_SAVED = "Test does not save: click Save to use these settings."
@@ -34,15 +34,18 @@ class ProbeReport:
     replicas: tuple[ProbeReport, ...] = ()  # one per replica, in order, only when rerank_endpoint lists several
 
     @classmethod
-    def failure(cls, endpoint: str, reason: str, attempts: Sequence[str], elapsed_s: float) -> ProbeReport:
+    def failure(cls, endpoint: str, reason: str, attempts: Sequence[str] = (), elapsed_s: float = 0.0) -> ProbeReport:
         return cls(ok=False, endpoint=endpoint, message=f"Not working: {reason}.", attempts=tuple(attempts),
                    latency_ms=round(elapsed_s * 1000, 1))
 
     @classmethod
-    def from_outcome(
-        cls, endpoint: str, outcome: ProbeOutcome, *, server: str, model: str, attempts: Sequence[str], forced: bool
-    ) -> ProbeReport:
+    def from_outcome(cls, endpoint: str, outcome: ProbeOutcome, identity: ServerIdentity, *, model: str,
+                     attempts: Sequence[str], forced: bool) -> ProbeReport:
+        """The server is what the GETs named, else the dialect that answered."""
         dialect, margin, latency_ms = outcome.dialect, outcome.margin, round(outcome.latency_s * 1000, 1)
+        server = identity.kind
+        if not is_known(identity):
+            server = dialect.name if dialect.name != "rerank" else "rerank-compatible"
         if outcome.ranks_correctly:
             message = (f"Reranks correctly: {server} speaks {dialect.api} at {dialect.path} "
                        f"(relevant {outcome.relevant_score:.3g} vs irrelevant {outcome.irrelevant_score:.3g}, "
@@ -72,15 +75,13 @@ class ProbeReport:
         return dataclasses.replace(self, **texts, attempts=tuple(shown(a, *secrets) for a in self.attempts),
                                    replicas=tuple(r.redacted(*secrets) for r in self.replicas))
 
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready, with the probed ``url`` and the not-saved ``note`` (not in the replicas' dicts)."""
-        data = dataclasses.asdict(self) | {"url": self.endpoint + self.path, "note": NOT_SAVED,
-                                           "attempts": list(self.attempts)}
-        if self.replicas:
-            data["replicas"] = [{k: v for k, v in r.as_dict().items() if k != "note"} for r in self.replicas]
-        else:
+    def as_dict(self, *, note: bool = True) -> dict[str, Any]:
+        """JSON-ready, with the probed ``url`` and, for the panel, the not-saved ``note`` (not in the replicas')."""
+        data = dataclasses.asdict(self) | {"url": self.endpoint + self.path, "attempts": list(self.attempts),
+                                           "replicas": [r.as_dict(note=False) for r in self.replicas]}
+        if not self.replicas:
             del data["replicas"]
-        return data
+        return {**data, "note": NOT_SAVED} if note else data
 
 
 def _set_message(reports: Sequence[ProbeReport]) -> str:

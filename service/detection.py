@@ -38,7 +38,6 @@ class Route:
     endpoint: str
     dialect: Dialect
     model: str
-    server: str
     scale: ScoreScale = PROBABILITY  # what the scores are: the dialect's word, settled by the probe
 
 
@@ -68,8 +67,8 @@ class _Probe:
         readable = (None if isinstance(body, NotHttp) else body for body in bodies)
         return det.identify(dict(zip(paths, readable, strict=True)))
 
-    async def groups(self, groups: list[list[Dialect]], model: str) -> list[list[det.ProbeOutcome]]:
-        """Every group at once, each trying its dialects in order until one answers (the last attempt)."""
+    async def outcomes(self, groups: list[list[Dialect]], model: str) -> list[det.ProbeOutcome]:
+        """Every group at once, each trying its dialects in order until one answers; in candidate order."""
 
         async def first_answer(group: Sequence[Dialect]) -> list[det.ProbeOutcome]:
             attempts: list[det.ProbeOutcome] = []
@@ -80,7 +79,7 @@ class _Probe:
                     break
             return attempts
 
-        return list(await asyncio.gather(*(first_answer(group) for group in groups)))
+        return [o for attempts in await asyncio.gather(*(first_answer(group) for group in groups)) for o in attempts]
 
     async def dialect(self, dialect: Dialect, model: str) -> det.ProbeOutcome:
         """Score the fixed probe documents with one dialect; never raises."""
@@ -123,16 +122,13 @@ async def resolve_route(transport: HttpTransport, config: RerankerConfig, deadli
         # if that probe gets no answer the route still stands, its scores read batch by batch
         dialect = groups[0][0]
         scores = (await probe.dialect(dialect, model)).scores if dialect.score_scale == RAW else None
-        return Route(config.endpoint, dialect, model, identity.kind, settled(dialect.score_scale, scores))
-    results = await probe.groups(groups, model)
-    winners = [attempts[-1] for attempts in results if attempts and attempts[-1].answered]
-    if not winners:
-        attempts = [o for group in results for o in group]
-        described = tuple(o.describe() for o in attempts)
-        raise _unreachable(attempts) or DetectionFailed(_nothing_answered(described), described)
-    chosen = read_answer(det.judge, winners) if config.api == "auto" else winners[0]
-    scale = settled(chosen.dialect.score_scale, chosen.scores)
-    return Route(config.endpoint, chosen.dialect, model, _server_name(identity, chosen), scale)
+        return Route(config.endpoint, dialect, model, settled(dialect.score_scale, scores))
+    outcomes = await probe.outcomes(groups, model)
+    try:
+        chosen = read_answer(det.judge, outcomes, forced=config.api != "auto")
+    except DetectionFailed as exc:
+        raise _unreachable(outcomes, str(exc)) or exc from None
+    return Route(config.endpoint, chosen.dialect, model, settled(chosen.dialect.score_scale, chosen.scores))
 
 
 async def probe_endpoint(transport: HttpTransport, config: RerankerConfig, deadline: float) -> ProbeReport:
@@ -146,37 +142,25 @@ async def probe_endpoint(transport: HttpTransport, config: RerankerConfig, deadl
 
 
 async def _probe_replica(transport: HttpTransport, config: RerankerConfig, deadline: float) -> ProbeReport:
-    probe, started = _Probe(transport, config, deadline), clock.now()
+    """The best candidate's report (ranking wrongly too), or why none answered."""
+    probe, started, forced = _Probe(transport, config, deadline), clock.now(), config.api != "auto"
     try:
         identity = await probe.identify()
         model = config.model or identity.default_model
-        results = await probe.groups(det.candidates(identity, config.api, config.instruction), model)
-        return read_answer(_judged_report, config, identity, model, results, clock.now() - started)
-    except DetectionFailed as exc:
-        return ProbeReport.failure(config.endpoint, str(exc), exc.attempts, clock.now() - started)
-    except RerankError as exc:
-        return ProbeReport.failure(config.endpoint, str(exc), (), clock.now() - started)
+        outcomes = await probe.outcomes(det.candidates(identity, config.api, config.instruction), model)
+        best = read_answer(det.best, outcomes, forced=forced)
+    except RerankError as exc:  # DetectionFailed says what each candidate did
+        return ProbeReport.failure(config.endpoint, str(exc), getattr(exc, "attempts", ()), clock.now() - started)
+    return ProbeReport.from_outcome(config.endpoint, best, identity, model=model,
+                                    attempts=[o.describe() for o in outcomes], forced=forced)
 
 
-def _judged_report(config: RerankerConfig, identity: det.ServerIdentity, model: str,
-                   results: list[list[det.ProbeOutcome]], elapsed_s: float) -> ProbeReport:
-    """The report on the probe's answers: the best candidate, or why none answered."""
-    attempts = tuple(o.describe() for group in results for o in group)
-    winners = [group[-1] for group in results if group and group[-1].answered]
-    if not winners:
-        return ProbeReport.failure(config.endpoint, _nothing_answered(attempts), attempts, elapsed_s)
-    best = (det.preferred(winners) or max(winners, key=lambda o: o.margin)) if config.api == "auto" else winners[0]
-    return ProbeReport.from_outcome(config.endpoint, best, server=_server_name(identity, best), model=model,
-                                    attempts=attempts, forced=config.api != "auto")
-
-
-def _unreachable(attempts: Sequence[det.ProbeOutcome]) -> RerankError | None:
+def _unreachable(attempts: Sequence[det.ProbeOutcome], message: str) -> RerankError | None:
     """When no candidate got an HTTP answer, no request got through: say why, so the counters keep
     ``detection`` for a server that answered but speaks no API we know."""
     failures = {o.failure for o in attempts}
     if not attempts or not failures <= {"connect", "tls", "timeout", "config", "rate_limited"}:
         return None
-    message = _nothing_answered([o.describe() for o in attempts])
     if failures == {"rate_limited"}:  # the server is there but asks us to wait: not a detection failure
         waits = [o.retry_after for o in attempts if o.retry_after is not None]
         return RateLimited(429, message, retry_after=max(waits) if waits else None)
@@ -185,14 +169,3 @@ def _unreachable(attempts: Sequence[det.ProbeOutcome]) -> RerankError | None:
     if failures == {"timeout"}:
         return DeadlineExceeded(message)
     return TlsFailure(message) if failures == {"tls"} else TransportError(message)
-
-
-def _server_name(identity: det.ServerIdentity, outcome: det.ProbeOutcome) -> str:
-    if det.is_known(identity):
-        return identity.kind
-    return outcome.dialect.name if outcome.dialect.name != "rerank" else "rerank-compatible"
-
-
-def _nothing_answered(attempts: Sequence[str]) -> str:
-    first = attempts[0].split(": ", 1)[-1] if attempts else "no candidate API to try"
-    return f"no reranker API answered ({first})"

@@ -37,15 +37,15 @@ def rerank(query: str, documents: Sequence[str], *, config: RerankerConfig) -> R
 
 def _probe_failed(config: RerankerConfig, exc: Exception) -> ProbeReport:
     log.exception("a0_reranker: connection test failed unexpectedly")
-    return ProbeReport.failure(config.endpoint, f"unexpected error: {type(exc).__name__}", (), 0.0)
+    return ProbeReport.failure(config.endpoint, f"unexpected error: {type(exc).__name__}")
 
 
 def _probe_work(config: Any) -> ProbeReport | tuple[Work[ProbeReport], float, ProbeReport]:
     """The report refusing ``config``, or the probe for the owner loop, its deadline and the report when late."""
     if not isinstance(config, RerankerConfig):
-        return ProbeReport.failure("", "config: expected a RerankerConfig", (), 0.0)
+        return ProbeReport.failure("", "config: expected a RerankerConfig")
     if not config.configured:
-        return ProbeReport.failure("", "no endpoint is set", (), 0.0)
+        return ProbeReport.failure("", "no endpoint is set")
     deadline = deadline_in(config.timeout)
     late = ProbeReport.failure(config.endpoint, f"no answer within {config.timeout:g} s", (), config.timeout)
     return (lambda service: service.probe(config, deadline)), deadline, late
@@ -53,23 +53,21 @@ def _probe_work(config: Any) -> ProbeReport | tuple[Work[ProbeReport], float, Pr
 
 async def probe_async(config: RerankerConfig) -> ProbeReport:
     """Live connection test (bypasses the detection cache). Never raises."""
-    if isinstance(work := _probe_work(config), ProbeReport):
-        return work
+    work = _probe_work(config)
     try:
-        return await on_owner_async(*work)
+        return work if isinstance(work, ProbeReport) else await on_owner_async(*work)
     except Exception as exc:
         return _probe_failed(config, exc)
 
 
 def probe(config: RerankerConfig) -> ProbeReport:
     """Blocking form of ``probe_async`` for threads and the CLI."""
-    if isinstance(work := _probe_work(config), ProbeReport):
-        return work
+    work = _probe_work(config)
     try:
-        report = on_owner(*work)
+        report = work if isinstance(work, ProbeReport) else on_owner(*work)
     except Exception as exc:
         return _probe_failed(config, exc)
-    return report or ProbeReport.failure(config.endpoint, "probe() called on the reranker's own loop", (), 0.0)
+    return report or ProbeReport.failure(config.endpoint, "probe() called on the reranker's own loop")
 
 
 def statistics() -> RerankerStatistics:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from usr.plugins.a0_reranker import __version__
-from usr.plugins.a0_reranker.core.detection import PROBE_IRRELEVANT, PROBE_QUERY, PROBE_RELEVANT, to_probabilities
+from usr.plugins.a0_reranker.core.detection import PROBE_IRRELEVANT, PROBE_QUERY, PROBE_RELEVANT
+from usr.plugins.a0_reranker.core.scores import RAW, normalize
 from usr.plugins.a0_reranker.demo import MEMORIES, QUERY, embedding_order, word_overlap_score
 
 
@@ -30,7 +31,7 @@ def test_version(cli) -> None:
 def test_the_demo_scorer_passes_the_plugins_correctness_probe() -> None:
     """The embedded server must be detected as ranking correctly, like any real reranker."""
     scores = [word_overlap_score(PROBE_QUERY, d) for d in (*PROBE_RELEVANT, *PROBE_IRRELEVANT)]
-    probabilities = to_probabilities(scores)
+    probabilities = normalize(scores, RAW)
     assert min(probabilities[: len(PROBE_RELEVANT)]) - max(probabilities[len(PROBE_RELEVANT):]) >= 0.5
 
 

@@ -115,7 +115,7 @@ async def test_a_forgotten_detection_ending_as_its_successor_starts_leaves_no_un
         ends.append(asyncio.Event())
         begun.set()
         await ends[-1].wait()
-        return endpoints_module.Route(config.endpoint, None, "m", "stand-in")  # type: ignore[arg-type]
+        return endpoints_module.Route(config.endpoint, None, "m")  # type: ignore[arg-type]
 
     monkeypatch.setattr(endpoints_module, "resolve_route", held_detection)
     config = RerankerConfig(endpoint="http://127.0.0.1:9", timeout=10.0)
@@ -149,7 +149,7 @@ async def test_callers_joining_a_detection_in_one_burst_each_leave_at_their_own_
 
     async def held_detection(transport: object, config: RerankerConfig, deadline: float) -> object:
         await release.wait()
-        return endpoints_module.Route(config.endpoint, None, "m", "stand-in")  # type: ignore[arg-type]
+        return endpoints_module.Route(config.endpoint, None, "m")  # type: ignore[arg-type]
 
     monkeypatch.setattr(endpoints_module, "resolve_route", held_detection)
     config = RerankerConfig(endpoint="http://127.0.0.1:9", timeout=10.0)

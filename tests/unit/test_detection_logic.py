@@ -7,6 +7,7 @@ import pytest
 from usr.plugins.a0_reranker.core import detection as det
 from usr.plugins.a0_reranker.core.dialects import catalog as cat
 from usr.plugins.a0_reranker.core.errors import DetectionFailed
+from usr.plugins.a0_reranker.core.scores import RAW, normalize
 
 TEI_INFO = {"model_id": "BAAI/bge-reranker-base", "model_type": {"reranker": {"id2label": {"0": "LABEL_0"}}},
             "max_client_batch_size": 16, "version": "1.9.3"}
@@ -85,8 +86,8 @@ def test_logits_are_compared_on_the_probability_scale() -> None:
     logits = outcome(cat.LLAMACPP, [2.4, 2.0, 0.46, -3.0])
     assert logits.ranks_correctly
     assert 0 < logits.margin < 1
-    assert det.to_probabilities([0.2, 0.9]) == [0.2, 0.9]
-    assert det.to_probabilities([-800.0, 800.0]) == [0.0, 1.0]
+    assert normalize([0.2, 0.9], RAW) == [0.2, 0.9]
+    assert normalize([-800.0, 800.0], RAW) == [0.0, 1.0]
 
 
 def test_a_tiny_margin_is_not_enough() -> None:
