@@ -8,7 +8,8 @@ plugin adds fits in ``rerank_timeout``, so a hanging store or API cannot hold a 
 is ready; as many memories come back as A0's call returned. Every failure returns A0's answer: exceptions
 the store raises in the first search propagate, nothing of ours does. ``SearchCall`` binds the caller's
 call to the original's signature and changes only ``limit`` and ``threshold`` (newer A0 adds keywords).
-One line per reranked recall goes to the agent's A0 log: never document text, never the key.
+One line per reranked, shadow-scored or fallen-back recall goes to the agent's A0 log: never document text,
+never the key.
 """
 
 from __future__ import annotations

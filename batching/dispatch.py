@@ -1,7 +1,7 @@
 """The dispatch step: carry out one request (a batch of pairs) by one or more attempts over a set of replicas,
 balanced by power of two choices on their cost (Finagle's and Envoy's least-request balancers); with hedging
-on, an attempt unanswered after the set's p95 latency gets a duplicate. The batcher knows it only through
-``Request`` and ``carry_out``; what follows a failed attempt is the ``retries.Retries`` it composes.
+on, an attempt unanswered after the set's p95 latency (or the set delay) gets a duplicate. The batcher knows it
+only through ``Request`` and ``carry_out``; what follows a failed attempt is the ``retries.Retries`` it composes.
 """
 
 from __future__ import annotations

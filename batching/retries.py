@@ -1,6 +1,7 @@
-"""What the dispatch step does once an attempt fails (apart: an answer at the first try never comes here). It
-owns no state and spends the replica set's retry budget: scoring is idempotent, so a failed attempt goes again
-when its error allows it, the deadline leaves room and the budget agrees (docs/failure-behaviour.md).
+"""What the dispatch step does once an attempt fails, kept apart: a request answered at its first try never
+comes here. It owns no state and spends the replica set's retry budget: scoring is idempotent, so a failed
+attempt goes again when its error allows it, the deadline leaves room and the budget agrees
+(docs/failure-behaviour.md).
 """
 
 from __future__ import annotations

@@ -88,7 +88,9 @@ async def serve(port: int) -> int:
 async def recall(args: argparse.Namespace, given: RerankerConfig | None) -> DemoRun:
     """Probe the server (the embedded one unless ``given``), then rerank the pool in embedding order."""
     async with contextlib.AsyncExitStack() as stack:
-        config = given or server_config(args, await stack.enter_async_context(demo_server()))
+        config = given
+        if config is None:
+            config = server_config(args, await stack.enter_async_context(demo_server()))
         report = await runtime.probe_async(config)
         if not report.ok:
             raise CliError(f"the reranker at {config.endpoint} is not usable: {report.message}", FAILED)
@@ -136,10 +138,11 @@ def render(demo: DemoRun) -> str:
 
 
 def _setting(demo: DemoRun, width: int) -> list[str]:
-    server = [f"your server at {demo.endpoint}"]
     if demo.embedded:
         server = [f"embedded demo server {demo.endpoint} (Infinity's API: POST /rerank, GET /models)",
                   f"scorer: {LABEL}"]
+    else:
+        server = [f"your server at {demo.endpoint}"]
     rows = [("question", [QUERY]),
             ("memories", [f"{len(demo.before)} sample memories; the recall keeps the best {demo.limit}"]),
             ("reranker", server), ("detected", [demo.probe.message])]

@@ -77,7 +77,9 @@ class RerankerConfig:
         values: dict[str, Any] = {}
         problems: list[str] = []
         for name, coerce in _COERCE.items():
-            if (value := (settings or {}).get(key := setting_key(name))) is None:
+            key = setting_key(name)
+            value = (settings or {}).get(key)
+            if value is None:
                 continue
             try:
                 values[name] = coerce(value)
@@ -214,19 +216,20 @@ def to_switch(value: Any, choices: tuple[str, ...]) -> str:
 
 _FIELD_TYPES: Final = get_type_hints(RerankerConfig)
 _CHOICES: Final = {name: get_args(hint) for name, hint in _FIELD_TYPES.items() if get_origin(hint) is Literal}
-# What each field takes (a float field takes an int too; a Literal one, text), and how its coercion turns text into
-# that (a type without one fails at import): text is trimmed, the instruction not.
-_ACCEPTS: Final[dict[Any, tuple[type | tuple[type, ...], Callable[[Any], Any]]]] = {
-    bool: (bool, to_bool), int: (int, to_int), float: ((int, float), to_float), str: (str, lambda v: to_str(v).strip()),
+# What a field of each type takes (a float field takes an int too; a Literal one, text), and how text is coerced
+# into it (a type missing here fails at import): text is trimmed, the instruction not.
+_ACCEPTED: Final[dict[Any, type | tuple[type, ...]]] = {bool: bool, int: int, float: (int, float), str: str}
+_COERCE_TYPE: Final[dict[Any, Callable[[Any], Any]]] = {
+    bool: to_bool, int: to_int, float: to_float, str: lambda v: to_str(v).strip(),
 }
-_TYPES: Final = {name: str if name in _CHOICES else _ACCEPTS[kind][0] for name, kind in _FIELD_TYPES.items()}
+_TYPES: Final = {name: str if name in _CHOICES else _ACCEPTED[kind] for name, kind in _FIELD_TYPES.items()}
 _COERCE_FIELD: Final[dict[str, Callable[[Any], Any]]] = {
     "instruction": to_str, "endpoint": to_endpoints,
     "api": lambda v: to_choice(v, API_MODES), "hedge": lambda v: to_switch(v, HEDGE_MODES),
 }
-_COERCE: Final = {name: _COERCE_FIELD.get(name) or _ACCEPTS[kind][1] for name, kind in _FIELD_TYPES.items()}
+_COERCE: Final = {name: _COERCE_FIELD.get(name) or _COERCE_TYPE[kind] for name, kind in _FIELD_TYPES.items()}
 
-_SECRET_FIELDS: Final = frozenset(f.name for f in dataclasses.fields(RerankerConfig) if not f.repr)  # the API key
+_SECRET_FIELDS: Final = frozenset({"api_key"})  # never echoed; each is also left out of the config's repr
 _SINGLE_LINE_FIELDS: Final = frozenset({"api_key", "ca_bundle"})  # a header value and a file name
 
 

@@ -1,11 +1,11 @@
 """Which protocol an endpoint speaks, decided from data: the pure half of auto-detection. ``identify`` reads
-the JSON of a few cheap GETs, ``candidates`` turns it into dialects worth probing, ``judge`` keeps the first
-that ranks the correctness probe right (why ``/rerank`` goes first: docs/servers.md, "Auto-detection").
+the JSON of a few cheap GETs, ``candidates`` turns it into dialects worth probing, ``best`` and ``judge`` pick
+the answer: a forced API's first, else the first that ranks the correctness probe right (why ``/rerank`` goes
+first: docs/servers.md, "Auto-detection").
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -55,12 +55,16 @@ def hosted_kind(endpoint: str) -> str | None:
 def identify(gets: Mapping[str, Any]) -> ServerIdentity:
     """Read the identifying GETs (path -> JSON, or None). A body its server would not write counts as absent:
     the GETs are hints, the probe decides."""
-    readable = {}
-    for path, body in gets.items():
-        with contextlib.suppress(MalformedAnswer):
-            read_answer(_identify, {path: body})
-            readable[path] = body
+    readable = {path: body for path, body in gets.items() if _reads_alone(path, body)}
     return read_answer(_identify, readable)
+
+
+def _reads_alone(path: str, body: Any) -> bool:
+    try:
+        read_answer(_identify, {path: body})
+    except MalformedAnswer:
+        return False
+    return True
 
 
 def _identify(gets: Mapping[str, Any]) -> ServerIdentity:

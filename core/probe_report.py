@@ -77,11 +77,14 @@ class ProbeReport:
 
     def as_dict(self, *, note: bool = True) -> dict[str, Any]:
         """JSON-ready, with the probed ``url`` and, for the panel, the not-saved ``note`` (not in the replicas')."""
-        data = dataclasses.asdict(self) | {"url": self.endpoint + self.path, "attempts": list(self.attempts),
-                                           "replicas": [r.as_dict(note=False) for r in self.replicas]}
-        if not self.replicas:
+        data = dataclasses.asdict(self) | {"url": self.endpoint + self.path, "attempts": list(self.attempts)}
+        if self.replicas:
+            data["replicas"] = [r.as_dict(note=False) for r in self.replicas]
+        else:
             del data["replicas"]
-        return {**data, "note": NOT_SAVED} if note else data
+        if note:
+            data["note"] = NOT_SAVED
+        return data
 
 
 def _set_message(reports: Sequence[ProbeReport]) -> str:

@@ -9,7 +9,7 @@ import math
 import threading
 from collections import Counter, deque
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from functools import partialmethod
 from typing import Any, Final
 
@@ -18,6 +18,10 @@ from .errors import Overloaded, QueueFull
 
 LATENCY_WINDOW: Final = 2048  # recent reranks (and queue waits) kept for the percentiles
 SHED_REASONS: Final = frozenset({Overloaded.reason, QueueFull.reason})  # recalls turned away at once
+# the snapshot's plain counts, each kept under its field's name
+_COUNTS: Final = ("reranks", "reranked", "http_requests", "pairs_scored", "shadow_recalls", "cancelled", "retries",
+                  "stale_connection_retries", "rate_limit_waits", "hedges", "retry_budget_exhausted",
+                  "reranked_after_retry", "failovers", "detections")
 _RATES: Final = ("offered", "reranked", "shed")  # what the status shows a second now
 
 
@@ -105,12 +109,23 @@ class RerankerStatistics:
     pool: PoolStatistics = field(default_factory=PoolStatistics)
     load: LoadStatistics = field(default_factory=LoadStatistics)
 
-    mean_pairs_per_request: float | None = None
-    fallback_total: int = 0
-    shed: int = 0  # fallbacks for a reason in SHED_REASONS
+    @property
+    def mean_pairs_per_request(self) -> float | None:
+        return _mean(self.pairs_scored, self.http_requests)
+
+    @property
+    def fallback_total(self) -> int:
+        return sum(self.fallbacks.values())
+
+    @property
+    def shed(self) -> int:
+        """Recalls turned away at once because the servers were busy past their deadline or the queue full."""
+        return sum(count for reason, count in self.fallbacks.items() if reason in SHED_REASONS)
 
     def as_dict(self) -> dict[str, Any]:
-        return json_ready(asdict(self))
+        """JSON-ready form for the API handlers and the CLI: every field, and the derived figures."""
+        return json_ready(asdict(self) | {"mean_pairs_per_request": self.mean_pairs_per_request,
+                                          "fallback_total": self.fallback_total, "shed": self.shed})
 
 
 class StatsRecorder:
@@ -121,7 +136,7 @@ class StatsRecorder:
 
     def reset(self) -> None:
         with self._lock:
-            self._counts: Counter[str] = Counter()  # the snapshot's plain counts, under their fields' names; pool sums
+            self._counts: Counter[str] = Counter()  # ``_COUNTS`` and the pools' sums
             self._shadow_kept = self._shadow_displacement = 0.0
             self._last_api = self._last_error = ""
             self._fallbacks: Counter[str] = Counter()
@@ -194,10 +209,7 @@ class StatsRecorder:
             counts, rates, fallbacks = self._counts, self._rates.per_second(self._clock()), dict(self._fallbacks)
             pools, shadows = counts["pools"], counts["shadow_recalls"]
             return RerankerStatistics(
-                **{f.name: counts[f.name] for f in fields(RerankerStatistics) if f.name in counts},
-                fallbacks=fallbacks, fallback_total=sum(fallbacks.values()),
-                shed=sum(count for reason, count in fallbacks.items() if reason in SHED_REASONS),
-                mean_pairs_per_request=_mean(counts["pairs_scored"], counts["http_requests"]),
+                **{name: counts[name] for name in _COUNTS}, fallbacks=fallbacks,
                 latency_p50_ms=percentile(latencies, 0.50), latency_p95_ms=percentile(latencies, 0.95),
                 breakers=dict(breakers or {}), replicas=replicas, queued_pairs=queued_pairs, in_flight=in_flight,
                 shadow_mean_kept_fraction=_mean(self._shadow_kept, shadows),

@@ -150,7 +150,8 @@ async def _probe_replica(transport: HttpTransport, config: RerankerConfig, deadl
         outcomes = await probe.outcomes(det.candidates(identity, config.api, config.instruction), model)
         best = read_answer(det.best, outcomes, forced=forced)
     except RerankError as exc:  # DetectionFailed says what each candidate did
-        return ProbeReport.failure(config.endpoint, str(exc), getattr(exc, "attempts", ()), clock.now() - started)
+        attempts = exc.attempts if isinstance(exc, DetectionFailed) else ()
+        return ProbeReport.failure(config.endpoint, str(exc), attempts, clock.now() - started)
     return ProbeReport.from_outcome(config.endpoint, best, identity, model=model,
                                     attempts=[o.describe() for o in outcomes], forced=forced)
 
