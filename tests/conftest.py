@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,11 @@ A0_ROOT = build_a0_root()
 install_on_sys_path(A0_ROOT)
 
 import pytest  # noqa: E402
+
+# A shell starts a job in the background with SIGINT ignored, and every process it starts inherits that:
+# the Ctrl-C tests (in this process and in the commands they start) need it handled as Python does by default.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Per-test limits of the slow tiers, sized for a loaded 2-core machine: a browser test may start
 # Chromium (and fetch Alpine.js once); a real-server test may start two Infinity processes, which took
