@@ -98,7 +98,8 @@ def fail_from_now(fault: Any) -> Any:
 
 @pytest.mark.parametrize("fault", [OVERLOADED, Disconnect()], ids=["503", "reset"])
 async def test_a_failed_request_goes_on_to_another_replica_at_once(three: list[RunningServer], fault: Any) -> None:
-    config = config_for(*(s.url for s in three))
+    # Hedging off: on a loaded machine slow answers drew hedges that spent the budget this test is about.
+    config = config_for(*(s.url for s in three), hedge="off")
     # Every replica detected, and enough requests in the retry budget's window that failing over the
     # requests of the first moments (before the failing replica looks costly) fits in its 20%.
     assert_all_reranked(await recalls(config, range(1, 61)))
