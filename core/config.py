@@ -13,6 +13,7 @@ import hashlib
 import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Final, Literal, get_args, get_origin, get_type_hints
 
 import yaml
@@ -106,9 +107,10 @@ class RerankerConfig:
 
     @functools.cached_property
     def replicas(self) -> Mapping[str, RerankerConfig]:
-        """Each replica's settings by its URL: these aimed at that one server (this config when there is one)."""
-        return {url: self if url == self.endpoint else dataclasses.replace(self, endpoint=url)
-                for url in self.endpoints}
+        """Each replica's settings by its URL: these aimed at that one server (this config when there is one).
+        Read-only: a config is cached and shared by every recall with the same settings."""
+        return MappingProxyType({url: self if url == self.endpoint else dataclasses.replace(self, endpoint=url)
+                                 for url in self.endpoints})
 
     @functools.cached_property
     def hedging(self) -> bool:

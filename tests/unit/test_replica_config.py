@@ -43,6 +43,15 @@ def test_one_url_is_exactly_as_before() -> None:
     assert not config.hedging  # auto hedging is off with one endpoint
 
 
+def test_a_configs_replicas_cannot_be_changed_by_a_caller() -> None:
+    """Configs are cached and shared by every recall with the same settings: a caller that wrote into
+    ``replicas`` would change them for all of them."""
+    config = RerankerConfig.from_settings({"rerank_endpoint": f"{A}, {B}"})
+    with pytest.raises(TypeError):
+        config.replicas[A] = RerankerConfig(endpoint="http://elsewhere:1")  # type: ignore[index]
+    assert config.replicas[A].endpoint == A and config.replicas[B].endpoint == B
+
+
 def test_the_same_url_twice_counts_once_and_hedging_turns_on_with_two() -> None:
     config = RerankerConfig(endpoint=f"{A}, {A}/, {B}")
     assert config.endpoints == (A, B)
