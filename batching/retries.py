@@ -74,7 +74,8 @@ class Retries:
         else:
             delay = wait = self._backoff(request.retries)
         latency = replica.state.expected_latency(len(request.batch), now)
-        if not worth_sending(latency, request.deadline - now - wait) or not self.spend_budget():
+        left = request.deadline - now - wait  # without an estimate, still no retry once the wait outlasts it
+        if left <= 0 or not worth_sending(latency, left) or not self.spend_budget():
             raise exc
         self._count_retry(request, kind)
         await asyncio.sleep(delay)

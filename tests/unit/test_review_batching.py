@@ -1,0 +1,56 @@
+"""Review of batching/: the retry budget (and the retries counted) take only requests that go out.
+Sequenced by events and a virtual clock, never by sleeps."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from support.loop_steps import until
+from support.virtual_time import run_virtual
+from usr.plugins.a0_reranker.batching.batcher import MicroBatcher
+from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreaker, RetryBudget
+from usr.plugins.a0_reranker.batching.dispatch import Dispatch, DispatchPolicy, ReplicaSet
+from usr.plugins.a0_reranker.batching.endpoint_state import EndpointState, Replica
+from usr.plugins.a0_reranker.batching.queue import EndpointLimiter
+from usr.plugins.a0_reranker.core import deadline as clock
+from usr.plugins.a0_reranker.core.dialects import ScoreBatch
+from usr.plugins.a0_reranker.core.errors import RateLimited, RerankError, ServerError
+from usr.plugins.a0_reranker.core.statistics import StatsRecorder
+
+
+def one_replica(send: Callable[..., object], policy: DispatchPolicy, *, cap: int = 4
+                ) -> tuple[MicroBatcher, EndpointState, RetryBudget, StatsRecorder]:
+    state = EndpointState(EndpointLimiter(cap), CircuitBreaker(BreakerPolicy(cooldown=60)))
+    budget = RetryBudget(ratio=0.2, reserve=2)
+    stats = StatsRecorder()
+    batcher = MicroBatcher(Dispatch(ReplicaSet([Replica("http://server", state, send)], budget=budget), stats, policy),
+                           mixes_queries=True, max_pairs=100, window=0.01, max_queued_pairs=1000)
+    return batcher, state, budget, stats
+
+
+@pytest.mark.parametrize("error", [
+    RateLimited(429, "slow down", retry_after=5.0),  # a Retry-After past the deadline
+    ServerError(503, "busy"),  # a backoff (25-50 ms) past the deadline
+], ids=["retry_after", "backoff"])
+def test_a_retry_that_cannot_go_out_before_the_deadline_spends_no_budget(error: RerankError) -> None:
+    """A server never answered yet (no latency estimate) fails the first attempt; the wait before a retry
+    (its Retry-After, or the backoff) ends after the deadline, so no retry can be sent. The budget and the
+    counters must not record one: it once spent the budget's reserve and counted a retry for it."""
+    sent: list[ScoreBatch] = []
+
+    async def send(batch: ScoreBatch, deadline: float, may_resend: Callable[[], bool]) -> list[float]:
+        sent.append(batch)
+        raise error
+
+    async def main() -> None:
+        batcher, state, budget, stats = one_replica(send, DispatchPolicy(max_retries=2))
+        with pytest.raises(RerankError):
+            await batcher.score("q", ["d1", "d2"], clock.now() + 0.02)
+        await until(lambda: batcher.idle)
+        assert len(sent) == 1 and state.limiter.in_flight == 0 and state.outstanding_requests == 0
+        assert stats.snapshot().retries == 0  # nothing was sent again
+        assert budget.try_spend() and budget.try_spend()  # the reserve is whole
+
+    run_virtual(main())
