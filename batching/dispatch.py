@@ -205,9 +205,9 @@ class Dispatch:
         request.answered_by = replica.url
         return scores
 
-    async def _hedge(self, request: Request, primary: Replica) -> list[float]:
+    async def _hedge(self, request: Request, primary: Replica, sent: list[bool]) -> list[float]:
         """The duplicate: another replica if one can take it (else the same, unless a Retry-After holds it back),
-        the next free slot there (ahead of new batches), one attempt with its own permit."""
+        the next free slot there (ahead of new batches), one attempt with its own permit (``sent`` says so)."""
         exclude = [primary] if self.replicas.ready(exclude=[primary]) else []
         replica, lease = await self.replicas.acquire(request, exclude=exclude, priority=True)
         try:
@@ -217,6 +217,7 @@ class Dispatch:
                 raise RateLimited(429, "no hedge: the server asked us to wait (Retry-After)")
             permit = replica.state.breaker.attempt()
             self.events.on_hedge()
+            sent.append(True)
             return await self._attempt(request, replica, permit)
         finally:
             lease.release()
@@ -235,7 +236,11 @@ class Dispatch:
         def start_hedge() -> Attempt | None:
             if not request.has_waiters or not self.replicas.ready() or not self._retries.spend_budget():
                 return None  # no replica may take it now (breakers, Retry-After): no hedge
-            return asyncio.create_task(self._hedge(request, replica))
+            sent: list[bool] = []
+            hedge = asyncio.create_task(self._hedge(request, replica, sent))
+            # one that never went out (no slot before the answer, no caller left, refused) cost the server nothing
+            hedge.add_done_callback(lambda _: None if sent else self.replicas.budget.refund())
+            return hedge
 
         return await race(first, start_hedge, delay=delay, hedges=self.policy.hedges)
 

@@ -3,6 +3,7 @@ Sequenced by events and a virtual clock, never by sleeps."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 import pytest
@@ -54,3 +55,26 @@ def test_a_retry_that_cannot_go_out_before_the_deadline_spends_no_budget(error: 
         assert budget.try_spend() and budget.try_spend()  # the reserve is whole
 
     run_virtual(main())
+
+
+@pytest.mark.anyio
+async def test_a_hedge_that_never_got_a_slot_spends_no_budget() -> None:
+    """One replica with one slot, hedging on: the hedge waits for the slot its own request holds, and is
+    cancelled when that request answers. It never went out, so the budget must not count it."""
+    gate = asyncio.Event()
+    sent: list[ScoreBatch] = []
+
+    async def send(batch: ScoreBatch, deadline: float, may_resend: Callable[[], bool]) -> list[float]:
+        sent.append(batch)
+        await gate.wait()
+        return [1.0] * len(batch)
+
+    policy = DispatchPolicy(hedge=True, hedge_delay_s=0.05, hedges=1)
+    batcher, state, budget, stats = one_replica(send, policy, cap=1)
+    task = asyncio.create_task(batcher.score("q", ["d1"], clock.now() + 30.0))
+    await until(lambda: len(state.limiter._waiters) == 1)  # the hedge waits behind its own request
+    gate.set()
+    assert (await task).ranking is not None
+    await until(lambda: batcher.idle and not state.limiter._waiters)
+    assert len(sent) == 1 and stats.snapshot().hedges == 0 and state.limiter.in_flight == 0
+    assert budget.try_spend() and budget.try_spend()  # the reserve is whole: no hedge went out
