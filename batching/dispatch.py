@@ -152,9 +152,8 @@ class Dispatch:
             replica = request.replica
             assert replica is not None, "a request reaches the dispatch step holding a slot"
             if replica.state.rate_limited() and await self._retries.fail_over(request, replica):
-                replica = request.replica  # a Retry-After held it back: another could take the request now
-                assert replica is not None
-            elif await replica.state.wait_out_retry_after(request.deadline):
+                continue  # a Retry-After held it back: another took it, maybe under a Retry-After of its own by now
+            if await replica.state.wait_out_retry_after(request.deadline):
                 self.events.on_rate_limit_wait()
             try:
                 permit = replica.state.breaker.attempt()

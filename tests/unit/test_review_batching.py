@@ -14,7 +14,7 @@ from usr.plugins.a0_reranker.batching.batcher import MicroBatcher
 from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreaker, RetryBudget
 from usr.plugins.a0_reranker.batching.dispatch import Dispatch, DispatchPolicy, ReplicaSet
 from usr.plugins.a0_reranker.batching.endpoint_state import EndpointState, Replica
-from usr.plugins.a0_reranker.batching.queue import EndpointLimiter
+from usr.plugins.a0_reranker.batching.queue import EndpointLimiter, Job, Plan
 from usr.plugins.a0_reranker.core import deadline as clock
 from usr.plugins.a0_reranker.core.dialects import ScoreBatch
 from usr.plugins.a0_reranker.core.errors import RateLimited, RerankError, ServerError
@@ -78,3 +78,37 @@ async def test_a_hedge_that_never_got_a_slot_spends_no_budget() -> None:
     await until(lambda: batcher.idle and not state.limiter._waiters)
     assert len(sent) == 1 and stats.snapshot().hedges == 0 and state.limiter.in_flight == 0
     assert budget.try_spend() and budget.try_spend()  # the reserve is whole: no hedge went out
+
+
+@pytest.mark.anyio
+async def test_a_failover_that_waited_for_a_slot_never_undercuts_the_new_replicas_retry_after() -> None:
+    """A request whose replica A is inside a Retry-After fails over to B, and waits there for B's one slot.
+    While it waits, B answers the request holding that slot with a 429 and a Retry-After of 30 s. The slot
+    then comes to our request: it must not be sent to B before the time B asked for (the deadline is
+    sooner, so it falls back as rate limited). It once went out to B at once."""
+    loop = asyncio.get_running_loop()
+    sent_to: list[str] = []
+
+    def sender(name: str) -> Callable[..., object]:
+        async def send(batch: ScoreBatch, deadline: float, may_resend: Callable[[], bool]) -> list[float]:
+            sent_to.append(name)
+            return [1.0] * len(batch)
+        return send
+
+    a, b = (EndpointState(EndpointLimiter(1), CircuitBreaker(BreakerPolicy(cooldown=60))) for _ in range(2))
+    replicas = ReplicaSet([Replica("http://a", a, sender("a")), Replica("http://b", b, sender("b"))],
+                          budget=RetryBudget())
+    dispatch = Dispatch(replicas, StatsRecorder(), DispatchPolicy())
+    job = Job(query="q", documents=["d1"], deadline=clock.now() + 10.0, future=loop.create_future())
+    plan = Plan(batch=ScoreBatch(queries=("q",), pairs=((0, "d1"),)), routes={("q", "d1"): [job]})
+    plan.replica, plan.lease = replicas.replicas[0], a.limiter.take(plan)  # the batcher gave it A's slot
+    a.hold_off(clock.now() + 30.0)  # then another request to A was answered with a 429
+    other = b.limiter.take("another request")  # B's one slot is taken
+    task = asyncio.create_task(dispatch.carry_out(plan))
+    await until(lambda: len(b.limiter._waiters) == 1)  # ours waits for B's slot
+    b.hold_off(clock.now() + 30.0)  # the other request's answer: a 429, Retry-After 30 s
+    other.release()
+    with pytest.raises(RateLimited):
+        await task
+    assert sent_to == [] and a.limiter.in_flight == 0
+    assert b.limiter.in_flight == 1 and plan.lease is not None and plan.lease.held  # ours, given back by its task
