@@ -1,5 +1,5 @@
-"""Review of batching/: the retry budget (and the retries counted) take only requests that go out.
-Sequenced by events and a virtual clock, never by sleeps."""
+"""The retry budget (and the retries counted) take only requests that go out, and a failover never undercuts a
+Retry-After. Sequenced by events and a virtual clock, never by sleeps."""
 
 from __future__ import annotations
 
