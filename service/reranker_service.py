@@ -19,9 +19,10 @@ from typing import Final
 from async_lru import alru_cache
 
 from ..batching.batcher import MicroBatcher
-from ..batching.endpoint_state import Replica
+from ..batching.endpoint_state import Replica, timeout_health
 from ..core import deadline as clock
 from ..core.config import RerankerConfig
+from ..core.detection import PROBE_DOCUMENTS
 from ..core.dialects import ScoreBatch
 from ..core.dialects.wire import read_answer
 from ..core.errors import BreakerOpen, DeadlineExceeded, InputTooLong, RateLimited, RerankError, ServerError
@@ -258,7 +259,11 @@ class RouteBook:
             self._tasks.add(task)
         try:
             await state.wait_out_retry_after(detection.deadline)
-            with state.breaker.attempt():  # detection is an attempt too: a probe while half-open
+            with state.breaker.attempt() as permit:  # detection is an attempt too: a probe while half-open
+                # and its timeout counts only with a fair chance, as a request's does (failure-behaviour.md)
+                started = clock.now()
+                permit.timeout_health = timeout_health(
+                    state.expected_latency(len(PROBE_DOCUMENTS), started, worst=True), detection.deadline - started)
                 self._on_detection()
                 return await resolve_route(self._transport, detection.config, detection.deadline)
         except RateLimited as exc:

@@ -50,3 +50,26 @@ async def test_closing_the_service_stops_a_detection_whose_route_was_forgotten()
     finally:
         server.gate.release()
         await server.close()
+
+
+async def test_detections_that_had_no_time_to_send_anything_leave_a_healthy_servers_breaker_closed() -> None:
+    """The route of a healthy, warm server is detected again (its TTL ran out, or a failed Test connection
+    forgot it) by recalls whose pool search used up their time. Those detections send nothing; their
+    timeouts say nothing of the server (failure-behaviour.md: a timeout does not count when its request had
+    less than twice the time the server is seen to need). Yet each counted as the server being down, and
+    three opened the breaker: every recall then skipped a server that was fine."""
+    service = RerankService(StatsRecorder())
+    server = await start_server("vllm", scorer=encoding_scorer)
+    try:
+        config = RerankerConfig(endpoint=server.url, timeout=5.0)
+        assert (await service.rerank(*recall(0, 4), config, time.monotonic() + 5.0)).ranking is not None
+        assert not (await service.probe(config, time.monotonic())).ok  # the route is forgotten
+        sent = server.count()
+        for q in range(1, 4):
+            result = await service.rerank(*recall(q, 4), config, time.monotonic())  # no time left
+            assert result.ranking is None and result.reason == "timeout"
+        assert server.count() == sent  # nothing reached the server
+        assert service.live_state()["breakers"] == {server.url: "closed"}
+    finally:
+        await service.close()
+        await server.close()
