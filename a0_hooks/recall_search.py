@@ -195,8 +195,9 @@ async def fetch_pool(original: Callable[..., Any], memory: Any, call: SearchCall
         if isinstance(exc, TimeoutError) and bound.expired():
             return Pool(None, "pool_search_timeout", f"the pool search (the plugin's wider store search) took "
                         f"longer than rerank_timeout ({config.timeout:g} s); the recall kept A0's answer")
-        log.warning("a0_reranker: the pool search failed (recall keeps its stock result)", exc_info=True)
         said = shown(f"{type(exc).__name__}: {exc}", call.query, *(page_content(d) for d in stock))
+        # the masked text, not the traceback: the store's error may quote the query and the memories
+        log.warning("a0_reranker: the pool search failed (recall keeps its stock result): %s", said)
         return Pool(None, "pool_search", f"the pool search (the plugin's wider store search) raised {said}; "
                     "the recall kept A0's answer")
 

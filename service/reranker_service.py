@@ -19,9 +19,10 @@ from typing import Final
 from async_lru import alru_cache
 
 from ..batching.batcher import MicroBatcher
-from ..batching.endpoint_state import Replica
+from ..batching.endpoint_state import Replica, timeout_health
 from ..core import deadline as clock
 from ..core.config import RerankerConfig
+from ..core.detection import PROBE_DOCUMENTS
 from ..core.dialects import ScoreBatch
 from ..core.dialects.wire import read_answer
 from ..core.errors import BreakerOpen, DeadlineExceeded, InputTooLong, RateLimited, RerankError, ServerError
@@ -168,6 +169,8 @@ class RouteBook:
         self._on_detection = on_detection  # counted: detections that keep coming say health is forgotten
         self._detect = alru_cache(maxsize=128, ttl=DETECTION_TTL_S)(self._detect_uncached)
         self._running: dict[tuple[object, ...], _Detection] = {}  # key -> the detection under way
+        # every detection still running, forgotten ones too (the cache no longer holds those): closed with the book
+        self._tasks: set[asyncio.Task[Route]] = set()
 
     @property
     def cached(self) -> int:
@@ -230,7 +233,13 @@ class RouteBook:
         self._running.pop(key, None)
 
     async def close(self) -> None:
+        """Stop every detection, also those forgotten while running: none may send after the transport closed."""
         await self._detect.cache_close()
+        running = [task for task in self._tasks if not task.done()]
+        for task in running:
+            task.cancel()
+        if running:
+            await asyncio.wait(running)
 
     def _detection_task(self, detection: _Detection) -> asyncio.Task[Route]:
         """A task of its own, so a caller who leaves does not cancel a detection others may share."""
@@ -245,9 +254,16 @@ class RouteBook:
         assert detection.endpoint is not None
         state = detection.endpoint.state
         self._running[detection.key] = detection
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
         try:
             await state.wait_out_retry_after(detection.deadline)
-            with state.breaker.attempt():  # detection is an attempt too: a probe while half-open
+            with state.breaker.attempt() as permit:  # detection is an attempt too: a probe while half-open
+                # and its timeout counts only with a fair chance, as a request's does (failure-behaviour.md)
+                started = clock.now()
+                permit.timeout_health = timeout_health(
+                    state.expected_latency(len(PROBE_DOCUMENTS), started, worst=True), detection.deadline - started)
                 self._on_detection()
                 return await resolve_route(self._transport, detection.config, detection.deadline)
         except RateLimited as exc:
@@ -255,5 +271,7 @@ class RouteBook:
             state.hold_off(clock.now() + wait)
             raise
         finally:  # a detection forgotten (cancelled) may end after its successor began: clear only its own mark
+            if task is not None:
+                self._tasks.discard(task)
             if self._running.get(detection.key) is detection:
                 del self._running[detection.key]

@@ -1,0 +1,98 @@
+"""Review findings in ``a0_hooks/``: each test shows one bug through the A0 stand-in and real servers."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import threading
+from typing import Any
+
+import pytest
+
+from support.servers import RunningServer, start_server
+from usr.plugins.a0_reranker.process.singletons import ANCHOR_MODULE, OWNER_THREAD
+from usr.plugins.a0_reranker.service import runtime
+
+from .conftest import A0, MEM_FILTER, prio_scorer
+from .test_recall_pool import A0_THRESHOLD, ABOVE, BELOW, MESSAGE, seed
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def server(a0: A0) -> Any:
+    srv = await start_server("infinity", scorer=prio_scorer)
+    a0.configure(endpoint=srv.url)
+    yield srv
+    await srv.close()
+
+
+def our_log(caplog: pytest.LogCaptureFixture) -> str:
+    """The plugin's log records as a handler writes them, tracebacks included."""
+    formatter = logging.Formatter()
+    return "\n".join(formatter.format(r) for r in caplog.records if r.name.startswith("a0_reranker"))
+
+
+async def test_a_pool_search_error_quoting_the_query_and_a_memory_is_not_logged_unmasked(
+        a0: A0, server: RunningServer, caplog: pytest.LogCaptureFixture) -> None:
+    """The store's error on the widened search quotes the query and a memory. The fallback message masks
+    both (security.md: memory contents never reach the log or the panel); the log line must too, but it
+    wrote the store's exception with its traceback as raised."""
+    caplog.set_level(logging.DEBUG)
+    agent = a0.new_agent()
+    texts = await seed(a0, agent, ABOVE + BELOW, list(range(20)))
+    memory = await a0.Memory.get(agent)
+    original = memory.db.asearch
+
+    async def failing_when_widened(query: str, search_type: str, **kwargs: Any) -> Any:
+        if kwargs.get("k") == 20:
+            raise RuntimeError(f"the store refused {query!r} next to {texts[0]!r}")
+        return await original(query, search_type, **kwargs)
+
+    memory.db.asearch = failing_when_widened
+    a0.ours("a0_hooks.recall_entry").begin(agent, "recall")
+    found = await memory.search_similarity_threshold(query=MESSAGE, limit=12, threshold=A0_THRESHOLD,
+                                                     filter=MEM_FILTER)
+    assert [d.page_content for d in found] == texts[:6]  # A0's answer
+    last_error = runtime.statistics().last_error
+    assert "the store refused" in last_error and MESSAGE not in last_error  # the kept message is masked
+    logged = our_log(caplog)
+    assert "the pool search failed" in logged
+    assert MESSAGE not in logged and texts[0] not in logged, logged
+
+
+def owner_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == OWNER_THREAD and t.is_alive()]
+
+
+async def test_a_recall_in_flight_during_pre_update_starts_no_runtime_of_the_old_code(
+        a0: A0, server: RunningServer) -> None:
+    """``pre_update`` stops the runtime and forgets every process-wide object, so that the pulled code builds
+    its own. A recall of another agent that was in its pool search at that moment goes on with the old
+    modules: it must not start an owner loop and HTTP session of the old code again, left running (and kept
+    in the anchor, where the new code finds and uses the old classes' runtime)."""
+    agent = a0.new_agent()
+    texts = await seed(a0, agent, ABOVE + BELOW, list(range(20)))
+    memory = await a0.Memory.get(agent)
+    original = memory.db.asearch
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    async def held_when_widened(query: str, search_type: str, **kwargs: Any) -> Any:
+        if kwargs.get("k") == 20:  # the plugin's pool search
+            entered.set()
+            await release.wait()
+        return await original(query, search_type, **kwargs)
+
+    memory.db.asearch = held_when_widened
+    a0.ours("a0_hooks.recall_entry").begin(agent, "recall")
+    in_flight = asyncio.create_task(memory.search_similarity_threshold(
+        query=MESSAGE, limit=12, threshold=A0_THRESHOLD, filter=MEM_FILTER))
+    await entered.wait()
+    a0.plugins.call_plugin_hook("a0_reranker", "pre_update")
+    assert not owner_threads() and "runtime" not in sys.modules[ANCHOR_MODULE].values  # stopped and forgotten
+    release.set()
+    found = await in_flight
+    assert {d.page_content for d in found} <= set(texts)
+    assert "runtime" not in sys.modules[ANCHOR_MODULE].values, "the old code put a runtime back in the anchor"
+    assert not owner_threads(), "the old code started an owner loop after pre_update"
