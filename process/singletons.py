@@ -5,9 +5,10 @@ A0 drops every ``usr.plugins.*`` module when a plugin or extension changes and t
 ones, so a module global would split in two (the memory wrapper reading the old copy, our fresh extensions
 writing the new). Each such object lives instead in one anchor module named outside ``usr.plugins``, reached
 through a ``PerProcess`` (``STATS: Final = PerProcess("stats", StatsRecorder)``); a forked child finds the
-anchor empty. Loop-bound objects (the aiohttp session, batchers, detection cache) live on the owner loop
-only. Standard library only at import: ``a0_hooks.memory_patch`` uses ``PerProcess`` and uninstall must
-work when our dependencies do not.
+anchor empty. An update in place (``forget_all``) also retires the code imported before it: a recall still
+running in it keeps nothing in the anchor and starts no runtime. Loop-bound objects (the aiohttp session,
+batchers, detection cache) live on the owner loop only. Standard library only at import:
+``a0_hooks.memory_patch`` uses ``PerProcess`` and uninstall must work when our dependencies do not.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ T = TypeVar("T")
 class _Anchor(types.ModuleType):
     def __init__(self) -> None:
         super().__init__(ANCHOR_MODULE, "a0_reranker's process-wide state (see process/singletons.py)")
+        self.generation = 0  # of the code: ``forget_all`` retires the copies imported before it (kept by ``reset``)
         self.reset()
 
     def reset(self) -> None:
@@ -55,10 +57,24 @@ def _anchor() -> _Anchor:
 
 
 def forget_all() -> None:
-    """Drop every process-wide object before an update in place: new code must not use the old classes' objects."""
+    """Drop every process-wide object before an update in place, and retire the code imported so far: new code
+    must not use the old classes' objects, nor a recall still running in the old code make new ones."""
     anchor = _anchor()
     with anchor.lock:
         anchor.values.clear()
+        anchor.generation = _generation(anchor) + 1
+
+
+def _generation(anchor: _Anchor) -> int:
+    return getattr(anchor, "generation", 0)  # an anchor made by a version before generations counts as 0
+
+
+_BORN = _generation(_anchor())  # the generation this copy of the code was imported in
+
+
+def retired() -> bool:
+    """An update in place replaced this copy of the code: it keeps nothing process-wide and starts nothing."""
+    return _generation(_anchor()) != _BORN
 
 
 class PerProcess(Generic[T]):
@@ -69,7 +85,10 @@ class PerProcess(Generic[T]):
         self._factory = factory
 
     def get(self, factory: Callable[[], T] | None = None) -> T:
-        """The object, made by ``factory`` (by default the declared one) if there is none yet."""
+        """The object, made by ``factory`` (by default the declared one) if there is none yet; for retired code, a
+        new one each time, kept nowhere."""
+        if retired():
+            return (factory or self._factory)()
         anchor = _anchor()
         with anchor.lock:
             if self.name not in anchor.values:
@@ -77,13 +96,17 @@ class PerProcess(Generic[T]):
             return cast(T, anchor.values[self.name])
 
     def peek(self) -> T | None:
-        """The object if it exists, without making it."""
+        """The object if it exists, without making it (never the current code's, for retired code)."""
+        if retired():
+            return None
         anchor = _anchor()
         with anchor.lock:
             return cast("T | None", anchor.values.get(self.name))
 
     def discard(self) -> T | None:
-        """Remove and return the object (shutdown and tests use this to start afresh)."""
+        """Remove and return the object (shutdown and tests use this to start afresh); retired code has none."""
+        if retired():
+            return None
         anchor = _anchor()
         with anchor.lock:
             return cast("T | None", anchor.values.pop(self.name, None))

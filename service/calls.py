@@ -20,7 +20,7 @@ from ..core.config import RerankerConfig
 from ..core.deadline import backstop_remaining, deadline_in
 from ..core.scores import RecallOutcome, RerankResult, choose, normalize, order_change, page_content
 from ..core.statistics import StatsRecorder
-from ..process.singletons import OwnerLoop, PerProcess
+from ..process.singletons import OwnerLoop, PerProcess, retired
 from .reranker_service import RerankService
 
 log = logging.getLogger("a0_reranker")
@@ -47,6 +47,8 @@ class Runtime:
 
 
 def start(clock: Callable[[], float] = clock.now) -> Runtime:
+    if retired():  # a recall that was running in this code when an update replaced it: its stock order
+        raise RuntimeError("a0_reranker was updated while this call ran; the old code starts nothing")
     owner = OwnerLoop().start()
     try:
         current = Runtime(owner, RerankService(stats_recorder(), clock=clock))

@@ -49,3 +49,19 @@ def owner_loop_shutdown() -> Iterator[None]:
     from usr.plugins.a0_reranker.service import runtime
 
     runtime.shutdown()
+
+
+@pytest.fixture(autouse=True)
+def code_not_retired() -> Iterator[None]:
+    """A test of an update in place retires the plugin code imported before it (``pre_update``); the tests after
+    it import that code, so it runs again, on a fresh runtime."""
+    from usr.plugins.a0_reranker.process.singletons import ANCHOR_MODULE
+    from usr.plugins.a0_reranker.service import runtime
+
+    anchor = sys.modules[ANCHOR_MODULE]
+    generation = anchor.generation
+    yield
+    if anchor.generation != generation:
+        anchor.generation = generation
+        runtime.shutdown()
+
