@@ -1,4 +1,5 @@
-"""Review findings in ``a0_hooks/``: each test shows one bug through the A0 stand-in and real servers."""
+"""Recalls at the edges: a failed pool search logs only its masked text, and a recall still running when an
+update in place retires its code falls back to stock without starting the old code again."""
 
 from __future__ import annotations
 

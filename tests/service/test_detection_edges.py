@@ -1,4 +1,5 @@
-"""Review findings in ``service/``: each test shows one bug through real parts, sequenced by gates and events."""
+"""Detections at the edges: one forgotten while running stops with the service, and one with no time to send
+anything says nothing of the server. Sequenced by gates and events."""
 
 from __future__ import annotations
 
