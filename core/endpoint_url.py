@@ -92,7 +92,7 @@ def endpoint_problem(endpoint: str) -> str | None:
         return "has no host name"
     if parts.username or parts.password:
         return "must not contain a user name or password (put a key in rerank_api_key)"
-    if parts.query or parts.fragment:
+    if parts.query or parts.fragment or "?" in text or "#" in text:  # an empty one too: paths go after it
         return "must not contain ?query or #fragment"
     try:
         _ = parts.port
