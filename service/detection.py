@@ -119,8 +119,9 @@ async def resolve_route(transport: HttpTransport, config: RerankerConfig, deadli
     groups = det.candidates(identity, config.api, config.instruction)
     if config.api != "auto" and det.is_known(identity):
         # a forced API on a server the GETs named: probe only to learn whether raw output (llama.cpp) is logits;
-        # if that probe gets no answer the route still stands, its scores read batch by batch
-        dialect = groups[0][0]
+        # if that probe gets no answer the route still stands, its scores read batch by batch; a route that
+        # needs a model id is passed over when none is set (Cohere's v2, where v1 works without)
+        dialect = next((d for d in groups[0] if model or not getattr(d, "requires_model", False)), groups[0][0])
         scores = (await probe.dialect(dialect, model)).scores if dialect.score_scale == RAW else None
         return Route(config.endpoint, dialect, model, settled(dialect.score_scale, scores))
     outcomes = await probe.outcomes(groups, model)
