@@ -23,7 +23,7 @@ MAX_MESSAGE_CHARS: Final = 2000  # what is kept of the server's words, before ma
 
 _TOO_LONG: Final = re.compile(
     r"maximum context length|too large to process|exceed_context_size|context size|must have less than"
-    r"|too long|maximum sequence length|exceeds? the maximum|token limit|should have at most",
+    r"|too long|maximum sequence length|exceeds? the maximum|token limit|should have at most \d+ characters",
     re.IGNORECASE,
 )
 
