@@ -14,7 +14,7 @@ from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.core.dialects import ScoreBatch, WireAnswer
 from usr.plugins.a0_reranker.core.dialects import catalog as cat
 from usr.plugins.a0_reranker.core.dialects.wire import read_answer, read_json, scores_from_items
-from usr.plugins.a0_reranker.core.endpoint_url import endpoint_problem
+from usr.plugins.a0_reranker.core.endpoint_url import endpoint_problem, shown_endpoints
 from usr.plugins.a0_reranker.core.errors import BreakerOpen, ConfigError, MalformedAnswer, ServerError
 from usr.plugins.a0_reranker.core.probe_report import ProbeReport
 from usr.plugins.a0_reranker.core.redaction import MASK, redact, shown, shown_value, without_userinfo
@@ -252,6 +252,23 @@ def test_userinfo_is_taken_out_of_every_entry_of_an_endpoint_list() -> None:
     assert without_userinfo("http://a:1, http://u:p@b:2") == "http://a:1, http://***@b:2"
     assert without_userinfo("http://a:1 u:p@b:2\nhttps://x:y@c/p@th") == "http://a:1 ***@b:2\nhttps://***@c/p@th"
     assert without_userinfo("http://a:1, http://u:p,w@b:2") == "http://a:1, http://***@b:2"  # a comma in a password
+
+
+@pytest.mark.parametrize(("typed", "shown"), [
+    ("http://admin:s3cr/t@host:8000", "http://***@host:8000"),
+    ("http://admin:a?b#c@host/p@th", "http://***@host/p@th"),
+    ("http://a:1, u:x/y@b:2", "http://a:1, ***@b:2"),
+])
+def test_a_password_holding_a_slash_question_mark_or_hash_is_masked_too(typed: str, shown: str) -> None:
+    """Such a URL is invalid (the config says "invalid port"), but the status tool and the CLI's error show it
+    as typed: the password must not reach them. ``user:`` followed by something no port is marks userinfo."""
+    assert without_userinfo(typed) == shown
+    assert "s3cr" not in shown_endpoints(typed) and "a?b" not in shown_endpoints(typed)
+
+
+@pytest.mark.parametrize("text", ["http://host/a@b", "http://host:8000/a@b", "http://h:/x@y", "http://h:80?q=a@b"])
+def test_a_path_holding_an_at_sign_is_no_password(text: str) -> None:
+    assert without_userinfo(text) == text
 
 
 def test_a_foreign_value_is_shown_short_whatever_it_is() -> None:
