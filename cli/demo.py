@@ -61,10 +61,11 @@ def add_parser(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.serve:
-        if args.endpoint:
+        if args.endpoint is not None:
             raise CliError("--serve runs the embedded demo server; it does not take --endpoint")
         return exits.run(serve(args.port))
-    given = server_config(args, args.endpoint) if args.endpoint else None  # bad input fails before anything starts
+    # bad input (an empty --endpoint too) fails before anything starts
+    given = server_config(args, args.endpoint) if args.endpoint is not None else None
     demo = exits.run(recall(args, given))
     print(json.dumps(as_dict(demo), indent=2) if args.json else render(demo))
     return 0
