@@ -25,7 +25,7 @@ from ..service import runtime
 from . import exits
 from .exits import FAILED, CliError
 from .formatting import bold, table, terminal_width
-from .options import add_server_options, positive_int, server_config
+from .options import add_server_options, port_number, positive_int, server_config
 
 
 @dataclass(frozen=True)
@@ -54,17 +54,18 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--json", action="store_true", help="print the before and after as JSON")
     parser.add_argument("--serve", action="store_true",
                         help="keep the embedded demo server running (until Ctrl-C) and print the commands that use it")
-    parser.add_argument("--port", type=positive_int, default=0, metavar="N",
+    parser.add_argument("--port", type=port_number, default=0, metavar="N",
                         help="with --serve: the port on 127.0.0.1 (default: a free one)")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.serve:
-        if args.endpoint:
+        if args.endpoint is not None:
             raise CliError("--serve runs the embedded demo server; it does not take --endpoint")
         return exits.run(serve(args.port))
-    given = server_config(args, args.endpoint) if args.endpoint else None  # bad input fails before anything starts
+    # bad input (an empty --endpoint too) fails before anything starts
+    given = server_config(args, args.endpoint) if args.endpoint is not None else None
     demo = exits.run(recall(args, given))
     print(json.dumps(as_dict(demo), indent=2) if args.json else render(demo))
     return 0

@@ -28,10 +28,14 @@ def server_config(args: argparse.Namespace, endpoint: str, **settings: Any) -> R
     if args.key_env and not key:
         raise CliError(f"--key-env {args.key_env}: the environment variable {args.key_env} is not set or empty")
     try:
-        return RerankerConfig(endpoint=endpoint, api=args.api, model=args.model.strip(), api_key=key,
-                              timeout=args.timeout, **settings)
+        config = RerankerConfig(endpoint=endpoint, api=args.api, model=args.model.strip(), api_key=key,
+                                timeout=args.timeout, **settings)
     except ConfigError as exc:
         raise CliError(config_problem(exc, endpoint)) from None
+    if not config.configured:  # blank, or only separators: a URL missing, not a server that fails
+        raise CliError(f"endpoint {shown_endpoints(endpoint)!r}: no URL given (the server's base URL, "
+                       "e.g. http://HOST:PORT)")
+    return config
 
 
 def config_problem(error: ConfigError, endpoint: str) -> str:
@@ -51,4 +55,12 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a number of at least 1, got {value}")
+    return value
+
+
+def port_number(text: str) -> int:
+    """argparse type: a TCP port, 1 to 65535."""
+    value = positive_int(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"expected a port from 1 to 65535, got {value}")
     return value

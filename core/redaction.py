@@ -21,9 +21,10 @@ _SPACES: Final = re.compile(r"\s+")
 # controls, line breaks and lone surrogates: shown as U+FFFD, refused in a header value or a file name
 UNPRINTABLE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 # a URL's ``user:password@``: from where an authority may start (the text's start, after ``//`` or a
-# space) to its last ``@``; commas are allowed in it (a password may hold one), ``/?#`` and spaces end it,
-# unless ``user:`` comes first and what follows the colon is no port: then it runs to the next ``@``
-_USERINFO: Final = re.compile(r"(?:^|(?<=//)|(?<=\s))(?:[^/?#\s]*@|[^/?#\s@:]*:(?!\d*(?:[/?#\s]|$))[^\s@]*@)")
+# space) to its last ``@``; commas, ``?`` and ``#`` are allowed in it (a password may hold them, though a
+# URL parser then ends the authority early), ``/`` and spaces end it, unless ``user:`` comes first and what
+# follows the colon is no port: then it runs to the next ``@``
+_USERINFO: Final = re.compile(r"(?:^|(?<=//)|(?<=\s))(?:[^/\s]*@|[^/?#\s@:]*:(?!\d*(?:[/?#\s]|$))[^\s@]*@)")
 Span = tuple[int, int]
 _REPR: Final = reprlib.Repr()
 _REPR.maxstring = _REPR.maxother = 60

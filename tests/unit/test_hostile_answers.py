@@ -266,7 +266,7 @@ def test_a_password_holding_a_slash_question_mark_or_hash_is_masked_too(typed: s
     assert "s3cr" not in shown_endpoints(typed) and "a?b" not in shown_endpoints(typed)
 
 
-@pytest.mark.parametrize("text", ["http://host/a@b", "http://host:8000/a@b", "http://h:/x@y", "http://h:80?q=a@b"])
+@pytest.mark.parametrize("text", ["http://host/a@b", "http://host:8000/a@b", "http://h:/x@y"])
 def test_a_path_holding_an_at_sign_is_no_password(text: str) -> None:
     assert without_userinfo(text) == text
 
