@@ -43,7 +43,8 @@ function urlProblem(text) {
   const { user, password, hostname, port } = netlocParts(parts.netloc);
   if (!hostname) return "has no host name";
   if (user || password) return "must not contain a user name or password (put a key in API key)";
-  if (parts.query || parts.fragment) return "must not contain ?query or #fragment";
+  // an empty one too (core checks the text): the plugin's paths would go after it
+  if (parts.query || parts.fragment || /[?#]/.test(value)) return "must not contain ?query or #fragment";
   if (port && !(/^[0-9]+$/.test(port) && Number(port) <= 65535)) return "has an invalid port";
   return "";
 }
