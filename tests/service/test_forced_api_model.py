@@ -1,39 +1,47 @@
 """A forced ``rerank_api`` on a server named by its host takes the first of its routes that can work with the
 settings: Cohere's v2 needs a model id, so without one it is v1 (which ``auto`` picks too), not a route every
-request of which the server refuses."""
+request of which the server refuses. Through the real transport to the Cohere protocol server on 127.0.0.1,
+standing at the address ``api.cohere.com`` would resolve to."""
 
 from __future__ import annotations
 
-import json
 import time
+from typing import Any
 
 import pytest
 
+from support.servers import start_server
 from usr.plugins.a0_reranker.core.config import RerankerConfig
-from usr.plugins.a0_reranker.core.dialects import WireAnswer, WireRequest
+from usr.plugins.a0_reranker.core.dialects import ScoreBatch, WireAnswer, WireRequest
 from usr.plugins.a0_reranker.service.detection import resolve_route
+from usr.plugins.a0_reranker.service.endpoints import HttpTransport
 
 pytestmark = pytest.mark.anyio
+KEY = "k" * 20
 
 
-class CohereStandIn:
-    """Answers as api.cohere.com does: v2 refuses a body without ``model``, v1 takes it."""
+class AtLocalAddress:
+    """The real transport, sending what is meant for the hosted API to the local server instead."""
 
-    def __init__(self) -> None:
-        self.sent: list[WireRequest] = []
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.transport = HttpTransport()
 
-    async def send(self, endpoint: str, request: WireRequest, **_: object) -> WireAnswer:
-        self.sent.append(request)
-        body = request.body or {}
-        if request.path == "/v2/rerank" and "model" not in body:
-            return WireAnswer(400, b'{"message": "invalid request: model is required"}', "application/json")
-        results = [{"index": i, "relevance_score": 0.9 if i < 2 else 0.1} for i in range(len(body["documents"]))]
-        return WireAnswer(200, json.dumps({"id": "x", "results": results}).encode(), "application/json")
+    async def send(self, endpoint: str, request: WireRequest, **options: Any) -> WireAnswer:
+        return await self.transport.send(self.url, request, **options)
 
 
 @pytest.mark.parametrize("api", ["auto", "rerank"])
 async def test_cohere_without_a_model_is_spoken_to_on_v1(api: str) -> None:
-    config = RerankerConfig(endpoint="https://api.cohere.com", api=api, api_key="k" * 20)
-    route = await resolve_route(CohereStandIn(), config, time.monotonic() + 5.0)  # type: ignore[arg-type]
-    assert route.dialect.path == "/v1/rerank"
-    assert not getattr(route.dialect, "requires_model", False) or route.model
+    server = await start_server("cohere", api_key=KEY)
+    transport = AtLocalAddress(server.url)
+    try:
+        config = RerankerConfig(endpoint="https://api.cohere.com", api=api, api_key=KEY)
+        route = await resolve_route(transport, config, time.monotonic() + 5.0)  # type: ignore[arg-type]
+        assert route.dialect.path == "/v1/rerank"
+        request = route.dialect.build(ScoreBatch.single("capital of France", ["Paris", "bananas"]), route.model)
+        answer = await transport.send(route.endpoint, request, deadline=time.monotonic() + 5.0, api_key=KEY)
+        assert answer.status == 200, answer.body  # v2 would refuse it: "model is required"
+    finally:
+        await transport.transport.close()
+        await server.close()
