@@ -77,6 +77,12 @@ def retired() -> bool:
     return _generation(_anchor()) != _BORN
 
 
+def _store() -> tuple[threading.RLock, dict[str, object]]:
+    """The anchor's lock and objects; for retired code a fresh empty dict each time, shared with nothing."""
+    anchor = _anchor()
+    return anchor.lock, anchor.values if _generation(anchor) == _BORN else {}
+
+
 class PerProcess(Generic[T]):
     """One process-wide object of type ``T``, made by ``factory`` on first use."""
 
@@ -85,31 +91,25 @@ class PerProcess(Generic[T]):
         self._factory = factory
 
     def get(self, factory: Callable[[], T] | None = None) -> T:
-        """The object, made by ``factory`` (by default the declared one) if there is none yet; for retired code, a
-        new one each time, kept nowhere."""
-        if retired():
-            return (factory or self._factory)()
-        anchor = _anchor()
-        with anchor.lock:
-            if self.name not in anchor.values:
-                anchor.values[self.name] = (factory or self._factory)()
-            return cast(T, anchor.values[self.name])
+        """The object, made by ``factory`` (by default the declared one) if there is none yet (for retired code,
+        a new one each time, kept nowhere)."""
+        lock, values = _store()
+        with lock:
+            if self.name not in values:
+                values[self.name] = (factory or self._factory)()
+            return cast(T, values[self.name])
 
     def peek(self) -> T | None:
-        """The object if it exists, without making it (never the current code's, for retired code)."""
-        if retired():
-            return None
-        anchor = _anchor()
-        with anchor.lock:
-            return cast("T | None", anchor.values.get(self.name))
+        """The object if it exists, without making it (none, for retired code)."""
+        lock, values = _store()
+        with lock:
+            return cast("T | None", values.get(self.name))
 
     def discard(self) -> T | None:
         """Remove and return the object (shutdown and tests use this to start afresh); retired code has none."""
-        if retired():
-            return None
-        anchor = _anchor()
-        with anchor.lock:
-            return cast("T | None", anchor.values.pop(self.name, None))
+        lock, values = _store()
+        with lock:
+            return cast("T | None", values.pop(self.name, None))
 
 
 class OwnerLoop:
