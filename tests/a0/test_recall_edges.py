@@ -15,8 +15,8 @@ from support.servers import RunningServer, start_server
 from usr.plugins.a0_reranker.process.singletons import ANCHOR_MODULE, OWNER_THREAD
 from usr.plugins.a0_reranker.service import runtime
 
-from .conftest import A0, MEM_FILTER, prio_scorer
-from .test_recall_pool import A0_THRESHOLD, ABOVE, BELOW, MESSAGE, seed
+from .conftest import A0, prio_scorer
+from .test_recall_pool import ABOVE, BELOW, MESSAGE, on_pool_search, search_as_recall, seed
 
 pytestmark = pytest.mark.anyio
 
@@ -44,17 +44,12 @@ async def test_a_pool_search_error_quoting_the_query_and_a_memory_is_not_logged_
     agent = a0.new_agent()
     texts = await seed(a0, agent, ABOVE + BELOW, list(range(20)))
     memory = await a0.Memory.get(agent)
-    original = memory.db.asearch
 
-    async def failing_when_widened(query: str, search_type: str, **kwargs: Any) -> Any:
-        if kwargs.get("k") == 20:
-            raise RuntimeError(f"the store refused {query!r} next to {texts[0]!r}")
-        return await original(query, search_type, **kwargs)
+    async def refusing(query: str) -> None:
+        raise RuntimeError(f"the store refused {query!r} next to {texts[0]!r}")
 
-    memory.db.asearch = failing_when_widened
-    a0.ours("a0_hooks.recall_entry").begin(agent, "recall")
-    found = await memory.search_similarity_threshold(query=MESSAGE, limit=12, threshold=A0_THRESHOLD,
-                                                     filter=MEM_FILTER)
+    on_pool_search(memory, refusing)
+    found = await search_as_recall(a0, agent, memory)
     assert [d.page_content for d in found] == texts[:6]  # A0's answer
     last_error = runtime.statistics().last_error
     assert "the store refused" in last_error and MESSAGE not in last_error  # the kept message is masked
@@ -76,19 +71,14 @@ async def test_a_recall_in_flight_during_pre_update_starts_no_runtime_of_the_old
     agent = a0.new_agent()
     texts = await seed(a0, agent, ABOVE + BELOW, list(range(20)))
     memory = await a0.Memory.get(agent)
-    original = memory.db.asearch
     entered, release = asyncio.Event(), asyncio.Event()
 
-    async def held_when_widened(query: str, search_type: str, **kwargs: Any) -> Any:
-        if kwargs.get("k") == 20:  # the plugin's pool search
-            entered.set()
-            await release.wait()
-        return await original(query, search_type, **kwargs)
+    async def held(query: str) -> None:
+        entered.set()
+        await release.wait()
 
-    memory.db.asearch = held_when_widened
-    a0.ours("a0_hooks.recall_entry").begin(agent, "recall")
-    in_flight = asyncio.create_task(memory.search_similarity_threshold(
-        query=MESSAGE, limit=12, threshold=A0_THRESHOLD, filter=MEM_FILTER))
+    on_pool_search(memory, held)
+    in_flight = asyncio.create_task(search_as_recall(a0, agent, memory))
     await entered.wait()
     a0.plugins.call_plugin_hook("a0_reranker", "pre_update")
     assert not owner_threads() and "runtime" not in sys.modules[ANCHOR_MODULE].values  # stopped and forgotten

@@ -4,6 +4,7 @@ and 5), on both memory APIs of the stand-in: A0 v1.7's and the newer one (``embe
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -202,21 +203,35 @@ async def test_deletion_stays_stock_with_the_newer_options_too(a0: A0, server: R
     assert server.count() == 0
 
 
+def on_pool_search(memory: Any, before: Callable[[str], Awaitable[None]]) -> None:
+    """Run ``before(query)`` ahead of the store's search whenever the plugin's pool search asks (k = 20)."""
+    original = memory.db.asearch
+
+    async def widened(query: str, search_type: str, **kwargs: Any) -> Any:
+        if kwargs.get("k") == 20:
+            await before(query)
+        return await original(query, search_type, **kwargs)
+
+    memory.db.asearch = widened
+
+
+async def search_as_recall(a0: A0, agent: Any, memory: Any) -> list[Any]:
+    """The store search A0's recall makes for ``MESSAGE``, inside the recall scope."""
+    a0.ours("a0_hooks.recall_entry").begin(agent, "recall")
+    return list(await memory.search_similarity_threshold(query=MESSAGE, limit=12, threshold=A0_THRESHOLD,
+                                                         filter=MEM_FILTER))
+
+
 async def test_recall_with_a_pool_search_that_fails_keeps_a0s_answer(a0: A0, server: RunningServer) -> None:
     agent = a0.new_agent()
     texts = await seed(a0, agent, ABOVE + BELOW, list(range(20)))
     memory = await a0.Memory.get(agent)
-    original = memory.db.asearch
 
-    async def failing_when_widened(query: str, search_type: str, **kwargs: Any) -> Any:
-        if kwargs.get("k") == 20:
-            raise RuntimeError("the store broke on the second search")
-        return await original(query, search_type, **kwargs)
+    async def failing(query: str) -> None:
+        raise RuntimeError("the store broke on the second search")
 
-    memory.db.asearch = failing_when_widened
-    a0.ours("a0_hooks.recall_entry").begin(agent, "recall")
-    found = await memory.search_similarity_threshold(query=MESSAGE, limit=12, threshold=A0_THRESHOLD,
-                                                     filter=MEM_FILTER)
+    on_pool_search(memory, failing)
+    found = await search_as_recall(a0, agent, memory)
     assert [d.page_content for d in found] == texts[:6]
     assert runtime.statistics().fallbacks["pool_search"] == 1 and server.count() == 0
 
