@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import atexit
+import shutil
 import signal
 import sys
 from collections.abc import Iterator
@@ -12,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from support.a0_layout import build_a0_root, install_on_sys_path
 
 A0_ROOT = build_a0_root()
+atexit.register(shutil.rmtree, A0_ROOT, True)  # a temporary folder: not left behind by each run
 install_on_sys_path(A0_ROOT)
 
 import pytest  # noqa: E402

@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -59,7 +60,7 @@ def test_other_plugins_settings_pass_untouched(a0: A0) -> None:
 EXTENSION = REPO_ROOT / "extensions/python/_functions/plugins/Plugins/_get_config/end/_10_a0_reranker_complete_settings.py"
 
 
-def test_completing_the_modals_settings_needs_none_of_the_services_dependencies() -> None:
+def test_completing_the_modals_settings_needs_none_of_the_services_dependencies(tmp_path: Path) -> None:
     """A0 runs the completion for every plugin's modal: with aiohttp and async-lru missing (async-lru is
     not one of A0's), what the extension imports must still import and work (found in review: it had
     moved beside the panel's other handlers, which import the service)."""
@@ -69,7 +70,7 @@ def test_completing_the_modals_settings_needs_none_of_the_services_dependencies(
 import sys
 sys.path.insert(0, {str(REPO_ROOT / "tests")!r})
 from support.a0_layout import build_a0_root, install_on_sys_path
-install_on_sys_path(build_a0_root())
+install_on_sys_path(build_a0_root({str(tmp_path)!r}))
 class Missing:
     def find_spec(self, name, path=None, target=None):
         if name.split(".")[0] in ("aiohttp", "async_lru", "anyio"):
