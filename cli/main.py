@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from .. import __version__
-from ..core.redaction import without_userinfo
+from ..core.redaction import without_url_secrets
 from . import exits
 
 PROG = "a0-reranker"
@@ -22,10 +22,11 @@ COMMANDS = ("demo", "probe", "rerank")
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse with its error as one line, less the passwords of what it quotes (e.g. an unquoted endpoint list)."""
+    """argparse with its error as one line, less the passwords and queries of the URLs it quotes (e.g. an
+    unquoted endpoint list)."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(exits.USAGE, f"{self.prog}: {without_userinfo(message)} (see {self.prog} --help)\n")
+        self.exit(exits.USAGE, f"{self.prog}: {without_url_secrets(message)} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
+import re
+from typing import Any, Final
 
 from ..core.config import API_MODES, RerankerConfig
 from ..core.endpoint_url import shown_endpoints
 from ..core.errors import ConfigError
 from .exits import CliError
+
+# how environment variables are named by convention; anything else given to --key-env may be the key itself
+_VARIABLE_NAME: Final = re.compile(r"[A-Z_][A-Z0-9_]*")
 
 
 def add_server_options(parser: argparse.ArgumentParser) -> None:
@@ -26,7 +30,10 @@ def server_config(args: argparse.Namespace, endpoint: str, **settings: Any) -> R
     """The plugin's config, validated as the settings panel's is; the key from the variable ``--key-env`` names."""
     key = os.environ.get(args.key_env, "").strip() if args.key_env else ""
     if args.key_env and not key:
-        raise CliError(f"--key-env {args.key_env}: the environment variable {args.key_env} is not set or empty")
+        if _VARIABLE_NAME.fullmatch(args.key_env):
+            raise CliError(f"--key-env {args.key_env}: the environment variable {args.key_env} is not set or empty")
+        raise CliError("--key-env: no environment variable of the name given is set, or it is empty (give the "
+                       "variable's name, not the key itself)")  # what was given may be the key: not repeated
     try:
         config = RerankerConfig(endpoint=endpoint, api=args.api, model=args.model.strip(), api_key=key,
                                 timeout=args.timeout, **settings)

@@ -9,7 +9,7 @@ import re
 from typing import Final
 from urllib.parse import urlsplit
 
-from .redaction import without_userinfo
+from .redaction import without_url_secrets
 
 # API paths a user may paste into the endpoint field; the plugin appends the path itself.
 _PASTED_API_SUFFIXES: Final = ("/v1/rerank", "/v2/rerank", "/v1/reranking", "/reranking", "/rerank", "/v1/score",
@@ -59,8 +59,9 @@ def split_endpoints(text: str) -> tuple[str, ...]:
 
 def shown_endpoints(text: str) -> str:
     """An endpoint setting as shown even when invalid: its entries as typed, joined as the canonical text is (so
-    "entry 2" is the second one shown), less any user name and password."""
-    return LIST_SEPARATOR.join(part for part in _SEPARATORS.split(without_userinfo(text)) if part)
+    "entry 2" is the second one shown), less any user name and password, ?query and #fragment (where a key may
+    be typed). Masked before splitting: a password or a query may hold a comma."""
+    return LIST_SEPARATOR.join(part for part in _SEPARATORS.split(without_url_secrets(text, all_urls=True)) if part)
 
 
 def endpoints_problem(text: str) -> str | None:
@@ -92,6 +93,8 @@ def endpoint_problem(endpoint: str) -> str | None:
         return "has no host name"
     if parts.username or parts.password:
         return "must not contain a user name or password (put a key in rerank_api_key)"
+    if "@" in text:  # a path's @ reads as a token typed as a user name: https://TOKEN/WITH/SLASH@host
+        return "must not contain @ (a user name or password goes in no URL: put a key in rerank_api_key)"
     if parts.query or parts.fragment or "?" in text or "#" in text:  # an empty one too: paths go after it
         return "must not contain ?query or #fragment"
     try:

@@ -20,15 +20,14 @@ _WORD: Final = re.compile(r"\S+")
 _SPACES: Final = re.compile(r"\s+")
 # controls, line breaks and lone surrogates: shown as U+FFFD, refused in a header value or a file name
 UNPRINTABLE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
-# a URL's ``user:password@``: from where an authority may start (the text's start, after ``//`` or a
-# space) to its last ``@``; commas, ``?`` and ``#`` are allowed in it (a password may hold them, though a
-# URL parser then ends the authority early), ``/`` and spaces end it, unless ``user:`` comes first and what
-# follows the colon is no port: then it runs to the next ``@``
-_USERINFO: Final = re.compile(r"(?:^|(?<=//)|(?<=\s))(?:[^/\s]*@|[^/?#\s@:]*:(?!\d*(?:[/?#\s]|$))[^\s@]*@)")
+# Where a URL's authority starts in a run of text without spaces: after its scheme and slashes (``http:/`` as
+# typed with one missing too), after ``http:`` or ``https:`` without them, after a quote or bracket before it.
+_URL_START: Final = re.compile(r"""['"(<\[]*(?:[A-Za-z][A-Za-z0-9+.-]*:/+|[Hh][Tt][Tt][Pp][Ss]?:)""")
+_QUERY_OR_FRAGMENT: Final = re.compile(r"[?#]")
+_CLOSING_MARKS: Final = "'\")>]"  # where a quoted URL ends: kept after a masked ?query or #fragment
+# an API key typed with the scheme of its header (``Bearer sk-...``): a server may echo the token alone
+_AUTH_SCHEME: Final = re.compile(r"\A\s*(?:authorization\s*:\s*)?bearer\s+(?=\S)", re.IGNORECASE)
 Span = tuple[int, int]
-_REPR: Final = reprlib.Repr()
-_REPR.maxstring = _REPR.maxother = 60
-_REPR.maxlevel = 3
 
 
 def redact(text: str, *secrets: str) -> str:
@@ -36,7 +35,7 @@ def redact(text: str, *secrets: str) -> str:
     than the text only its ends are read, so a megabyte memory costs no more."""
     flat, starts, ends = _flatten(text)
     escaped = "\\" in flat
-    spans = sorted(span for secret in secrets for form in _forms(secret, escaped, len(flat))
+    spans = sorted(span for secret in _with_bare_tokens(secrets) for form in _forms(secret, escaped, len(flat))
                    for span in _quotes(flat, form))
     if not spans:
         return text
@@ -49,8 +48,9 @@ def redact(text: str, *secrets: str) -> str:
 
 
 def shown(text: str, *secrets: str) -> str:
-    """One printable line of at most ``SHOWN_CHARS``: secrets masked first, then flattened and cut."""
-    return clipped(UNPRINTABLE.sub("\ufffd", " ".join(redact(text, *secrets).split())), SHOWN_CHARS)
+    """One printable line of at most ``SHOWN_CHARS``: secrets masked first (and then the ``user:password@`` of any
+    URL a server quotes, an upstream's say), then flattened and cut."""
+    return clipped(UNPRINTABLE.sub("\ufffd", " ".join(without_userinfo(redact(text, *secrets)).split())), SHOWN_CHARS)
 
 
 def clipped(text: str, limit: int) -> str:
@@ -58,19 +58,72 @@ def clipped(text: str, limit: int) -> str:
 
 
 def without_userinfo(text: str) -> str:
-    """``text`` with each URL's ``user:password@`` masked; trusts no list separator (a password may hold a comma)."""
-    return _USERINFO.sub(MASK + "@", text)
+    """``text`` with each URL's ``user:password@`` masked, without parsing it: in each run of text without spaces,
+    from where the authority starts to the run's last ``@``. A password may hold ``@ / ? # ,`` (a list separator
+    too), and a token typed as the user name may hold ``/``, which makes the rest read as a path with an ``@``:
+    so a URL's every ``@`` is taken to end a user name or password (no endpoint may hold one, ``endpoint_url``)."""
+    return _WORD.sub(lambda run: _run_without_userinfo(run.group()), text) if "@" in text else text
+
+
+def without_url_secrets(text: str, *, all_urls: bool = False) -> str:
+    """``without_userinfo``, and each URL's ``?query`` and ``#fragment`` masked too: an API key or a token may be
+    typed there (``?api_key=...``). A run counts as a URL when it starts as one, or (``all_urls``: the text is
+    an endpoint setting) always, also without a scheme (``127.0.0.1:8000/?key=...``)."""
+    return _WORD.sub(lambda run: _run_without_url_secrets(run.group(), all_urls), text)
+
+
+def _run_without_userinfo(run: str) -> str:
+    at = run.rfind("@")
+    if at < 0:
+        return run
+    start = _URL_START.match(run)
+    authority = start.end() if start is not None and start.end() <= at else 0
+    return f"{run[:authority]}{MASK}{run[at:]}"
+
+
+def _run_without_url_secrets(run: str, all_urls: bool) -> str:
+    run = _run_without_userinfo(run)
+    start = _URL_START.match(run)
+    if start is None and not all_urls:
+        return run
+    mark = _QUERY_OR_FRAGMENT.search(run, start.end() if start is not None else 0)
+    if mark is None:
+        return run
+    cut = mark.end()
+    closing = run[max(cut, len(run.rstrip(_CLOSING_MARKS))):]  # a quoted URL's closing quote stays
+    return f"{run[:cut]}{MASK}{closing}"
 
 
 def shown_value(value: object) -> str:
-    """A short repr of a foreign value, whatever its size or depth; a URL's password is masked first, as
-    shortening could cut off the ``@`` that ends it."""
+    """A short repr of a foreign value, whatever its size or depth; in every text it holds, nested too, a URL's
+    password and query are masked first, as shortening could cut off the ``@`` that ends a password."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
         return f"an integer of about {int(value.bit_length() * 0.30103)} digits"
     try:
-        return _REPR.repr(without_userinfo(value) if isinstance(value, str) else value)
+        return _REPR.repr(value)
     except Exception:  # e.g. a list holding an integer too long for repr()
         return f"a {type(value).__name__}"
+
+
+class _MaskedRepr(reprlib.Repr):
+    """reprlib's short repr, each text in it (bytes read as Latin-1) passed through ``without_url_secrets``."""
+
+    def repr_str(self, x: str, level: int) -> str:
+        return super().repr_str(without_url_secrets(x), level)
+
+    def repr_bytes(self, x: bytes, level: int) -> str:
+        return "b" + super().repr_str(without_url_secrets(x.decode("latin-1")), level)
+
+
+_REPR: Final = _MaskedRepr()
+_REPR.maxstring = _REPR.maxother = 60
+_REPR.maxlevel = 3
+
+
+def _with_bare_tokens(secrets: tuple[str, ...]) -> list[str]:
+    """Each secret, and a key typed with its ``Bearer`` prefix also as the token alone."""
+    bare = [secret[prefix.end():] for secret in secrets if (prefix := _AUTH_SCHEME.match(secret)) is not None]
+    return [*secrets, *bare]
 
 
 def _flatten(text: str) -> tuple[str, list[int], list[int]]:

@@ -30,6 +30,7 @@ from ..core import deadline as clock
 from ..core.config import RerankerConfig
 from ..core.dialects import WireAnswer, WireRequest
 from ..core.errors import ConfigError, DeadlineExceeded, MalformedAnswer, RerankError, StaleConnection, TransportError
+from ..core.redaction import without_url_secrets
 from ..core.statistics import ReplicaStatistics
 from .http_errors import translate
 
@@ -206,7 +207,7 @@ class HttpTransport:
                 trace_request_ctx=exchange,
             ) as response:
                 if 300 <= response.status < 400:
-                    target = response.headers.get("Location", "another address")
+                    target = without_url_secrets(response.headers.get("Location", "another address"))
                     raise TransportError(f"the server redirected to {target}; set the endpoint to the address it "
                                          "redirects to", retryable=False)
                 body = await _read_capped(response)

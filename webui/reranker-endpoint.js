@@ -43,6 +43,8 @@ function urlProblem(text) {
   const { user, password, hostname, port } = netlocParts(parts.netloc);
   if (!hostname) return "has no host name";
   if (user || password) return "must not contain a user name or password (put a key in API key)";
+  // a path's @ reads as a token typed as a user name (https://TOKEN/WITH/SLASH@host)
+  if (value.includes("@")) return "must not contain @ (a user name or password goes in no URL: put a key in API key)";
   // an empty one too (core checks the text): the plugin's paths would go after it
   if (parts.query || parts.fragment || /[?#]/.test(value)) return "must not contain ?query or #fragment";
   if (port && !(/^[0-9]+$/.test(port) && Number(port) <= 65535)) return "has an invalid port";

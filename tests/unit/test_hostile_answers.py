@@ -17,7 +17,14 @@ from usr.plugins.a0_reranker.core.dialects.wire import read_answer, read_json, s
 from usr.plugins.a0_reranker.core.endpoint_url import endpoint_problem, shown_endpoints
 from usr.plugins.a0_reranker.core.errors import BreakerOpen, ConfigError, MalformedAnswer, ServerError
 from usr.plugins.a0_reranker.core.probe_report import ProbeReport
-from usr.plugins.a0_reranker.core.redaction import MASK, redact, shown, shown_value, without_userinfo
+from usr.plugins.a0_reranker.core.redaction import (
+    MASK,
+    redact,
+    shown,
+    shown_value,
+    without_url_secrets,
+    without_userinfo,
+)
 
 BATCH = ScoreBatch.single("q", ["a", "b"])
 DEEP = b"[" * 100_000 + b"]" * 100_000
@@ -242,21 +249,20 @@ def test_every_text_of_a_probe_report_is_masked() -> None:
 
 def test_userinfo_is_taken_out_of_any_url_text_without_parsing_it() -> None:
     assert without_userinfo("http://user:pw@[::1") == "http://***@[::1"
-    assert without_userinfo("https://u:p@h:80/p@th?q=@") == "https://***@h:80/p@th?q=@"
+    assert without_userinfo("https://u:p@h:80/p@th?q=@") == "https://***@"  # to the last @: see below
     assert without_userinfo("u:p@127.0.0.1:8000") == "***@127.0.0.1:8000"
-    assert without_userinfo("http://host/a@b") == "http://host/a@b"
     assert without_userinfo("") == ""
 
 
 def test_userinfo_is_taken_out_of_every_entry_of_an_endpoint_list() -> None:
     assert without_userinfo("http://a:1, http://u:p@b:2") == "http://a:1, http://***@b:2"
-    assert without_userinfo("http://a:1 u:p@b:2\nhttps://x:y@c/p@th") == "http://a:1 ***@b:2\nhttps://***@c/p@th"
+    assert without_userinfo("http://a:1 u:p@b:2\nhttps://x:y@c/p") == "http://a:1 ***@b:2\nhttps://***@c/p"
     assert without_userinfo("http://a:1, http://u:p,w@b:2") == "http://a:1, http://***@b:2"  # a comma in a password
 
 
 @pytest.mark.parametrize(("typed", "shown"), [
     ("http://admin:s3cr/t@host:8000", "http://***@host:8000"),
-    ("http://admin:a?b#c@host/p@th", "http://***@host/p@th"),
+    ("http://admin:a?b#c@host/path", "http://***@host/path"),
     ("http://a:1, u:x/y@b:2", "http://a:1, ***@b:2"),
 ])
 def test_a_password_holding_a_slash_question_mark_or_hash_is_masked_too(typed: str, shown: str) -> None:
@@ -266,9 +272,43 @@ def test_a_password_holding_a_slash_question_mark_or_hash_is_masked_too(typed: s
     assert "s3cr" not in shown_endpoints(typed) and "a?b" not in shown_endpoints(typed)
 
 
-@pytest.mark.parametrize("text", ["http://host/a@b", "http://host:8000/a@b", "http://h:/x@y"])
-def test_a_path_holding_an_at_sign_is_no_password(text: str) -> None:
-    assert without_userinfo(text) == text
+@pytest.mark.parametrize(("text", "shown"), [
+    ("https://tok3n/Zx9vQ+Lm2w@h:8000", "https://***@h:8000"),  # a token with a / typed as the user name
+    ("http://admin:p@ss/word@h", "http://***@h"),  # a password with an @ and a /
+    ("http://host/a@b", "http://***@b"),  # reads the same as the first: masked too (no endpoint may hold an @)
+    ("http:/admin:pw@h", "http:/***@h"), ("http:admin:pw@h", "http:***@h"),  # a slash or two missing
+    ("'http://admin:pw@h'", "'http://***@h'"), ("x http://h:1,http://u:p@h2", "x http://***@h2"),
+])
+def test_a_urls_every_at_sign_ends_a_user_name_or_password(text: str, shown: str) -> None:
+    """Which @ ends a password that holds @ and / cannot be told from a path holding an @: the last one is."""
+    assert without_userinfo(text) == shown
+
+
+@pytest.mark.parametrize(("typed", "shown"), [
+    ("http://h:2/?api_key=sk-q7Zt93", "http://h:2/?***"), ("http://h/#access_token=t0k", "http://h/#***"),
+    ("127.0.0.1:8000/v1?key=sk-1, http://h:1", "127.0.0.1:8000/v1?***, http://h:1"),  # no scheme: still a URL
+    ("http://h?k=a,b http://u:p@g?x", "http://h?***, http://***@g?***"),  # a comma in a query is no separator
+])
+def test_an_endpoint_shown_masks_its_query_and_fragment(typed: str, shown: str) -> None:
+    assert shown_endpoints(typed) == shown
+
+
+def test_a_url_in_other_text_has_its_query_masked_but_other_words_are_kept() -> None:
+    assert without_url_secrets("got 'http://h/?api_key=sk-1' (why?)") == "got 'http://h/?***' (why?)"
+    assert without_url_secrets("what? a@b") == "what? ***@b"
+
+
+@pytest.mark.parametrize("value", [["http://u:pw-c8e1@h/?k=sk-c8e1"], {"k": "http://u:pw-c8e1@h"},
+                                   b"http://u:pw-c8e1@h", ("x" * 80 + " http://u:pw-c8e1@h",)])
+def test_a_foreign_value_is_shown_without_the_passwords_it_holds(value: object) -> None:
+    assert "c8e1" not in shown_value(value) and "***@h" in shown_value(value)
+
+
+@pytest.mark.parametrize("typed", ["Bearer k3y-7Zq9x2", "bearer   k3y-7Zq9x2", " BEARER k3y-7Zq9x2 ",
+                                   "Authorization: Bearer k3y-7Zq9x2"])
+def test_a_key_typed_with_its_bearer_prefix_is_masked_alone_too(typed: str) -> None:
+    assert redact("invalid API key k3y-7Zq9x2", typed) == "invalid API key ***"
+    assert redact(f"header was {typed.strip()}", typed) == "header was ***"
 
 
 def test_a_foreign_value_is_shown_short_whatever_it_is() -> None:

@@ -23,6 +23,7 @@ ENDPOINT_INPUTS = [
     "", "   ", "http://reranker.lan:8002", " http://h:1/v1/rerank/ ", "HTTP://H:80", "http://münchen.de:8002",
     "ftp://files.example.com", "localhost:8000", "http://", "http://:8002", "http:///path", "//h:80",
     "https://user:pw@h", "http://user@h", "http://:@h", "http://@h", "http://user@",
+    "http://h/a@b", "https://tok3n/Zx9vQ+Lm2w@h:8000", "http://h:1/x@y?z", "http://a:1, http://h/p@th",
     "http://h?x=1", "http://h#top", "http://h/?", "http://h/#", "http://h:99999", "http://h:8o02", "http://h:65535",
     "http://h:", "http://h:+80", "http://h:٨٠",
     "http://[::1", "http://::1]", "http://[::1]:8002", "http://[127.0.0.1]:80", "http://[fe80::1%eth0]:80",
