@@ -26,7 +26,7 @@ _URL_START: Final = re.compile(r"""['"(<\[]*(?:[A-Za-z][A-Za-z0-9+.-]*:/+|[Hh][T
 _QUERY_OR_FRAGMENT: Final = re.compile(r"[?#]")
 _CLOSING_MARKS: Final = "'\")>]"  # where a quoted URL ends: kept after a masked ?query or #fragment
 # an API key typed with the scheme of its header (``Bearer sk-...``): a server may echo the token alone
-_AUTH_SCHEME: Final = re.compile(r"\A\s*(?:authorization\s*:\s*)?bearer\s+(?=\S)", re.IGNORECASE)
+TYPED_AUTH_SCHEME: Final = re.compile(r"\A\s*(?:authorization\s*:\s*)?bearer\s+(?=\S)", re.IGNORECASE)
 Span = tuple[int, int]
 
 
@@ -122,7 +122,7 @@ _REPR.maxlevel = 3
 
 def _with_bare_tokens(secrets: tuple[str, ...]) -> list[str]:
     """Each secret, and a key typed with its ``Bearer`` prefix also as the token alone."""
-    bare = [secret[prefix.end():] for secret in secrets if (prefix := _AUTH_SCHEME.match(secret)) is not None]
+    bare = [secret[prefix.end():] for secret in secrets if (prefix := TYPED_AUTH_SCHEME.match(secret)) is not None]
     return [*secrets, *bare]
 
 

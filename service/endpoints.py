@@ -30,7 +30,7 @@ from ..core import deadline as clock
 from ..core.config import RerankerConfig
 from ..core.dialects import WireAnswer, WireRequest
 from ..core.errors import ConfigError, DeadlineExceeded, MalformedAnswer, RerankError, StaleConnection, TransportError
-from ..core.redaction import without_url_secrets
+from ..core.redaction import TYPED_AUTH_SCHEME, without_url_secrets
 from ..core.statistics import ReplicaStatistics
 from .http_errors import translate
 
@@ -198,7 +198,7 @@ class HttpTransport:
             raise DeadlineExceeded("no time left to send the request")
         headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
         if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
+            headers["Authorization"] = f"Bearer {TYPED_AUTH_SCHEME.sub('', api_key)}"  # not "Bearer Bearer ..."
         exchange = SimpleNamespace(reused=False)  # every request on our sessions carries one
         try:
             async with self._session(fresh).request(

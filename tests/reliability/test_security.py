@@ -83,6 +83,16 @@ async def test_a_working_keyed_server_shows_the_key_nowhere(serve: Any, everythi
     assert_secret_absent(shown_text(everything_logged, *shown))
 
 
+@pytest.mark.parametrize("typed", [f"Bearer {SECRET}", f"bearer  {SECRET}"], ids=["Bearer", "bearer-two-spaces"])
+async def test_a_key_typed_with_its_bearer_prefix_is_sent_once_prefixed(serve: Any, typed: str) -> None:
+    """Copied from a curl line, the key came with its scheme, and went out as ``Bearer Bearer ...``: refused."""
+    server: RunningServer = serve("infinity", api_key=SECRET)
+    outcome = await rerank_pool(QUERY, make_pool(), limit=LIMIT, config=config_for("infinity", server.url,
+                                                                                     api_key=typed, timeout=5))
+    assert outcome.applied, outcome
+    assert {r.headers["Authorization"] for r in server.requests if r.method == "POST"} == {f"Bearer {SECRET}"}
+
+
 @pytest.mark.parametrize("padding", [0, 180, 250, 270, 290])
 async def test_a_server_echoing_the_key_into_its_error_is_redacted(
         serve: Any, everything_logged: Any, padding: int) -> None:
