@@ -20,11 +20,16 @@ _WORD: Final = re.compile(r"\S+")
 _SPACES: Final = re.compile(r"\s+")
 # controls, line breaks and lone surrogates: shown as U+FFFD, refused in a header value or a file name
 UNPRINTABLE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
-# a URL's ``user:password@``: from where an authority may start (the text's start, after ``//`` or a
-# space) to its last ``@``; commas, ``?`` and ``#`` are allowed in it (a password may hold them, though a
-# URL parser then ends the authority early), ``/`` and spaces end it, unless ``user:`` comes first and what
-# follows the colon is no port: then it runs to the next ``@``
-_USERINFO: Final = re.compile(r"(?:^|(?<=//)|(?<=\s))(?:[^/\s]*@|[^/?#\s@:]*:(?!\d*(?:[/?#\s]|$))[^\s@]*@)")
+# a URL's ``user:password@``, masked wherever a URL may stand (``userinfo_spans``). Within one word: from where
+# an authority may start (the text's start, after ``//`` or a space) to its last ``@``; commas, ``?`` and ``#``
+# are allowed in it (a password may hold them, though a URL parser then ends the authority early), ``/`` and
+# spaces end it, unless ``user:`` comes first and what follows the colon is no port: then it runs to the next
+# ``@``. Across words: after a scheme's ``//`` (or at the text's start), ``user:`` and no port run to the next
+# ``@`` over spaces and commas too, as a password typed raw (``pa ss`` for ``pa%20ss``) may hold them.
+_NO_PORT: Final = r":(?![0-9]*(?:[/?#,\s]|$))"
+_USERINFO: Final = re.compile(
+    rf"(?:^|(?<=//)|(?<=\s))(?:[^/\s]*@|[^/?#\s@:]*{_NO_PORT}[^\s@]*@)|(?:^|(?<=//))[^/?#@:]*{_NO_PORT}[^@]*@"
+)
 Span = tuple[int, int]
 _REPR: Final = reprlib.Repr()
 _REPR.maxstring = _REPR.maxother = 60
@@ -57,9 +62,20 @@ def clipped(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + ELLIPSES[0]
 
 
+def userinfo_spans(text: str) -> list[Span]:
+    """Where ``text`` holds a URL's ``user:password@`` (see ``_USERINFO``), each span ending at its ``@``. Only
+    the text up to its last ``@`` is searched: no span ends later, and a long text without one costs one pass."""
+    return [match.span() for match in _USERINFO.finditer(text, 0, text.rfind("@") + 1)]
+
+
 def without_userinfo(text: str) -> str:
-    """``text`` with each URL's ``user:password@`` masked; trusts no list separator (a password may hold a comma)."""
-    return _USERINFO.sub(MASK + "@", text)
+    """``text`` with each URL's ``user:password@`` masked; trusts no list separator (a password may hold a comma
+    or a space)."""
+    pieces, kept_from = [], 0
+    for first, last in userinfo_spans(text):
+        pieces += [text[kept_from:first], MASK, "@"]
+        kept_from = last
+    return "".join([*pieces, text[kept_from:]])
 
 
 def shown_value(value: object) -> str:

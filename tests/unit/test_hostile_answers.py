@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 
 import pytest
 
@@ -14,7 +15,7 @@ from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.core.dialects import ScoreBatch, WireAnswer
 from usr.plugins.a0_reranker.core.dialects import catalog as cat
 from usr.plugins.a0_reranker.core.dialects.wire import read_answer, read_json, scores_from_items
-from usr.plugins.a0_reranker.core.endpoint_url import endpoint_problem, shown_endpoints
+from usr.plugins.a0_reranker.core.endpoint_url import endpoint_problem, endpoints_problem, shown_endpoints
 from usr.plugins.a0_reranker.core.errors import BreakerOpen, ConfigError, MalformedAnswer, ServerError
 from usr.plugins.a0_reranker.core.probe_report import ProbeReport
 from usr.plugins.a0_reranker.core.redaction import MASK, redact, shown, shown_value, without_userinfo
@@ -264,6 +265,32 @@ def test_a_password_holding_a_slash_question_mark_or_hash_is_masked_too(typed: s
     as typed: the password must not reach them. ``user:`` followed by something no port is marks userinfo."""
     assert without_userinfo(typed) == shown
     assert "s3cr" not in shown_endpoints(typed) and "a?b" not in shown_endpoints(typed)
+
+
+@pytest.mark.parametrize(("typed", "shown"), [
+    ("http://ops3:pa7 s9@host:8000", "http://***@host:8000"),
+    ("http://ops3 x:pa7 s9@h", "http://***@h"),
+    ("http://ops3:pa7 s9/t@host", "http://***@host"),
+    ("ops3:pa7 s9@host:8000", "***@host:8000"),
+    ("http://h1:1 http://ops3:pa7 s9, w@h2:8000", "http://h1:1, http://***@h2:8000"),
+])
+def test_a_password_typed_raw_with_spaces_or_commas_is_one_entry_masked_whole(typed: str, shown: str) -> None:
+    """Typed raw (``pa ss`` for ``pa%20ss``), a password holds the list's separators: they separate nothing,
+    so no part of it is shown as an entry of its own and the entry is refused as holding a password."""
+    assert shown_endpoints(typed) == shown
+    assert without_userinfo(typed).replace(" ", ", ") == shown
+    problem = endpoints_problem(typed)
+    assert problem is not None and "pa7" not in problem and "s9" not in problem and "ops3" not in problem
+    assert problem.endswith(("must not contain a user name or password (put a key in rerank_api_key)",
+                             "must start with http:// or https://", "has an invalid port"))
+
+
+def test_masking_a_long_text_takes_one_pass() -> None:
+    """A server's answer quoted in an error is masked before it is cut: however it is built, that is fast."""
+    for text in ("//a:b" * 40_000, "//a:b " * 40_000 + "@", "//a:1 " * 40_000 + "@", "x:" * 40_000 + "@"):
+        started = time.monotonic()
+        shown_value(text), shown_endpoints(text), endpoints_problem(text)
+        assert time.monotonic() - started < 2
 
 
 @pytest.mark.parametrize("text", ["http://host/a@b", "http://host:8000/a@b", "http://h:/x@y"])
