@@ -25,7 +25,7 @@ from ..service import runtime
 from . import exits
 from .exits import FAILED, CliError
 from .formatting import bold, table, terminal_width
-from .options import add_server_options, port_number, positive_int, server_config
+from .options import add_server_options, port_number, positive_int, server_config, server_options_given
 
 
 @dataclass(frozen=True)
@@ -58,21 +58,26 @@ def add_parser(commands: Any) -> None:
     )
     parser.add_argument("--endpoint", metavar="URL", help="use this reranker server instead of the embedded demo")
     add_server_options(parser)
-    parser.add_argument("--limit", type=positive_int, default=KEEP, metavar="N",
+    parser.add_argument("--limit", type=positive_int, metavar="N",
                         help=f"memories the recall keeps (default: {KEEP}, as Agent Zero)")
     parser.add_argument("--json", action="store_true", help="print the before and after as JSON")
     parser.add_argument("--serve", action="store_true",
                         help="keep the embedded demo server running (until Ctrl-C) and print the commands that use it")
-    parser.add_argument("--port", type=port_number, default=0, metavar="N",
+    parser.add_argument("--port", type=port_number, metavar="N",
                         help="with --serve: the port on 127.0.0.1 (default: a free one)")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.serve:
-        if args.endpoint is not None:
-            raise CliError("--serve runs the embedded demo server; it does not take --endpoint")
-        return exits.run(serve(args.port))
+        recall_only = {"--endpoint": args.endpoint is not None, "--limit": args.limit is not None,
+                       "--json": args.json, **dict.fromkeys(server_options_given(args), True)}
+        if unused := [option for option, given in recall_only.items() if given]:
+            raise CliError(f"--serve runs the embedded demo server; it does not take {', '.join(unused)}")
+        return exits.run(serve(args.port or 0))
+    if args.port is not None:
+        raise CliError("--port sets the port of demo --serve; without --serve the demo server takes a free port")
+    args.limit = args.limit or KEEP
     # bad input (an empty --endpoint too) fails before anything starts
     given = server_config(args, args.endpoint) if args.endpoint is not None else None
     demo = exits.run(recall(args, given))

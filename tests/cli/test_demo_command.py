@@ -126,3 +126,15 @@ def test_the_demo_servers_module_says_how_to_run_it(package_path) -> None:
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "a0-reranker demo --serve" in result.stderr
+
+
+def test_options_the_mode_does_not_use_are_refused_not_ignored(cli, one_error_line) -> None:
+    """``--serve --json`` printed plain text, and ``--port`` without ``--serve`` served on another port: each
+    option that the chosen mode would silently ignore is a usage error (exit 2) that names it."""
+    served = cli("demo", "--serve", "--json", "--limit", "3", "--timeout", "3", timeout=30)
+    assert served.returncode == 2, served.stderr
+    assert one_error_line(served).endswith("--serve runs the embedded demo server; it does not take --limit, "
+                                           "--json, --timeout")
+    one_off = cli("demo", "--port", "8000", timeout=30)
+    assert one_off.returncode == 2, one_off.stderr
+    assert "--port sets the port of demo --serve" in one_error_line(one_off)
