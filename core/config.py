@@ -131,6 +131,19 @@ def settings_keys() -> list[str]:
     return [setting_key(f.name) for f in dataclasses.fields(RerankerConfig)]
 
 
+def canonical_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """``settings`` with each ``rerank_*`` value written as the plugin reads it (``"AUTO"`` as ``"auto"``,
+    ``"yes"`` as ``true``, ``"10"`` as ``10``, a list of replicas as one text), so a form shows what the
+    plugin uses; a value that does not coerce is kept as it is, for the checks to name."""
+    canonical = dict(settings)
+    for name, coerce in _COERCE.items():
+        key = setting_key(name)
+        if canonical.get(key) is not None:
+            with contextlib.suppress(TypeError, ValueError):
+                canonical[key] = coerce(canonical[key])
+    return canonical
+
+
 def load_default_settings() -> dict[str, Any]:
     with DEFAULT_CONFIG_FILE.open(encoding="utf-8") as handle:
         data = yaml.safe_load(handle) or {}
@@ -232,7 +245,7 @@ _COERCE_FIELD: Final[dict[str, Callable[[Any], Any]]] = {
 _COERCE: Final = {name: _COERCE_FIELD.get(name) or _COERCE_TYPE[kind] for name, kind in _FIELD_TYPES.items()}
 
 _SECRET_FIELDS: Final = frozenset({"api_key"})  # never echoed; each is also left out of the config's repr
-_SINGLE_LINE_FIELDS: Final = frozenset({"api_key", "ca_bundle"})  # a header value and a file name
+SINGLE_LINE_FIELDS: Final = frozenset({"api_key", "ca_bundle"})  # a header value and a file name (the panel: "line")
 
 
 def _check_field(name: str, value: Any) -> str | None:
@@ -257,7 +270,7 @@ def _field_problem(name: str, value: Any) -> str | None:
             return f"must be between {low:g} and {high:g}, got {{shown}}"
     if (choices := _CHOICES.get(name)) is not None and value not in choices:
         return f"expected one of {', '.join(choices)}, got {{shown}}"
-    if name in _SINGLE_LINE_FIELDS and UNPRINTABLE.search(value):
+    if name in SINGLE_LINE_FIELDS and UNPRINTABLE.search(value):
         return "must not contain a line break or other control character"
     if name == "endpoint" and (problem := endpoints_problem(value)):
         return f"the URL {problem}"
