@@ -257,6 +257,11 @@ def _check_field(name: str, value: Any) -> str | None:
     return f"{setting_key(name)}: {problem.replace('{shown}', shown)}"
 
 
+def _limit(bound: float) -> str:
+    """A range's end as a user types it: 1000000, not 1e+06."""
+    return str(int(bound)) if float(bound).is_integer() else f"{bound:g}"
+
+
 def _field_problem(name: str, value: Any) -> str | None:
     """The problem as a template (``{shown}`` is the value, rendered safely)."""
     expected: Any = _TYPES[name]
@@ -267,7 +272,7 @@ def _field_problem(name: str, value: Any) -> str | None:
     if name in NUMERIC_RANGES:
         low, high = NUMERIC_RANGES[name]
         if not (low <= value <= high) or (isinstance(value, float) and not math.isfinite(value)):
-            return f"must be between {low:g} and {high:g}, got {{shown}}"
+            return f"must be between {_limit(low)} and {_limit(high)}, got {{shown}}"
     if (choices := _CHOICES.get(name)) is not None and value not in choices:
         return f"expected one of {', '.join(choices)}, got {{shown}}"
     if name in SINGLE_LINE_FIELDS and UNPRINTABLE.search(value):
