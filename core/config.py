@@ -86,9 +86,14 @@ class RerankerConfig:
                 values[name] = coerce(value)
             except (TypeError, ValueError) as exc:
                 problems.append(f"{key}: {exc}")
-        if problems:
-            raise ConfigError(problems)
-        return cls(**values)
+        if not problems:
+            return cls(**values)
+        try:  # the values that did coerce are checked too: one error names every bad key
+            cls(**values)
+        except ConfigError as exc:
+            problems += exc.problems
+        order = {key: position for position, key in enumerate(settings_keys())}
+        raise ConfigError(sorted(problems, key=lambda problem: order.get(problem.partition(":")[0], len(order))))
 
     def to_settings(self) -> dict[str, Any]:
         return {setting_key(f.name): getattr(self, f.name) for f in dataclasses.fields(self)}

@@ -156,7 +156,8 @@ async def test_invalid_settings_run_stock_and_name_the_bad_keys(a0: A0, server: 
     loop_data, calls = await recall(a0, agent)
     assert loop_data.extras_persistent["memories"] == await stock_memories(a0, agent, calls[0]["query"])
     assert server.count() == 0
-    assert a0.recall_lines(agent)[0] == "Reranker skipped, recall runs stock: invalid settings (rerank_timeout)"
+    assert a0.recall_lines(agent)[0] == (  # both bad keys, the one that does not coerce and the one out of range
+        "Reranker skipped, recall runs stock: invalid settings (rerank_candidates, rerank_timeout)")
     assert runtime.statistics().fallbacks["config"] == 2  # the memories and the solutions search
 
 
