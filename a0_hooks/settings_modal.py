@@ -1,17 +1,17 @@
 """The settings A0's plugin-settings modal loads, completed (our extension of A0's ``Plugins._get_config``):
-a saved ``config.json`` may lack newer keys or hold a list of replicas where the field holds text, so the
-modal gets the settings the plugin uses and Save writes every key. A0 runs this for every plugin's modal,
-so it imports only core: a missing aiohttp or async-lru must not break another plugin's. State: none.
+a saved ``config.json`` may lack newer keys or hold values in another form than the panel's (a list of
+replicas where the field holds text, ``"yes"`` for a toggle), so the modal gets the settings the plugin
+uses and Save writes every key. A0 runs this for every plugin's modal, so it imports only core: a missing
+aiohttp or async-lru must not break another plugin's. State: none.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
-from ..core.config import load_default_settings, to_endpoints
+from ..core.config import canonical_settings, load_default_settings
 from . import PLUGIN_NAME
 
 log = logging.getLogger("a0_reranker")
@@ -29,12 +29,11 @@ def complete_loaded(data: MutableMapping[str, Any]) -> None:
 
 
 def completed(saved: Mapping[str, Any]) -> dict[str, Any]:
-    """The defaults, then every saved key that has a value (the file's order after the defaults' own)."""
-    merged = {**load_default_settings(), **{key: value for key, value in saved.items() if value is not None}}
-    if isinstance(merged.get("rerank_endpoint"), list | tuple):
-        with contextlib.suppress(ValueError):  # entries that are not text: left as saved, for the checks to name
-            merged["rerank_endpoint"] = to_endpoints(merged["rerank_endpoint"])
-    return merged
+    """The defaults, then every saved key that has a value (the file's order after the defaults' own), each
+    as the plugin reads it: a hand-edited ``"AUTO"``, ``"yes"`` or list of replicas the plugin takes would
+    otherwise show as a blank choice, a refused toggle or a field the panel cannot check."""
+    return canonical_settings({**load_default_settings(),
+                               **{key: value for key, value in saved.items() if value is not None}})
 
 
 def _request_of(data: Mapping[str, Any]) -> Mapping[str, Any]:

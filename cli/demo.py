@@ -25,7 +25,7 @@ from ..service import runtime
 from . import exits
 from .exits import FAILED, CliError
 from .formatting import bold, table, terminal_width
-from .options import add_server_options, port_number, positive_int, server_config
+from .options import add_server_options, port_number, positive_int, server_config, server_options_given
 
 
 @dataclass(frozen=True)
@@ -36,8 +36,17 @@ class DemoRun:
     before: list[tuple[float, str]]  # (similarity, memory) in embedding order
     after: list[tuple[float, int, str]]  # (score, position before, memory) of those the recall keeps
     outcome: RecallOutcome[str]
-    limit: int
+    limit: int  # --limit, as given
     pool: PoolStatistics  # the engine's pool counters after the recall (what the status tool shows in A0)
+
+    @property
+    def kept(self) -> int:
+        """Memories the recall keeps: ``limit``, or all of them when the sample holds no more."""
+        return len(self.after)
+
+    @property
+    def keeps_all(self) -> bool:
+        return self.kept >= len(self.before)
 
 
 def add_parser(commands: Any) -> None:
@@ -49,21 +58,26 @@ def add_parser(commands: Any) -> None:
     )
     parser.add_argument("--endpoint", metavar="URL", help="use this reranker server instead of the embedded demo")
     add_server_options(parser)
-    parser.add_argument("--limit", type=positive_int, default=KEEP, metavar="N",
+    parser.add_argument("--limit", type=positive_int, metavar="N",
                         help=f"memories the recall keeps (default: {KEEP}, as Agent Zero)")
     parser.add_argument("--json", action="store_true", help="print the before and after as JSON")
     parser.add_argument("--serve", action="store_true",
                         help="keep the embedded demo server running (until Ctrl-C) and print the commands that use it")
-    parser.add_argument("--port", type=port_number, default=0, metavar="N",
+    parser.add_argument("--port", type=port_number, metavar="N",
                         help="with --serve: the port on 127.0.0.1 (default: a free one)")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.serve:
-        if args.endpoint is not None:
-            raise CliError("--serve runs the embedded demo server; it does not take --endpoint")
-        return exits.run(serve(args.port))
+        recall_only = {"--endpoint": args.endpoint is not None, "--limit": args.limit is not None,
+                       "--json": args.json, **dict.fromkeys(server_options_given(args), True)}
+        if unused := [option for option, given in recall_only.items() if given]:
+            raise CliError(f"--serve runs the embedded demo server; it does not take {', '.join(unused)}")
+        return exits.run(serve(args.port or 0))
+    if args.port is not None:
+        raise CliError("--port sets the port of demo --serve; without --serve the demo server takes a free port")
+    args.limit = args.limit or KEEP
     # bad input (an empty --endpoint too) fails before anything starts
     given = server_config(args, args.endpoint) if args.endpoint is not None else None
     demo = exits.run(recall(args, given))
@@ -110,6 +124,7 @@ def as_dict(demo: DemoRun) -> dict[str, Any]:
         "reranker": {"endpoint": demo.endpoint, "embedded": demo.embedded,
                      "scorer": LABEL if demo.embedded else None, "probe": demo.probe.as_dict(note=False)},
         "limit": demo.limit,
+        "kept": demo.kept,
         "before": [{"position": p, "similarity": round(s, 4), "memory": m} for p, (s, m) in enumerate(demo.before, 1)],
         "after": [{"position": p, "score": s, "was": was, "memory": m} for p, (s, was, m) in enumerate(demo.after, 1)],
         "rerank_ms": round(demo.outcome.elapsed_s * 1000, 1),
@@ -118,11 +133,11 @@ def as_dict(demo: DemoRun) -> dict[str, Any]:
 
 
 def render(demo: DemoRun) -> str:
-    width, limit = terminal_width(), demo.limit
+    width = terminal_width()
     stock = [(f"{p}", f"{similarity:.3f}", memory) for p, (similarity, memory) in enumerate(demo.before, 1)]
     before = table(("#", "similarity", "memory"), stock, ">><", width - 2)
-    if limit < len(stock):
-        before.insert(limit + 1, f"{'-' * 4} the recall keeps the {limit} above {'-' * 4}")
+    if not demo.keeps_all:
+        before.insert(demo.kept + 1, f"{'-' * 4} the recall keeps the {demo.kept} above {'-' * 4}")
     reranked = [(f"{p:2d}", f"{score:.3f}", f"#{was}", memory) for p, (score, was, memory) in enumerate(demo.after, 1)]
     after = table(("#", "score", "was", "memory"), reranked, ">>><", width - 2)
     lines = [bold("a0-reranker demo: one memory recall, before and after reranking"), "", *_setting(demo, width)]
@@ -144,8 +159,12 @@ def _setting(demo: DemoRun, width: int) -> list[str]:
                   f"scorer: {LABEL}"]
     else:
         server = [f"your server at {demo.endpoint}"]
-    rows = [("question", [QUERY]),
-            ("memories", [f"{len(demo.before)} sample memories; the recall keeps the best {demo.limit}"]),
+    if demo.keeps_all:
+        kept = (f"the recall keeps all {demo.kept}"
+                + (f" (--limit {demo.limit} is more than there are)" if demo.limit > demo.kept else ""))
+    else:
+        kept = f"the recall keeps the best {demo.kept}"
+    rows = [("question", [QUERY]), ("memories", [f"{len(demo.before)} sample memories; {kept}"]),
             ("reranker", server), ("detected", [demo.probe.message])]
     return [f"  {name if i == 0 else '':<10}{line}" for name, texts in rows
             for i, line in enumerate(line for text in texts for line in textwrap.wrap(text, width - 12))]
@@ -157,5 +176,9 @@ def _verdict(demo: DemoRun) -> str:
         return "The reranker did not change the recall."
     top_was = demo.after[0][1]
     top = "kept its top memory" if top_was == 1 else f"the new top memory was #{top_was} in embedding order"
-    return (f"{bold('Result:')} {change.replaced} of the {change.limit} recalled memories were replaced "
+    if demo.keeps_all:
+        return (f"{bold('Result:')} the recall keeps all {demo.kept} memories, so reranking could only reorder "
+                f"them (try a lower --limit); {top}.")
+    recalled = "recalled memory was" if change.limit == 1 else "recalled memories were"
+    return (f"{bold('Result:')} {change.replaced} of the {change.limit} {recalled} replaced "
             f"(rescued from further down the pool); {top}.")

@@ -12,6 +12,7 @@ from ..core.endpoint_url import shown_endpoints
 from ..core.errors import ConfigError
 from .exits import CliError
 
+DEFAULT_TIMEOUT: Final = RerankerConfig().timeout
 # how environment variables are named by convention; anything else given to --key-env may be the key itself
 _VARIABLE_NAME: Final = re.compile(r"[A-Z_][A-Z0-9_]*")
 
@@ -23,7 +24,15 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="", help="model id the server expects (default: what it lists)")
     parser.add_argument("--key-env", metavar="VAR", default="",
                         help="name of the environment variable that holds the API key (never pass the key itself)")
-    parser.add_argument("--timeout", type=float, default=10.0, metavar="S", help="seconds to wait (default: 10)")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="S",
+                        help=f"seconds to wait (default: {DEFAULT_TIMEOUT:g})")
+
+
+def server_options_given(args: argparse.Namespace) -> list[str]:
+    """The options of ``add_server_options`` set to other than their defaults."""
+    given = {"--api": args.api != "auto", "--model": bool(args.model), "--key-env": bool(args.key_env),
+             "--timeout": args.timeout != DEFAULT_TIMEOUT}
+    return [option for option, set_ in given.items() if set_]
 
 
 def server_config(args: argparse.Namespace, endpoint: str, **settings: Any) -> RerankerConfig:

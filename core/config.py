@@ -86,9 +86,14 @@ class RerankerConfig:
                 values[name] = coerce(value)
             except (TypeError, ValueError) as exc:
                 problems.append(f"{key}: {exc}")
-        if problems:
-            raise ConfigError(problems)
-        return cls(**values)
+        if not problems:
+            return cls(**values)
+        try:  # the values that did coerce are checked too: one error names every bad key
+            cls(**values)
+        except ConfigError as exc:
+            problems += exc.problems
+        order = {key: position for position, key in enumerate(settings_keys())}
+        raise ConfigError(sorted(problems, key=lambda problem: order.get(problem.partition(":")[0], len(order))))
 
     def to_settings(self) -> dict[str, Any]:
         return {setting_key(f.name): getattr(self, f.name) for f in dataclasses.fields(self)}
@@ -129,6 +134,19 @@ def setting_key(field_name: str) -> str:
 def settings_keys() -> list[str]:
     """In panel order."""
     return [setting_key(f.name) for f in dataclasses.fields(RerankerConfig)]
+
+
+def canonical_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """``settings`` with each ``rerank_*`` value written as the plugin reads it (``"AUTO"`` as ``"auto"``,
+    ``"yes"`` as ``true``, ``"10"`` as ``10``, a list of replicas as one text), so a form shows what the
+    plugin uses; a value that does not coerce is kept as it is, for the checks to name."""
+    canonical = dict(settings)
+    for name, coerce in _COERCE.items():
+        key = setting_key(name)
+        if canonical.get(key) is not None:
+            with contextlib.suppress(TypeError, ValueError):
+                canonical[key] = coerce(canonical[key])
+    return canonical
 
 
 def load_default_settings() -> dict[str, Any]:
@@ -232,7 +250,7 @@ _COERCE_FIELD: Final[dict[str, Callable[[Any], Any]]] = {
 _COERCE: Final = {name: _COERCE_FIELD.get(name) or _COERCE_TYPE[kind] for name, kind in _FIELD_TYPES.items()}
 
 _SECRET_FIELDS: Final = frozenset({"api_key"})  # never echoed; each is also left out of the config's repr
-_SINGLE_LINE_FIELDS: Final = frozenset({"api_key", "ca_bundle"})  # a header value and a file name
+SINGLE_LINE_FIELDS: Final = frozenset({"api_key", "ca_bundle"})  # a header value and a file name (the panel: "line")
 
 
 def _check_field(name: str, value: Any) -> str | None:
@@ -242,6 +260,11 @@ def _check_field(name: str, value: Any) -> str | None:
         return None
     shown = f"a {type(value).__name__}" if name in _SECRET_FIELDS else shown_value(value)  # never echo a key
     return f"{setting_key(name)}: {problem.replace('{shown}', shown)}"
+
+
+def _limit(bound: float) -> str:
+    """A range's end as a user types it: 1000000, not 1e+06."""
+    return str(int(bound)) if float(bound).is_integer() else f"{bound:g}"
 
 
 def _field_problem(name: str, value: Any) -> str | None:
@@ -254,10 +277,10 @@ def _field_problem(name: str, value: Any) -> str | None:
     if name in NUMERIC_RANGES:
         low, high = NUMERIC_RANGES[name]
         if not (low <= value <= high) or (isinstance(value, float) and not math.isfinite(value)):
-            return f"must be between {low:g} and {high:g}, got {{shown}}"
+            return f"must be between {_limit(low)} and {_limit(high)}, got {{shown}}"
     if (choices := _CHOICES.get(name)) is not None and value not in choices:
         return f"expected one of {', '.join(choices)}, got {{shown}}"
-    if name in _SINGLE_LINE_FIELDS and UNPRINTABLE.search(value):
+    if name in SINGLE_LINE_FIELDS and UNPRINTABLE.search(value):
         return "must not contain a line break or other control character"
     if name == "endpoint" and (problem := endpoints_problem(value)):
         return f"the URL {problem}"

@@ -1,6 +1,7 @@
 """The endpoint URLs a user types: cleaned of what they may paste with them, and checked without ever raising
 or repeating them (they may hold a password). ``rerank_endpoint`` may list several base URLs, replicas of one
-model, separated by commas or whitespace; the canonical text joins them with ", ", each once.
+model, separated by commas or whitespace; the canonical text joins them with ", ", each once. A comma or space
+inside a URL's ``user:password@`` separates nothing: that entry is refused whole, its password masked.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import re
 from typing import Final
 from urllib.parse import urlsplit
 
-from .redaction import without_url_secrets
+from .redaction import userinfo_spans, without_url_secrets, without_userinfo
 
 # API paths a user may paste into the endpoint field; the plugin appends the path itself.
 _PASTED_API_SUFFIXES: Final = ("/v1/rerank", "/v2/rerank", "/v1/reranking", "/reranking", "/rerank", "/v1/score",
@@ -53,20 +54,30 @@ def _path_start(text: str) -> int:
 
 
 def split_endpoints(text: str) -> tuple[str, ...]:
-    urls = (normalize_endpoint(part) for part in _SEPARATORS.split(text))
+    urls = (normalize_endpoint(part) for part in endpoint_entries(text))
     return tuple(dict.fromkeys(url for url in urls if url))
+
+
+def endpoint_entries(text: str) -> list[str]:
+    """The entries of an endpoint setting as typed: the text cut at each run of commas and whitespace, except
+    one inside a URL's ``user:password@`` (a password typed raw may hold either)."""
+    inside = userinfo_spans(text)
+    cuts = [run.span() for run in _SEPARATORS.finditer(text)
+            if not any(first < run.start() < last for first, last in inside)]
+    bounds = [0, *(at for cut in cuts for at in cut), len(text)]
+    return [text[start:end] for start, end in zip(bounds[::2], bounds[1::2], strict=True) if start < end]
 
 
 def shown_endpoints(text: str) -> str:
     """An endpoint setting as shown even when invalid: its entries as typed, joined as the canonical text is (so
     "entry 2" is the second one shown), less any user name and password, ?query and #fragment (where a key may
-    be typed). Masked before splitting: a password or a query may hold a comma."""
-    return LIST_SEPARATOR.join(part for part in _SEPARATORS.split(without_url_secrets(text, all_urls=True)) if part)
+    be typed). Masked before splitting: a query may hold a comma."""
+    return LIST_SEPARATOR.join(endpoint_entries(without_url_secrets(text, all_urls=True)))
 
 
 def endpoints_problem(text: str) -> str | None:
     """Why an endpoint setting is unusable, naming the entry by position (never by its text)."""
-    parts = [part for part in _SEPARATORS.split(text.strip()) if part]
+    parts = endpoint_entries(text.strip())
     if len(parts) <= 1:  # a stray comma around one URL is no second entry: split_endpoints drops it too
         return endpoint_problem(parts[0] if parts else "")
     for position, part in enumerate(parts, 1):
@@ -80,7 +91,7 @@ def endpoint_problem(endpoint: str) -> str | None:
     text = endpoint.strip()
     if not text:
         return None
-    if _NOT_IN_URLS.search(text):
+    if _NOT_IN_URLS.search(without_userinfo(text)):  # a password's spaces: refused below as a password
         return "must not contain spaces, line breaks or other control characters"
     try:
         parts = urlsplit(text)

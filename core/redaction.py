@@ -27,6 +27,16 @@ _QUERY_OR_FRAGMENT: Final = re.compile(r"[?#]")
 _CLOSING_MARKS: Final = "'\")>]"  # where a quoted URL ends: kept after a masked ?query or #fragment
 # an API key typed with the scheme of its header (``Bearer sk-...``): a server may echo the token alone
 TYPED_AUTH_SCHEME: Final = re.compile(r"\A\s*(?:authorization\s*:\s*)?bearer\s+(?=\S)", re.IGNORECASE)
+# a URL's ``user:password@`` as ``userinfo_spans`` finds it (an endpoint list is never cut inside one). Within
+# one word: from where an authority may start (the text's start, after ``//`` or a space) to its last ``@``;
+# commas, ``?`` and ``#`` are allowed in it (a password may hold them, though a URL parser then ends the
+# authority early), ``/`` and spaces end it, unless ``user:`` comes first and what follows the colon is no port:
+# then it runs to the next ``@``. Across words: after a scheme's ``//`` (or at the text's start), ``user:`` and
+# no port run to the next ``@`` over spaces and commas too, as a password typed raw (``pa ss``) may hold them.
+_NO_PORT: Final = r":(?![0-9]*(?:[/?#,\s]|$))"
+_USERINFO: Final = re.compile(
+    rf"(?:^|(?<=//)|(?<=\s))(?:[^/\s]*@|[^/?#\s@:]*{_NO_PORT}[^\s@]*@)|(?:^|(?<=//))[^/?#@:]*{_NO_PORT}[^@]*@"
+)
 Span = tuple[int, int]
 
 
@@ -57,19 +67,34 @@ def clipped(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + ELLIPSES[0]
 
 
+def userinfo_spans(text: str) -> list[Span]:
+    """Where ``text`` holds a URL's ``user:password@`` (see ``_USERINFO``), each span ending at its ``@``. Only
+    the text up to its last ``@`` is searched: no span ends later, and a long text without one costs one pass."""
+    return [match.span() for match in _USERINFO.finditer(text, 0, text.rfind("@") + 1)]
+
+
 def without_userinfo(text: str) -> str:
     """``text`` with each URL's ``user:password@`` masked, without parsing it: in each run of text without spaces,
     from where the authority starts to the run's last ``@``. A password may hold ``@ / ? # ,`` (a list separator
     too), and a token typed as the user name may hold ``/``, which makes the rest read as a path with an ``@``:
-    so a URL's every ``@`` is taken to end a user name or password (no endpoint may hold one, ``endpoint_url``)."""
-    return _WORD.sub(lambda run: _run_without_userinfo(run.group()), text) if "@" in text else text
+    so a URL's every ``@`` is taken to end a user name or password (no endpoint may hold one, ``endpoint_url``).
+    First, a ``user:password@`` over spaces (``userinfo_spans``): a password typed raw may hold one."""
+    return _WORD.sub(lambda run: _run_without_userinfo(run.group()), _spans_masked(text)) if "@" in text else text
 
 
 def without_url_secrets(text: str, *, all_urls: bool = False) -> str:
     """``without_userinfo``, and each URL's ``?query`` and ``#fragment`` masked too: an API key or a token may be
     typed there (``?api_key=...``). A run counts as a URL when it starts as one, or (``all_urls``: the text is
     an endpoint setting) always, also without a scheme (``127.0.0.1:8000/?key=...``)."""
-    return _WORD.sub(lambda run: _run_without_url_secrets(run.group(), all_urls), text)
+    return _WORD.sub(lambda run: _run_without_url_secrets(run.group(), all_urls), _spans_masked(text))
+
+
+def _spans_masked(text: str) -> str:
+    pieces, kept_from = [], 0
+    for first, last in userinfo_spans(text):
+        pieces += [text[kept_from:first], MASK, "@"]
+        kept_from = last
+    return "".join([*pieces, text[kept_from:]])
 
 
 def _run_without_userinfo(run: str) -> str:

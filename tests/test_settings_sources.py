@@ -24,7 +24,14 @@ import pytest
 import yaml
 
 from support.a0_layout import REPO_ROOT
-from usr.plugins.a0_reranker.core.config import API_MODES, HEDGE_MODES, NUMERIC_RANGES, RerankerConfig, setting_key
+from usr.plugins.a0_reranker.core.config import (
+    API_MODES,
+    HEDGE_MODES,
+    NUMERIC_RANGES,
+    SINGLE_LINE_FIELDS,
+    RerankerConfig,
+    setting_key,
+)
 
 FIELDS = {setting_key(f.name): f for f in dataclasses.fields(RerankerConfig)}
 DEFAULTS = RerankerConfig().to_settings()
@@ -41,6 +48,8 @@ def kind(key: str) -> str:
         return "choice"
     if key == "rerank_endpoint":
         return "url"
+    if key in {setting_key(name) for name in SINGLE_LINE_FIELDS}:
+        return "line"
     return {"bool": "bool", "int": "integer", "float": "number"}.get(str(FIELDS[key].type), "text")
 
 

@@ -1,13 +1,21 @@
 // The endpoint setting's checks, made as core/endpoint_url.py makes them (endpoints_problem), so the
 // panel refuses exactly what the plugin refuses on Save, in the same words: the same splitting of a
-// list (commas or whitespace, Python's whitespace), the bad entry named by position, never by its text
-// (it may hold a password), and each URL read by urllib.parse.urlsplit's rules rather than the
-// browser's stricter URL parser. A test runs both over the same inputs and compares the messages.
+// list (commas or whitespace, Python's whitespace, but none inside a URL's user:password@: a password
+// typed raw may hold them), the bad entry named by position, never by its text (it may hold a
+// password), and each URL read by urllib.parse.urlsplit's rules rather than the browser's stricter URL
+// parser. A test runs both over the same inputs and compares the messages.
 
 const WHITESPACE = "\\t\\n\\v\\f\\r \\x1c-\\x1f\\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000";
-const SEPARATORS = new RegExp(`[,${WHITESPACE}]+`, "u");
+const SEPARATORS = new RegExp(`[,${WHITESPACE}]+`, "gu");
 const EDGES = new RegExp(`^[${WHITESPACE}]+|[${WHITESPACE}]+$`, "gu");
 const NOT_IN_URLS = new RegExp(`[${WHITESPACE}\\x00-\\x1f\\x7f-\\x9f\\ud800-\\udfff]`, "u");
+// core/redaction.py's _USERINFO: a URL's user:password@, within one word, or across words after "//"
+const NO_PORT = `:(?![0-9]*(?:[/?#,${WHITESPACE}]|$))`;
+const USERINFO = new RegExp(
+  `(?:^|(?<=//)|(?<=[${WHITESPACE}]))(?:[^/${WHITESPACE}]*@|[^/?#${WHITESPACE}@:]*${NO_PORT}[^${WHITESPACE}@]*@)` +
+    `|(?:^|(?<=//))[^/?#@:]*${NO_PORT}[^@]*@`,
+  "gu",
+);
 const SCHEME = /^[A-Za-z][A-Za-z0-9+.-]*$/;
 const IPV_FUTURE = /^v[a-fA-F0-9]+\..+$/;
 const MALFORMED_HOST =
@@ -23,7 +31,7 @@ export function endpointProblem(text) {
 
 /** core's endpoints_problem: why the setting is unusable, naming the entry when it lists several. */
 export function endpointsProblem(text) {
-  const parts = strip(text).split(SEPARATORS).filter(Boolean);
+  const parts = entries(strip(text));
   if (parts.length <= 1) return urlProblem(parts[0] ?? ""); // a stray comma around one URL is no entry
   for (const [index, part] of parts.entries()) {
     const problem = urlProblem(part);
@@ -32,11 +40,28 @@ export function endpointsProblem(text) {
   return "";
 }
 
+/** core's endpoint_entries: cut at each run of separators, except one inside a user:password@. */
+function entries(text) {
+  const inside = [...text.matchAll(USERINFO)].map((m) => [m.index, m.index + m[0].length]);
+  const found = [];
+  let from = 0;
+  for (const run of text.matchAll(SEPARATORS)) {
+    if (inside.some(([first, last]) => first < run.index && run.index < last)) continue;
+    found.push(text.slice(from, run.index));
+    from = run.index + run[0].length;
+  }
+  found.push(text.slice(from));
+  return found.filter(Boolean);
+}
+
 /** core's endpoint_problem, in the same order; "rerank_api_key" is the API key field here. */
 function urlProblem(text) {
   const value = strip(text);
   if (!value) return "";
-  if (NOT_IN_URLS.test(value)) return "must not contain spaces, line breaks or other control characters";
+  // a password's spaces: refused below as a password
+  if (NOT_IN_URLS.test(value.replace(USERINFO, "***@"))) {
+    return "must not contain spaces, line breaks or other control characters";
+  }
   const parts = splitUrl(value);
   if (parts === null) return MALFORMED_HOST;
   if (parts.scheme !== "http" && parts.scheme !== "https") return "must start with http:// or https://";
@@ -51,7 +76,8 @@ function urlProblem(text) {
   return "";
 }
 
-/** urlsplit's reading of a URL without spaces or control characters; null where it raises ValueError. */
+/** urlsplit's reading of a URL without spaces or control characters (but in its user:password@); null where
+ * it raises ValueError. */
 function splitUrl(url) {
   let scheme = "";
   let rest = url;

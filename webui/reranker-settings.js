@@ -8,6 +8,8 @@
 import { endpointProblem } from "/plugins/a0_reranker/webui/reranker-endpoint.js";
 
 export const PLUGIN_NAME = "a0_reranker";
+// core/redaction.py's UNPRINTABLE: what a single-line setting must not hold
+const UNPRINTABLE = /[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]/u;
 export const SCHEMA_URL = `/plugins/${PLUGIN_NAME}/webui/settings-schema.json`;
 
 /** `{sections: [{key, title, description}], settings: {key: {type, min, max, choices, section, ...}}}`. */
@@ -82,6 +84,9 @@ export function valueProblem(value, rule) {
       return rule.choices.includes(value) ? "" : `Choose one of: ${rule.choices.join(", ")}.`;
     case "url":
       return typeof value === "string" ? endpointProblem(value) : "Enter the URL as text.";
+    case "line": // core's single-line fields: a header value and a file name
+      if (typeof value !== "string") return "Must be text.";
+      return UNPRINTABLE.test(value) ? "Must not contain a line break or other control character." : "";
     case "integer":
     case "number":
       return numberProblem(value, rule);

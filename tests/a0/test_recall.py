@@ -146,6 +146,7 @@ async def test_disabled_or_unconfigured_plugin_makes_no_http_call(a0: A0, server
     assert [c["k"] for c in calls] == [12, 8, 10]  # A0's own limits, not widened (checked before our own search)
     assert loop_data.extras_persistent["memories"] == await stock_memories(a0, agent, calls[0]["query"])
     assert a0.recall_lines(agent) == []
+    assert runtime.statistics().fallback_total == 0  # plain A0, counted as nothing (README: the status's mode says it)
 
 
 async def test_invalid_settings_run_stock_and_name_the_bad_keys(a0: A0, server: RunningServer) -> None:
@@ -155,7 +156,8 @@ async def test_invalid_settings_run_stock_and_name_the_bad_keys(a0: A0, server: 
     loop_data, calls = await recall(a0, agent)
     assert loop_data.extras_persistent["memories"] == await stock_memories(a0, agent, calls[0]["query"])
     assert server.count() == 0
-    assert a0.recall_lines(agent)[0] == "Reranker skipped, recall runs stock: invalid settings (rerank_timeout)"
+    assert a0.recall_lines(agent)[0] == (  # both bad keys, the one that does not coerce and the one out of range
+        "Reranker skipped, recall runs stock: invalid settings (rerank_candidates, rerank_timeout)")
     assert runtime.statistics().fallbacks["config"] == 2  # the memories and the solutions search
 
 

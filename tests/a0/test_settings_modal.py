@@ -42,6 +42,20 @@ def test_a_listed_endpoint_loads_as_the_text_the_field_holds(a0: A0) -> None:
     assert get_config(a0)["data"]["rerank_endpoint"] == "http://gpu-1.lan:8002, http://gpu-2.lan:8002"
 
 
+def test_values_the_plugin_takes_load_as_the_panel_shows_them(a0: A0) -> None:
+    """A hand-edited config.json (or YAML's ``on``) holds values the plugin reads but the panel's select,
+    toggles and checks did not: a blank API choice, "Must be on or off." on a working toggle. They load as
+    the plugin reads them; a value it refuses stays, for the panel to name."""
+    (a0.plugin_dir / "config.json").write_text(json.dumps({
+        "rerank_api": " AUTO ", "rerank_enabled": "yes", "rerank_hedge": True, "rerank_timeout": "2.5",
+        "rerank_candidates": "12", "rerank_max_retries": "often"}), encoding="utf-8")
+    loaded = get_config(a0)["data"]
+    assert {key: loaded[key] for key in ("rerank_api", "rerank_enabled", "rerank_hedge", "rerank_timeout",
+                                         "rerank_candidates", "rerank_max_retries")} == {
+        "rerank_api": "auto", "rerank_enabled": True, "rerank_hedge": "on", "rerank_timeout": 2.5,
+        "rerank_candidates": 12, "rerank_max_retries": "often"}
+
+
 def test_a_profiles_settings_are_completed_too(a0: A0) -> None:
     a0.configure(profile="agent0", enabled=False)
     loaded = get_config(a0, project_name="", agent_profile="agent0")

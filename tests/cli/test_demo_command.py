@@ -43,11 +43,25 @@ def test_demo_json_shows_the_relevant_memory_rising_to_the_top(cli) -> None:
     assert RELEASE_NOTES not in [b["memory"] for b in data["before"][: data["limit"]]]
     assert data["after"][0]["memory"] == RELEASE_NOTES
     assert data["after"][0]["was"] > data["limit"]
-    assert len(data["after"]) == data["limit"] == 5
+    assert len(data["after"]) == data["limit"] == data["kept"] == 5
     rescued = sum(1 for memory in data["after"] if memory["was"] > data["limit"])
     assert data["pool"] == {"recalls": 1, "mean_size": len(data["before"]), "starved_fraction": 0.0,
                             "rescued": rescued, "floor_dropped": 0}
     assert rescued >= 1
+
+
+def test_a_limit_above_the_sample_says_the_recall_keeps_all_of_it(cli) -> None:
+    """``--limit 100`` over the 10 sample memories keeps the 10: the text and the JSON say so, and claim no
+    memory rescued, as none can be when the recall keeps the whole pool."""
+    result = cli("demo", "--limit", "100")
+    assert result.returncode == 0, result.stderr
+    out = " ".join(result.stdout.split())
+    assert f"{len(MEMORIES)} sample memories; the recall keeps all {len(MEMORIES)} (--limit 100 is more" in out
+    assert "keeps the best 100" not in out and "keeps the 100" not in out and "replaced" not in out
+    assert f"the recall keeps all {len(MEMORIES)} memories, so reranking could only reorder them" in out
+    data = json.loads(cli("demo", "--limit", "100", "--json").stdout)
+    assert (data["limit"], data["kept"], len(data["after"])) == (100, len(MEMORIES), len(MEMORIES))
+    assert data["pool"]["rescued"] == 0
 
 
 def test_demo_with_an_endpoint_uses_that_server(cli, infinity) -> None:
@@ -112,3 +126,15 @@ def test_the_demo_servers_module_says_how_to_run_it(package_path) -> None:
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "a0-reranker demo --serve" in result.stderr
+
+
+def test_options_the_mode_does_not_use_are_refused_not_ignored(cli, one_error_line) -> None:
+    """``--serve --json`` printed plain text, and ``--port`` without ``--serve`` served on another port: each
+    option that the chosen mode would silently ignore is a usage error (exit 2) that names it."""
+    served = cli("demo", "--serve", "--json", "--limit", "3", "--timeout", "3", timeout=30)
+    assert served.returncode == 2, served.stderr
+    assert one_error_line(served).endswith("--serve runs the embedded demo server; it does not take --limit, "
+                                           "--json, --timeout")
+    one_off = cli("demo", "--port", "8000", timeout=30)
+    assert one_off.returncode == 2, one_off.stderr
+    assert "--port sets the port of demo --serve" in one_error_line(one_off)

@@ -64,6 +64,29 @@ def test_saved_choices_are_shown_chosen(panel: Panel, a0_root: A0Root) -> None:
     assert panel.form_config()["rerank_hedge"] == "on"
 
 
+def test_hand_edited_values_the_plugin_takes_are_shown_as_it_reads_them(panel: Panel, a0_root: A0Root) -> None:
+    """``"AUTO"``, ``"yes"`` and YAML's ``on`` (true) work in the plugin: the panel showed a blank choice and
+    "Must be on or off." under a toggle that was on."""
+    a0_root.save_global_config({"rerank_api": "AUTO", "rerank_apply": "no", "rerank_hedge": True})
+    open_panel(panel)
+    assert panel.control("rerank_api").input_value() == "auto"
+    assert not panel.control("rerank_apply").is_checked()
+    assert panel.control("rerank_hedge").input_value() == "on"
+    for key in ("rerank_api", "rerank_apply", "rerank_hedge"):
+        expect(panel.problem(key)).to_be_hidden()
+
+
+def test_a_single_line_setting_with_a_control_character_is_refused_as_core_refuses_it(panel: Panel) -> None:
+    """The API key (a header value) and the CA bundle (a file name) must be one line without control
+    characters: the plugin refused a pasted tab on Save, which the panel let through."""
+    open_panel(panel)
+    panel.unfold("rerank_ca_bundle")
+    panel.fill("rerank_ca_bundle", "/etc/ssl/ca\tbundle.pem")
+    expect(panel.problem("rerank_ca_bundle")).to_have_text("Must not contain a line break or other control character.")
+    panel.fill("rerank_ca_bundle", "/etc/ssl/ca-bundle.pem")
+    expect(panel.problem("rerank_ca_bundle")).to_be_hidden()
+
+
 def test_a_schema_that_does_not_load_is_a_notification_and_no_field_is_drawn(panel: Panel) -> None:
     panel.page.route("**/webui/settings-schema.json", lambda route: route.fulfill(status=404, body="gone"))
     goto_host(panel)

@@ -34,6 +34,10 @@ ENDPOINT_INPUTS = [
     "http://a:1, ftp://b", "http://a:1, http://u:p@b, ftp://c", "http://a, localhost:8000",
     "http://a:1,http://a:1", "http://a\u3000http://b", "http://a\u001chttp://b", "http://a, http://[::1",
     "http://a, http://b?x", "http://a, http://b:70000", "http://a, http://ex℀ample.com",
+    # a password typed raw holds spaces or commas: they separate no entries
+    "http://user:pa ss@host:8000", "http://a:1 http://u:p ss@b:2", "http://u:p,s s@h", "u:p s@h:8000",
+    "http://us er:p w@h", "http://a:1, u:p@b", "http://u:p\u3000s@h", "http://h:٨٠ u:p@x", "http://u:p s@[::1",
+    " , http://u:p s@h ,", "http://u:p s@h x", "http://h1, h2:8000 u:p@h3",
 ]
 
 

@@ -27,7 +27,7 @@ RULE_KEYS = {"type", "min", "max", "choices"}  # what core/config.py says
 SHOWN_KEYS = {"section", "control", "title", "description", "placeholder", "labels"}  # how the panel says it
 REQUIRED_KEYS = {"type", "section", "control", "title", "description"}
 CONTROLS_OF_TYPE = {"bool": {"toggle"}, "choice": {"select"}, "integer": {"number"}, "number": {"number"},
-                    "url": {"textarea"}, "text": {"text", "password", "textarea"}}
+                    "url": {"textarea"}, "text": {"text", "password", "textarea"}, "line": {"text", "password"}}
 FIELD_TEMPLATE = re.compile(r"field\.control === '([a-z]+)'")
 BINDING = re.compile(r"x-model(?:\.[a-z]+)*")
 
