@@ -816,6 +816,14 @@ async def test_sglang_bare_list_with_meta_info() -> None:
     assert models.json["data"][0]["owned_by"] == "sglang"
 
 
+async def test_sglang_refuses_a_pair_over_its_context_length() -> None:
+    async with running("sglang", context_length=512) as srv:
+        reply = await post(srv.url + "/v1/rerank", {"query": "q", "documents": ["short", "y" * 2044]})
+    assert (reply.status, reply.json) == (400, {
+        "object": "error", "message": "The input (512 tokens) is longer than the model's context length (512 tokens).",
+        "type": "BadRequestError", "param": None, "code": 400})
+
+
 async def test_ollama_has_no_rerank_but_answers_its_version() -> None:
     async with running("ollama") as srv:
         reranks = [await post(srv.url + path, rerank_body()) for path in ("/v1/rerank", "/rerank", "/api/rerank")]

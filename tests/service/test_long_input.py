@@ -44,11 +44,15 @@ async def test_a_10000_character_query_is_cut_to_its_head_and_ranks_correctly(ki
         await server.close()
 
 
-@pytest.mark.parametrize(("kind", "path"), [("vllm", "/rerank"), ("llamacpp", "/v1/rerank")])
-async def test_a_server_that_says_too_long_gets_one_retry_with_tighter_cuts(kind: str, path: str) -> None:
+@pytest.mark.parametrize(("kind", "path", "options"), [
+    ("vllm", "/rerank", {}), ("llamacpp", "/v1/rerank", {}),
+    ("sglang", "/v1/rerank", {"context_length": 512}),  # bge-reranker-base's 512 tokens
+])
+async def test_a_server_that_says_too_long_gets_one_retry_with_tighter_cuts(kind: str, path: str,
+                                                                           options: dict[str, int]) -> None:
     long_doc = "Upgrade notes: the March upgrade of the billing service. " + "details " * 1000
     docs = [DOCS[0], long_doc, DOCS[2]]
-    server = await start_server(kind)
+    server = await start_server(kind, **options)
     try:
         config = RerankerConfig(endpoint=server.url, timeout=5)
         ranking = await reranker.rerank_async(QUERY, docs, config=config)
