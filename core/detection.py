@@ -96,10 +96,10 @@ def _identify_tei(info: dict[str, Any]) -> ServerIdentity:
 def _identify_listing(entries: list[dict[str, Any]], prefix: str) -> ServerIdentity:
     owners = {owner.lower() if isinstance(owner := m.get("owned_by"), str) else "" for m in entries}
     models = tuple(m["id"] for m in entries if _is_model_id(m.get("id")))
-    kind = next((k for k in ("vllm", "llamacpp", "infinity", "sglang", "xinference") if k in owners), "unknown")
-    if kind != "infinity":
-        return ServerIdentity(kind, models)
     rerankers = tuple(m["id"] for m in entries if _is_model_id(m.get("id")) and _may_rerank(m))
+    kind = next((k for k in ("vllm", "llamacpp", "infinity", "sglang", "xinference") if k in owners), "unknown")
+    if kind != "infinity":  # a server listing its LLMs beside its reranker (Xinference): the reranker is the model
+        return ServerIdentity(kind, rerankers or models)
     problem = "" if rerankers else "Infinity serves no model with the rerank capability"
     return ServerIdentity("infinity", rerankers or models, url_prefix=prefix, problem=problem)
 
@@ -115,9 +115,12 @@ def _is_model_id(value: Any) -> TypeGuard[str]:
 
 
 def _may_rerank(model: dict[str, Any]) -> bool:
-    """A listing without Infinity's list of capabilities cannot rule the model out (the probe decides)."""
-    capabilities = model.get("capabilities")
-    return "rerank" in capabilities if isinstance(capabilities, list) else True
+    """Infinity's ``capabilities`` or Xinference's ``model_type`` ("LLM", "embedding", "rerank"); a listing with
+    neither cannot rule the model out (the probe decides)."""
+    capabilities, model_type = model.get("capabilities"), model.get("model_type")
+    if isinstance(capabilities, list):
+        return "rerank" in capabilities
+    return model_type.lower() == "rerank" if isinstance(model_type, str) else True
 
 
 def candidates(identity: ServerIdentity, mode: str, instruction: str) -> list[list[Dialect]]:

@@ -295,6 +295,15 @@ async def test_xinference_needs_model_and_answers_with_meta() -> None:
     assert models.json["data"][0]["owned_by"] == "xinference"
 
 
+async def test_xinference_lists_every_running_model_with_its_type() -> None:
+    async with running("xinference", other_models=(("qwen2.5-instruct", "LLM"),)) as srv:
+        models = await get(srv.url + "/v1/models")
+        on_llm = await post(srv.url + "/v1/rerank", rerank_body(model="qwen2.5-instruct"))
+    assert [(m["id"], m["model_type"]) for m in models.json["data"]] == [
+        ("qwen2.5-instruct", "LLM"), ("bge-reranker-v2-m3", "rerank")]
+    assert (on_llm.status, on_llm.json) == (500, {"detail": "Model qwen2.5-instruct is not for reranking."})
+
+
 async def test_siliconflow_accepts_instruction_and_reports_tokens() -> None:
     async with running("siliconflow") as srv:
         reply = await post(srv.url + "/v1/rerank", rerank_body(instruction="Find the answer", model="m"))

@@ -141,6 +141,21 @@ async def test_ollama_has_no_rerank_api_and_says_so() -> None:
         await server.close()
 
 
+async def test_xinference_without_a_model_set_uses_the_reranker_it_lists_not_the_first_model() -> None:
+    """Xinference serves LLMs, embedding models and rerankers side by side and lists them all, each with its
+    ``model_type``; the first listed is whatever was launched first."""
+    running = (("qwen2.5-instruct", "LLM"), ("bge-m3", "embedding"))
+    server = await start_server("xinference", other_models=running)
+    try:
+        config = RerankerConfig(endpoint=server.url, timeout=5)
+        ranking = await reranker.rerank_async(QUERY, DOCS, config=config)
+        assert ranking is not None, runtime.statistics().last_error
+        assert [index for index, _ in ranking] == expected_order()
+        assert {r.json["model"] for r in server.requests if r.method == "POST"} == {"bge-reranker-v2-m3"}
+    finally:
+        await server.close()
+
+
 async def test_tei_limit_from_info_splits_40_documents_at_32() -> None:
     server = await start_server("tei")
     try:
