@@ -75,7 +75,8 @@ class _Probe:
             for dialect in group:
                 outcome = await self.dialect(dialect, model)
                 attempts.append(outcome)
-                if outcome.answered or clock.now() >= self.deadline:
+                # a 429 asks us to wait: the server's other routes are not probed behind its back
+                if outcome.answered or outcome.failure == "rate_limited" or clock.now() >= self.deadline:
                     break
             return attempts
 
@@ -159,13 +160,14 @@ async def _probe_replica(transport: HttpTransport, config: RerankerConfig, deadl
 
 def _unreachable(attempts: Sequence[det.ProbeOutcome], message: str) -> RerankError | None:
     """When no candidate got an HTTP answer, no request got through: say why, so the counters keep
-    ``detection`` for a server that answered but speaks no API we know."""
+    ``detection`` for a server that answered but speaks no API we know. A 429 on any candidate is the server
+    asking us to wait, whatever its other routes said: the route we look for may be the one held back."""
     failures = {o.failure for o in attempts}
-    if not attempts or not failures <= {"connect", "tls", "timeout", "config", "rate_limited"}:
-        return None
-    if failures == {"rate_limited"}:  # the server is there but asks us to wait: not a detection failure
+    if "rate_limited" in failures:  # not a detection failure, and its Retry-After holds the endpoint back
         waits = [o.retry_after for o in attempts if o.retry_after is not None]
         return RateLimited(429, message, retry_after=max(waits) if waits else None)
+    if not attempts or not failures <= {"connect", "tls", "timeout", "config"}:
+        return None
     if failures == {"config"}:
         return ConfigError([message])
     if failures == {"timeout"}:
