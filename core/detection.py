@@ -23,6 +23,7 @@ PROBE_RELEVANT: Final = ("Paris is the capital of France.", "The capital city of
 PROBE_IRRELEVANT: Final = ("Bananas are rich in potassium.", "The Nile is a long river in Africa.")
 PROBE_DOCUMENTS: Final = PROBE_RELEVANT + PROBE_IRRELEVANT
 MIN_MARGIN: Final = 0.05  # on the probability scale; logits are passed through a sigmoid first
+ROUTE_MISSING_STATUSES: Final = frozenset({404, 405})
 
 # Hosted APIs are known by their host name; no GET is needed to identify them.
 HOSTED: Final[Mapping[str, str]] = {
@@ -161,6 +162,12 @@ class ProbeOutcome:
     latency_s: float = 0.0
     failure: str = ""  # the error's reason (``connect``, ``tls``, ``http_status`` ...) when it did not answer
     retry_after: float | None = None  # a 429's Retry-After, when the failure was ``rate_limited``
+    status: int | None = None  # the HTTP status of a failed answer
+
+    @property
+    def route_missing(self) -> bool:
+        """The server has no such route (404, 405): says only that this candidate was not its API."""
+        return self.status in ROUTE_MISSING_STATUSES
 
     @property
     def answered(self) -> bool:
@@ -201,11 +208,12 @@ def preferred(outcomes: Sequence[ProbeOutcome]) -> ProbeOutcome | None:
 
 def best(outcomes: Sequence[ProbeOutcome], *, forced: bool = False) -> ProbeOutcome:
     """The answer to report: a forced API's first, else the preferred one or the widest margin. DetectionFailed,
-    naming the first failure, when none answered."""
+    naming the first failure that is not a missing route, when none answered."""
     answered = [o for o in outcomes if o.answered]
-    if not answered:
-        first = outcomes[0].error if outcomes else "no candidate API to try"
-        raise DetectionFailed(f"no reranker API answered ({first})", tuple(o.describe() for o in outcomes))
+    if not answered:  # name what the server said on a route it has (a 401), not a 404 of one it lacks
+        telling = next((o for o in outcomes if not o.route_missing), outcomes[0]) if outcomes else None
+        said = telling.error if telling else "no candidate API to try"
+        raise DetectionFailed(f"no reranker API answered ({said})", tuple(o.describe() for o in outcomes))
     return answered[0] if forced else (preferred(answered) or max(answered, key=lambda o: o.margin))
 
 

@@ -93,7 +93,7 @@ class _Probe:
             scores = read_answer(dialect.parse, answer, batch)
         except RerankError as exc:
             return det.ProbeOutcome(dialect, error=str(exc), latency_s=clock.now() - started, failure=exc.reason,
-                                    retry_after=getattr(exc, "retry_after", None))
+                                    retry_after=getattr(exc, "retry_after", None), status=getattr(exc, "status", None))
         return det.ProbeOutcome(dialect, scores=tuple(scores), latency_s=clock.now() - started)
 
     async def _get_json(self, path: str, deadline: float) -> object:
