@@ -41,6 +41,7 @@ from support.servers import (
     start_server,
     to_logit,
 )
+from support.servers.llamacpp import LlamaCppApp
 from support.servers.qwen3_judge import parse, render
 
 pytestmark = pytest.mark.anyio
@@ -802,6 +803,21 @@ async def test_llamacpp_api_key_everywhere_but_public_endpoints() -> None:
     assert props.status == 401 and unknown.status == 401
     assert [r.status for r in public] == [200] * 5 and public[0].json == {"status": "ok"}
     assert allowed.status == 200
+
+
+async def test_llamacpp_answers_503_while_loading_except_its_listings() -> None:
+    async with running("llamacpp", loading=True) as srv:
+        rerank = await post(srv.url + "/v1/rerank", rerank_body())
+        health = await get(srv.url + "/health")
+        models = await get(srv.url + "/v1/models")
+        assert isinstance(srv.protocol, LlamaCppApp)
+        srv.protocol.loading = False
+        loaded = await post(srv.url + "/v1/rerank", rerank_body())
+    loading = {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}
+    assert (rerank.status, rerank.json) == (503, loading) and (health.status, health.json) == (503, loading)
+    assert models.status == 200 and models.json["data"][0]["owned_by"] == "llamacpp"
+    assert models.json["data"][0]["meta"] is None
+    assert loaded.status == 200
 
 
 async def test_llamacpp_probabilities_option_for_qwen3_ggufs() -> None:
