@@ -163,6 +163,7 @@ class ProbeOutcome:
     failure: str = ""  # the error's reason (``connect``, ``tls``, ``http_status`` ...) when it did not answer
     retry_after: float | None = None  # a 429's Retry-After, when the failure was ``rate_limited``
     status: int | None = None  # the HTTP status of a failed answer
+    sent: bool = True  # False: passed over without a request (a route that needs a model id, none set)
 
     @property
     def route_missing(self) -> bool:
@@ -208,10 +209,11 @@ def preferred(outcomes: Sequence[ProbeOutcome]) -> ProbeOutcome | None:
 
 def best(outcomes: Sequence[ProbeOutcome], *, forced: bool = False) -> ProbeOutcome:
     """The answer to report: a forced API's first, else the preferred one or the widest margin. DetectionFailed,
-    naming the first failure that is not a missing route, when none answered."""
+    naming the first failure of a route the server has, when none answered."""
     answered = [o for o in outcomes if o.answered]
-    if not answered:  # name what the server said on a route it has (a 401), not a 404 of one it lacks
-        telling = next((o for o in outcomes if not o.route_missing), outcomes[0]) if outcomes else None
+    if not answered:  # what the server said on a route it has (a 401), not a 404 of one it lacks nor a route
+        # passed over: the first of the most telling
+        telling = min(outcomes, key=lambda o: (not o.sent, o.route_missing)) if outcomes else None
         said = telling.error if telling else "no candidate API to try"
         raise DetectionFailed(f"no reranker API answered ({said})", tuple(o.describe() for o in outcomes))
     return answered[0] if forced else (preferred(answered) or max(answered, key=lambda o: o.margin))

@@ -85,7 +85,8 @@ class _Probe:
     async def dialect(self, dialect: Dialect, model: str) -> det.ProbeOutcome:
         """Score the fixed probe documents with one dialect; never raises."""
         if getattr(dialect, "requires_model", False) and not model:
-            return det.ProbeOutcome(dialect, error="this API needs a model id (set rerank_model)")
+            return det.ProbeOutcome(dialect, error="this API needs a model id (set rerank_model)", failure="config",
+                                    sent=False)
         batch = ScoreBatch.single(det.PROBE_QUERY, det.PROBE_DOCUMENTS)
         started = clock.now()
         try:
@@ -162,11 +163,14 @@ def _unreachable(attempts: Sequence[det.ProbeOutcome], message: str) -> RerankEr
     """When no candidate got an HTTP answer, no request got through: say why, so the counters keep
     ``detection`` for a server that answered but speaks no API we know. A 429 on any candidate is the server
     asking us to wait, whatever its other routes said: the route we look for may be the one held back."""
-    failures = {o.failure for o in attempts}
+    sent = [o for o in attempts if o.sent]  # a route passed over for want of a model id says nothing of the server
+    if attempts and not sent:
+        return ConfigError([message])
+    failures = {o.failure for o in sent}
     if "rate_limited" in failures:  # not a detection failure, and its Retry-After holds the endpoint back
         waits = [o.retry_after for o in attempts if o.retry_after is not None]
         return RateLimited(429, message, retry_after=max(waits) if waits else None)
-    if not attempts or not failures <= {"connect", "tls", "timeout", "config"}:
+    if not sent or not failures <= {"connect", "tls", "timeout", "config"}:
         return None
     if failures == {"config"}:
         return ConfigError([message])
