@@ -841,6 +841,12 @@ async def test_sglang_bare_list_with_meta_info() -> None:
     assert models.json["data"][0]["owned_by"] == "sglang"
 
 
+async def test_sglang_leaves_the_documents_out_when_asked() -> None:
+    async with running("sglang") as srv:
+        reply = await post(srv.url + "/v1/rerank", rerank_body(return_documents=False))
+    assert all({"score", "index", "meta_info"} == set(item) for item in reply.json)
+
+
 async def test_sglang_refuses_a_pair_over_its_context_length() -> None:
     async with running("sglang", context_length=512) as srv:
         reply = await post(srv.url + "/v1/rerank", {"query": "q", "documents": ["short", "y" * 2044]})

@@ -17,8 +17,9 @@ class SglangApp(ProtocolApp):
     """``POST /v1/rerank`` (``query``, ``documents``, ``instruct``, ``top_n``, ``return_documents``),
     ``GET /v1/models`` (``owned_by: "sglang"``), ``GET /health``.
 
-    Not documented, so plain choices: results sorted best first and cut to ``top_n``;
-    ``document`` is the text unless ``return_documents`` is false (then null); ``meta_info`` holds an
+    Results are sorted best first and cut to ``top_n``; ``document`` is the text unless ``return_documents``
+    (default true) is false, and then absent (``RerankResponse``'s serializer drops a None document:
+    sgl-project/sglang ``entrypoints/openai/protocol.py``). Not documented, so plain: ``meta_info`` holds an
     id and the prompt tokens; errors use the flat OpenAI-style body SGLang's OpenAI layer sends
     (``{"object": "error", "message", "type", "param", "code"}``); unknown routes are FastAPI's 404.
     A query+document of ``context_length`` tokens or more is refused with a 400, worded as SGLang's
@@ -57,11 +58,12 @@ class SglangApp(ProtocolApp):
             return _error(400, str(problem), "BadRequestError")
         scores = [self.scorer(data.query, text) for text in data.texts]
         items: list[dict[str, Any]] = [
-            {"score": scores[i], "document": data.texts[i] if with_docs else None, "index": i,
+            {"score": scores[i], "document": data.texts[i], "index": i,
              "meta_info": {"id": hex_id(""), "prompt_tokens": pair_tokens(data.query, data.texts[i])}}
             for i in cut(best_first(scores), data.top)
         ]
-        return json_response(items)
+        return json_response(items if with_docs else [{k: v for k, v in item.items() if k != "document"}
+                                                      for item in items])
 
     def _check_lengths(self, query: str, texts: list[str]) -> None:
         for text in texts:
