@@ -23,6 +23,7 @@ PROBE_RELEVANT: Final = ("Paris is the capital of France.", "The capital city of
 PROBE_IRRELEVANT: Final = ("Bananas are rich in potassium.", "The Nile is a long river in Africa.")
 PROBE_DOCUMENTS: Final = PROBE_RELEVANT + PROBE_IRRELEVANT
 MIN_MARGIN: Final = 0.05  # on the probability scale; logits are passed through a sigmoid first
+ROUTE_MISSING_STATUSES: Final = frozenset({404, 405})
 
 # Hosted APIs are known by their host name; no GET is needed to identify them.
 HOSTED: Final[Mapping[str, str]] = {
@@ -96,10 +97,10 @@ def _identify_tei(info: dict[str, Any]) -> ServerIdentity:
 def _identify_listing(entries: list[dict[str, Any]], prefix: str) -> ServerIdentity:
     owners = {owner.lower() if isinstance(owner := m.get("owned_by"), str) else "" for m in entries}
     models = tuple(m["id"] for m in entries if _is_model_id(m.get("id")))
-    kind = next((k for k in ("vllm", "llamacpp", "infinity", "sglang", "xinference") if k in owners), "unknown")
-    if kind != "infinity":
-        return ServerIdentity(kind, models)
     rerankers = tuple(m["id"] for m in entries if _is_model_id(m.get("id")) and _may_rerank(m))
+    kind = next((k for k in ("vllm", "llamacpp", "infinity", "sglang", "xinference") if k in owners), "unknown")
+    if kind != "infinity":  # a server listing its LLMs beside its reranker (Xinference): the reranker is the model
+        return ServerIdentity(kind, rerankers or models)
     problem = "" if rerankers else "Infinity serves no model with the rerank capability"
     return ServerIdentity("infinity", rerankers or models, url_prefix=prefix, problem=problem)
 
@@ -115,9 +116,12 @@ def _is_model_id(value: Any) -> TypeGuard[str]:
 
 
 def _may_rerank(model: dict[str, Any]) -> bool:
-    """A listing without Infinity's list of capabilities cannot rule the model out (the probe decides)."""
-    capabilities = model.get("capabilities")
-    return "rerank" in capabilities if isinstance(capabilities, list) else True
+    """Infinity's ``capabilities`` or Xinference's ``model_type`` ("LLM", "embedding", "rerank"); a listing with
+    neither cannot rule the model out (the probe decides)."""
+    capabilities, model_type = model.get("capabilities"), model.get("model_type")
+    if isinstance(capabilities, list):
+        return "rerank" in capabilities
+    return model_type.lower() == "rerank" if isinstance(model_type, str) else True
 
 
 def candidates(identity: ServerIdentity, mode: str, instruction: str) -> list[list[Dialect]]:
@@ -158,6 +162,13 @@ class ProbeOutcome:
     latency_s: float = 0.0
     failure: str = ""  # the error's reason (``connect``, ``tls``, ``http_status`` ...) when it did not answer
     retry_after: float | None = None  # a 429's Retry-After, when the failure was ``rate_limited``
+    status: int | None = None  # the HTTP status of a failed answer
+    sent: bool = True  # False: passed over without a request (a route that needs a model id, none set)
+
+    @property
+    def route_missing(self) -> bool:
+        """The server has no such route (404, 405): says only that this candidate was not its API."""
+        return self.status in ROUTE_MISSING_STATUSES
 
     @property
     def answered(self) -> bool:
@@ -198,11 +209,13 @@ def preferred(outcomes: Sequence[ProbeOutcome]) -> ProbeOutcome | None:
 
 def best(outcomes: Sequence[ProbeOutcome], *, forced: bool = False) -> ProbeOutcome:
     """The answer to report: a forced API's first, else the preferred one or the widest margin. DetectionFailed,
-    naming the first failure, when none answered."""
+    naming the first failure of a route the server has, when none answered."""
     answered = [o for o in outcomes if o.answered]
-    if not answered:
-        first = outcomes[0].error if outcomes else "no candidate API to try"
-        raise DetectionFailed(f"no reranker API answered ({first})", tuple(o.describe() for o in outcomes))
+    if not answered:  # what the server said on a route it has (a 401), not a 404 of one it lacks nor a route
+        # passed over: the first of the most telling
+        telling = min(outcomes, key=lambda o: (not o.sent, o.route_missing)) if outcomes else None
+        said = telling.error if telling else "no candidate API to try"
+        raise DetectionFailed(f"no reranker API answered ({said})", tuple(o.describe() for o in outcomes))
     return answered[0] if forced else (preferred(answered) or max(answered, key=lambda o: o.margin))
 
 

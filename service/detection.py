@@ -75,7 +75,8 @@ class _Probe:
             for dialect in group:
                 outcome = await self.dialect(dialect, model)
                 attempts.append(outcome)
-                if outcome.answered or clock.now() >= self.deadline:
+                # a 429 asks us to wait: the server's other routes are not probed behind its back
+                if outcome.answered or outcome.failure == "rate_limited" or clock.now() >= self.deadline:
                     break
             return attempts
 
@@ -84,7 +85,8 @@ class _Probe:
     async def dialect(self, dialect: Dialect, model: str) -> det.ProbeOutcome:
         """Score the fixed probe documents with one dialect; never raises."""
         if getattr(dialect, "requires_model", False) and not model:
-            return det.ProbeOutcome(dialect, error="this API needs a model id (set rerank_model)")
+            return det.ProbeOutcome(dialect, error="this API needs a model id (set rerank_model)", failure="config",
+                                    sent=False)
         batch = ScoreBatch.single(det.PROBE_QUERY, det.PROBE_DOCUMENTS)
         started = clock.now()
         try:
@@ -92,7 +94,7 @@ class _Probe:
             scores = read_answer(dialect.parse, answer, batch)
         except RerankError as exc:
             return det.ProbeOutcome(dialect, error=str(exc), latency_s=clock.now() - started, failure=exc.reason,
-                                    retry_after=getattr(exc, "retry_after", None))
+                                    retry_after=getattr(exc, "retry_after", None), status=getattr(exc, "status", None))
         return det.ProbeOutcome(dialect, scores=tuple(scores), latency_s=clock.now() - started)
 
     async def _get_json(self, path: str, deadline: float) -> object:
@@ -159,13 +161,17 @@ async def _probe_replica(transport: HttpTransport, config: RerankerConfig, deadl
 
 def _unreachable(attempts: Sequence[det.ProbeOutcome], message: str) -> RerankError | None:
     """When no candidate got an HTTP answer, no request got through: say why, so the counters keep
-    ``detection`` for a server that answered but speaks no API we know."""
-    failures = {o.failure for o in attempts}
-    if not attempts or not failures <= {"connect", "tls", "timeout", "config", "rate_limited"}:
-        return None
-    if failures == {"rate_limited"}:  # the server is there but asks us to wait: not a detection failure
+    ``detection`` for a server that answered but speaks no API we know. A 429 on any candidate is the server
+    asking us to wait, whatever its other routes said: the route we look for may be the one held back."""
+    sent = [o for o in attempts if o.sent]  # a route passed over for want of a model id says nothing of the server
+    if attempts and not sent:
+        return ConfigError([message])
+    failures = {o.failure for o in sent}
+    if "rate_limited" in failures:  # not a detection failure, and its Retry-After holds the endpoint back
         waits = [o.retry_after for o in attempts if o.retry_after is not None]
         return RateLimited(429, message, retry_after=max(waits) if waits else None)
+    if not sent or not failures <= {"connect", "tls", "timeout", "config"}:
+        return None
     if failures == {"config"}:
         return ConfigError([message])
     if failures == {"timeout"}:

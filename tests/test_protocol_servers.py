@@ -41,6 +41,7 @@ from support.servers import (
     start_server,
     to_logit,
 )
+from support.servers.llamacpp import LlamaCppApp
 from support.servers.qwen3_judge import parse, render
 
 pytestmark = pytest.mark.anyio
@@ -293,6 +294,15 @@ async def test_xinference_needs_model_and_answers_with_meta() -> None:
     assert {"api_version", "billed_units", "tokens", "warnings"} <= set(reply.json["meta"])
     assert reply.json["results"][0]["document"] == {"text": DOCS[BEST]}
     assert models.json["data"][0]["owned_by"] == "xinference"
+
+
+async def test_xinference_lists_every_running_model_with_its_type() -> None:
+    async with running("xinference", other_models=(("qwen2.5-instruct", "LLM"),)) as srv:
+        models = await get(srv.url + "/v1/models")
+        on_llm = await post(srv.url + "/v1/rerank", rerank_body(model="qwen2.5-instruct"))
+    assert [(m["id"], m["model_type"]) for m in models.json["data"]] == [
+        ("qwen2.5-instruct", "LLM"), ("bge-reranker-v2-m3", "rerank")]
+    assert (on_llm.status, on_llm.json) == (500, {"detail": "Model qwen2.5-instruct is not for reranking."})
 
 
 async def test_siliconflow_accepts_instruction_and_reports_tokens() -> None:
@@ -795,6 +805,21 @@ async def test_llamacpp_api_key_everywhere_but_public_endpoints() -> None:
     assert allowed.status == 200
 
 
+async def test_llamacpp_answers_503_while_loading_except_its_listings() -> None:
+    async with running("llamacpp", loading=True) as srv:
+        rerank = await post(srv.url + "/v1/rerank", rerank_body())
+        health = await get(srv.url + "/health")
+        models = await get(srv.url + "/v1/models")
+        assert isinstance(srv.protocol, LlamaCppApp)
+        srv.protocol.loading = False
+        loaded = await post(srv.url + "/v1/rerank", rerank_body())
+    loading = {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}
+    assert (rerank.status, rerank.json) == (503, loading) and (health.status, health.json) == (503, loading)
+    assert models.status == 200 and models.json["data"][0]["owned_by"] == "llamacpp"
+    assert models.json["data"][0]["meta"] is None
+    assert loaded.status == 200
+
+
 async def test_llamacpp_probabilities_option_for_qwen3_ggufs() -> None:
     async with running("llamacpp", probabilities=True) as srv:
         reply = await post(srv.url + "/rerank", rerank_body())
@@ -814,6 +839,20 @@ async def test_sglang_bare_list_with_meta_info() -> None:
     assert {"score", "document", "index", "meta_info"} == set(reply.json[0])
     assert_best_first([item["score"] for item in reply.json])
     assert models.json["data"][0]["owned_by"] == "sglang"
+
+
+async def test_sglang_leaves_the_documents_out_when_asked() -> None:
+    async with running("sglang") as srv:
+        reply = await post(srv.url + "/v1/rerank", rerank_body(return_documents=False))
+    assert all({"score", "index", "meta_info"} == set(item) for item in reply.json)
+
+
+async def test_sglang_refuses_a_pair_over_its_context_length() -> None:
+    async with running("sglang", context_length=512) as srv:
+        reply = await post(srv.url + "/v1/rerank", {"query": "q", "documents": ["short", "y" * 2044]})
+    assert (reply.status, reply.json) == (400, {
+        "object": "error", "message": "The input (512 tokens) is longer than the model's context length (512 tokens).",
+        "type": "BadRequestError", "param": None, "code": 400})
 
 
 async def test_ollama_has_no_rerank_but_answers_its_version() -> None:

@@ -77,7 +77,9 @@ MIXEDBREAD: Final = RerankDialect(
 )
 VLLM_RERANK: Final = RerankDialect("vllm", "/rerank", max_pairs=UNLIMITED, takes_instruction=True)
 LLAMACPP: Final = RerankDialect("llamacpp", "/v1/rerank", max_pairs=UNLIMITED, score_scale=RAW)
-SGLANG: Final = RerankDialect("sglang", "/v1/rerank", max_pairs=UNLIMITED, score_scale=RAW)
+# SGLang echoes every document back unless told not to (``return_documents`` defaults to true)
+SGLANG: Final = RerankDialect("sglang", "/v1/rerank", extra={"return_documents": False}, max_pairs=UNLIMITED,
+                              score_scale=RAW)
 # TEI refuses more than its ``max_client_batch_size`` texts (32 by default; ``GET /info`` says), has no
 # ``model`` field and answers a bare list; it truncates over-long input itself, and applies the sigmoid.
 TEI: Final = RerankDialect("tei", "/rerank", documents_key="texts", max_pairs=32, takes_model=False, results_keys=(),

@@ -21,8 +21,11 @@ if TYPE_CHECKING:
 MAX_RETRY_AFTER_S: Final = 3600.0
 MAX_MESSAGE_CHARS: Final = 2000  # what is kept of the server's words, before masking shortens them for display
 
+# vLLM "maximum context length"; llama.cpp "too large to process" (500) and "context size"; TEI "must have less
+# than"; SGLang "The input (N tokens) is longer than the model's context length (M tokens)."
 _TOO_LONG: Final = re.compile(
     r"maximum context length|too large to process|exceed_context_size|context size|must have less than"
+    r"|longer than the model's context length"
     r"|too long|maximum sequence length|exceeds? the maximum|token limit|should have at most \d+ characters",
     re.IGNORECASE,
 )

@@ -118,6 +118,23 @@ async def test_api_key_is_sent_as_bearer_and_a_wrong_key_falls_back() -> None:
         await server.close()
 
 
+@pytest.mark.parametrize("kind", ["infinity", "tei"])
+@pytest.mark.parametrize("key", ["", "wrong-key-3"], ids=["no-key", "wrong-key"])
+async def test_a_key_the_server_refuses_is_what_the_fallback_names(kind: str, key: str) -> None:
+    """With --api-key, Infinity and TEI hide their GETs behind it, so detection probes every route it knows; the
+    ones they lack are 404s (FastAPI's, and TEI's empty one, checked before any key), their rerank route a 401.
+    That 401 is the news, whichever route was probed first."""
+    server = await start_server(kind, api_key="sekret-key-1")
+    try:
+        config = RerankerConfig(endpoint=server.url, api_key=key, timeout=5)
+        assert await reranker.rerank_async(QUERY, DOCS, config=config) is None
+        assert "HTTP 401" in runtime.statistics().last_error
+        report = await runtime.probe_async(config)
+        assert not report.ok and "HTTP 401" in report.message
+    finally:
+        await server.close()
+
+
 async def test_forced_mode_on_a_known_server_skips_the_probe() -> None:
     server = await start_server("tei")
     try:
@@ -137,6 +154,21 @@ async def test_ollama_has_no_rerank_api_and_says_so() -> None:
         assert "Ollama" in runtime.statistics().last_error
         report = await runtime.probe_async(config)
         assert not report.ok and "Ollama" in report.message
+    finally:
+        await server.close()
+
+
+async def test_xinference_without_a_model_set_uses_the_reranker_it_lists_not_the_first_model() -> None:
+    """Xinference serves LLMs, embedding models and rerankers side by side and lists them all, each with its
+    ``model_type``; the first listed is whatever was launched first."""
+    running = (("qwen2.5-instruct", "LLM"), ("bge-m3", "embedding"))
+    server = await start_server("xinference", other_models=running)
+    try:
+        config = RerankerConfig(endpoint=server.url, timeout=5)
+        ranking = await reranker.rerank_async(QUERY, DOCS, config=config)
+        assert ranking is not None, runtime.statistics().last_error
+        assert [index for index, _ in ranking] == expected_order()
+        assert {r.json["model"] for r in server.requests if r.method == "POST"} == {"bge-reranker-v2-m3"}
     finally:
         await server.close()
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from support.servers import RunningServer, start_server
+from support.servers import RecordedRequest, Respond, RunningServer, start_server
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.helpers import reranker
 from usr.plugins.a0_reranker.service import runtime
@@ -86,3 +86,26 @@ async def test_an_older_proxy_echoing_the_wrong_key_is_masked() -> None:
         assert "wrong-key-echoed-77" not in repr(stats) and "wrong-key-echoed-77" not in repr(report)
     finally:
         await server.close()
+
+
+async def test_a_proxy_that_rate_limits_detection_is_waited_for_not_taken_for_dead(proxy: RunningServer) -> None:
+    """A proxy over its rate limit answers 429 with a Retry-After on its rerank routes (LiteLLM's limiter runs in
+    the routes' auth dependency, so a route it does not have stays a 404). The route the probe would have found is
+    among those held back: detection waits the Retry-After out like any request, it does not probe every other
+    route meanwhile, nor count the server as down (failure-behaviour.md, "429 and Retry-After")."""
+    limit = {"message": "LiteLLM Rate Limit Handler for rate limit type = key. Crossed TPM / RPM / Max Parallel "
+                        "Request Limit.", "type": "throttling_error", "param": "None", "code": "429"}
+    rerank_routes = {"/rerank", "/v1/rerank", "/v2/rerank"}
+
+    def over_the_limit(request: RecordedRequest) -> Respond | None:
+        limited = request.method == "POST" and request.path in rerank_routes
+        return Respond(429, {"error": limit}, headers={"Retry-After": "30"}) if limited else None
+
+    proxy.set_fault(over_the_limit)
+    config = RerankerConfig(endpoint=proxy.url, model=MODEL, api_key=MASTER_KEY, timeout=5, breaker_failures=1)
+    for _ in range(3):
+        assert await reranker.rerank_async(QUERY, DOCS, config=config) is None
+    stats = runtime.statistics()
+    assert stats.fallbacks == {"rate_limited": 3}, stats.last_error
+    assert stats.breakers[proxy.url] == "closed"
+    assert len([r for r in posts(proxy) if r.path in rerank_routes]) == 1

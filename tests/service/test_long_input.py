@@ -44,11 +44,15 @@ async def test_a_10000_character_query_is_cut_to_its_head_and_ranks_correctly(ki
         await server.close()
 
 
-@pytest.mark.parametrize(("kind", "path"), [("vllm", "/rerank"), ("llamacpp", "/v1/rerank")])
-async def test_a_server_that_says_too_long_gets_one_retry_with_tighter_cuts(kind: str, path: str) -> None:
+@pytest.mark.parametrize(("kind", "path", "options"), [
+    ("vllm", "/rerank", {}), ("llamacpp", "/v1/rerank", {}),
+    ("sglang", "/v1/rerank", {"context_length": 512}),  # bge-reranker-base's 512 tokens
+])
+async def test_a_server_that_says_too_long_gets_one_retry_with_tighter_cuts(kind: str, path: str,
+                                                                           options: dict[str, int]) -> None:
     long_doc = "Upgrade notes: the March upgrade of the billing service. " + "details " * 1000
     docs = [DOCS[0], long_doc, DOCS[2]]
-    server = await start_server(kind)
+    server = await start_server(kind, **options)
     try:
         config = RerankerConfig(endpoint=server.url, timeout=5)
         ranking = await reranker.rerank_async(QUERY, docs, config=config)
@@ -68,5 +72,22 @@ async def test_a_qwen3_server_with_a_long_context_needs_no_retry() -> None:
         ranking = await reranker.rerank_async(QUERY, DOCS, config=config)
         assert ranking is not None and ranking[0][0] == 1
         assert len([r for r in posts(server, "/score") if USER_MESSAGE in str(r.json)]) == 1
+    finally:
+        await server.close()
+
+
+# aiohttp notes every request body over 1 MiB with a ResourceWarning (400 memories are 19 MB as escaped JSON)
+@pytest.mark.filterwarnings("ignore:Sending a large body directly:ResourceWarning")
+async def test_a_batch_of_long_non_ascii_memories_is_not_echoed_back_past_the_answer_cap() -> None:
+    """SGLang echoes every document in its answer unless told not to (``return_documents`` defaults to true):
+    400 memories of 8,000 CJK characters (the default cut) come back as about 9.6 MB of UTF-8, past the 8 MiB
+    an answer may have, and the rerank fell back as malformed. Only the scores are needed."""
+    docs = [f"{i} " + "记忆内容" * 2000 for i in range(400)]
+    server = await start_server("sglang")
+    try:
+        config = RerankerConfig(endpoint=server.url, timeout=30)
+        ranking = await reranker.rerank_async("记忆", docs, config=config)
+        assert ranking is not None, runtime.statistics().last_error
+        assert sorted(index for index, _ in ranking) == list(range(400))
     finally:
         await server.close()

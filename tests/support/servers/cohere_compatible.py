@@ -6,13 +6,14 @@ Cohere's ``{"message": ...}``, Xinference (a FastAPI app) ``{"detail": ...}`` â€
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from aiohttp import web
 
 from .hosted_app import HostedApp, Ranked, result_item, tokens_used
 from .hosted_input import Fields, InputError, RerankInput, document_object
-from .wire import hex_id, json_response, uuid_id
+from .wire import body_text, hex_id, json_response, parse_json, uuid_id
 
 
 class CohereCompatibleApp(HostedApp):
@@ -55,21 +56,39 @@ class TogetherApp(CohereCompatibleApp):
 
 class XinferenceApp(CohereCompatibleApp):
     """Xinference: ``model`` (the model UID) required; ``document`` is ``{"text"}`` or null;
-    ``meta`` as Xinference fills it (no api_version or billed units). Also ``GET /v1/models``
-    with ``owned_by: "xinference"`` and ``model_type: "rerank"`` (likely, from Xinference's source; unverified)."""
+    ``meta`` as Xinference fills it (no api_version or billed units).
+
+    ``GET /v1/models`` lists every running model, in launch order, each with ``owned_by: "xinference"`` and the
+    supervisor's model info, which holds its ``model_type`` ("LLM", "embedding", "rerank", ...) (xorbitsai/inference
+    ``xinference/api/restful_api.py`` ``list_models``). Options: ``other_models``, ``(uid, model_type)`` pairs running
+    before the reranker; a rerank sent to one of them is the 500 ``{"detail": "Model ... is not for reranking."}``
+    of ``ModelActor.rerank``'s AttributeError, which the rerank route raises as an HTTPException(500).
+    """
 
     kind = "xinference"
     error_key = "detail"
     default_model = "bge-reranker-v2-m3"
     fields = Fields(objects=True, model_required=True)
 
+    def __init__(self, *, other_models: Sequence[tuple[str, str]] = (), **options: Any) -> None:
+        super().__init__(**options)
+        self.other_models = tuple(other_models)
+
     def routes(self) -> list[web.RouteDef]:
         return [*super().routes(), web.get("/v1/models", self.models)]
 
+    async def rerank(self, request: web.Request) -> web.Response:
+        parsed = parse_json(await body_text(request))
+        requested = parsed.value.get("model") if isinstance(parsed.value, dict) else None
+        if requested in {uid for uid, _ in self.other_models}:
+            return self.error(500, f"Model {requested} is not for reranking.")
+        return await super().rerank(request)
+
     async def models(self, request: web.Request) -> web.Response:
-        entry = {"id": self.model, "object": "model", "created": 0, "owned_by": "xinference",
-                 "model_type": "rerank"}
-        return json_response({"object": "list", "data": [entry]})
+        running = [*self.other_models, (self.model, "rerank")]
+        data = [{"id": uid, "object": "model", "created": 0, "owned_by": "xinference", "model_type": model_type}
+                for uid, model_type in running]
+        return json_response({"object": "list", "data": data})
 
     def answer(self, data: RerankInput, ranked: list[Ranked], with_docs: bool) -> dict[str, Any]:
         results = [result_item(r, {"text": data.texts[r.index]} if with_docs else None, with_document=True)

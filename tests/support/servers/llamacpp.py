@@ -14,6 +14,7 @@ from .wire import body_text, is_int, is_str_list, json_response, key_accepted, p
 
 _RERANK_PATHS = ("/rerank", "/reranking", "/v1/rerank", "/v1/reranking")
 _PUBLIC = frozenset({"/health", "/v1/health", "/models", "/v1/models", "/api/tags", "/"})
+_LISTED_WHILE_LOADING = frozenset({"/models", "/v1/models", "/api/tags"})
 _NOT_SUPPORTED = "This server does not support reranking. Start it with `--reranking`"
 
 
@@ -32,20 +33,24 @@ class LlamaCppApp(ProtocolApp):
     ``api_key`` (401 "Invalid API Key" on every path but the public ones, checked before routing,
     so unknown paths too); ``batch_size`` (512 tokens: a longer query+document is a 500);
     ``model`` (the alias); ``probabilities`` (False: raw logits as a BERT-style GGUF gives; True:
-    P(yes) in [0,1] as a Qwen3-Reranker GGUF gives).
+    P(yes) in [0,1] as a Qwen3-Reranker GGUF gives); ``loading`` (False; True while the model loads, a
+    test may set it False: ``middleware_server_state`` answers every path but ``/models``, ``/v1/models`` and
+    ``/api/tags`` with 503 "Loading model", ``unavailable_error``, after the key check; the listing's ``meta``
+    is null until the model is loaded).
     """
 
     kind = "llamacpp"
 
     def __init__(self, *, scorer: Scorer = lexical_scorer, reranking: bool = True,
                  api_key: str | None = None, batch_size: int = 512, model: str = "minilm-l6-ce",
-                 probabilities: bool = False) -> None:
+                 probabilities: bool = False, loading: bool = False) -> None:
         super().__init__(scorer=scorer)
         self.reranking = reranking
         self.api_key = api_key
         self.batch_size = batch_size
         self.model = model
         self.probabilities = probabilities
+        self.loading = loading
 
     def routes(self) -> list[web.RouteDef]:
         rerank = [web.post(path, self.rerank) for path in _RERANK_PATHS]
@@ -55,10 +60,14 @@ class LlamaCppApp(ProtocolApp):
         return [*rerank, *models, *health, *misc]
 
     def guard(self, request: web.Request, matched: bool) -> web.StreamResponse | None:
-        if request.path in _PUBLIC or key_accepted(request, self.api_key):
+        if request.path not in _PUBLIC and not key_accepted(request, self.api_key):
+            body = {"error": {"message": "Invalid API Key", "type": "authentication_error", "code": 401}}
+            return json_response(body, 401)
+        if not self.loading or request.path in _LISTED_WHILE_LOADING:
             return None
-        body = {"error": {"message": "Invalid API Key", "type": "authentication_error", "code": 401}}
-        return json_response(body, 401)
+        if request.path == "/":
+            return web.Response(status=503, text="<html><title>Loading model</title></html>", content_type="text/html")
+        return _error(LlamaRejected(503, "Loading model", "unavailable_error"))
 
     def route_miss(self, request: web.Request, status: int) -> web.StreamResponse:
         """cpp-httplib routes by method and path, so a wrong method is also "File Not Found"."""
@@ -96,7 +105,7 @@ class LlamaCppApp(ProtocolApp):
         meta = {"vocab_type": 3, "n_vocab": 30522, "n_ctx_train": 512, "n_embd": 384,
                 "n_params": 22713601, "size": 45941248}
         entry = {"id": self.model, "object": "model", "created": unix_now(), "owned_by": "llamacpp",
-                 "meta": meta}
+                 "meta": None if self.loading else meta}
         ollama = {"name": self.model, "model": self.model, "type": "model", "capabilities": ["completion"]}
         return json_response({"models": [ollama], "object": "list", "data": [entry]})
 

@@ -17,20 +17,25 @@ class SglangApp(ProtocolApp):
     """``POST /v1/rerank`` (``query``, ``documents``, ``instruct``, ``top_n``, ``return_documents``),
     ``GET /v1/models`` (``owned_by: "sglang"``), ``GET /health``.
 
-    Not documented, so plain choices: results sorted best first and cut to ``top_n``;
-    ``document`` is the text unless ``return_documents`` is false (then null); ``meta_info`` holds an
+    Results are sorted best first and cut to ``top_n``; ``document`` is the text unless ``return_documents``
+    (default true) is false, and then absent (``RerankResponse``'s serializer drops a None document:
+    sgl-project/sglang ``entrypoints/openai/protocol.py``). Not documented, so plain: ``meta_info`` holds an
     id and the prompt tokens; errors use the flat OpenAI-style body SGLang's OpenAI layer sends
     (``{"object": "error", "message", "type", "param", "code"}``); unknown routes are FastAPI's 404.
-    Options: ``api_key``, ``model``.
+    A query+document of ``context_length`` tokens or more is refused with a 400, worded as SGLang's
+    ``TokenizerManager._validate_one_request`` words it (no truncation unless ``--allow-auto-truncate``;
+    ``serving_rerank`` turns the ValueError into that error body). Options: ``api_key``, ``model``,
+    ``context_length`` (8192).
     """
 
     kind = "sglang"
 
     def __init__(self, *, scorer: Scorer = lexical_scorer, api_key: str | None = None,
-                 model: str = "BAAI/bge-reranker-v2-m3") -> None:
+                 model: str = "BAAI/bge-reranker-v2-m3", context_length: int = 8192) -> None:
         super().__init__(scorer=scorer)
         self.api_key = api_key
         self.model = model
+        self.context_length = context_length
 
     def routes(self) -> list[web.RouteDef]:
         return [web.post("/v1/rerank", self.rerank), web.get("/v1/models", self.models),
@@ -48,15 +53,24 @@ class SglangApp(ProtocolApp):
         try:
             data = read_input(parse_json(await body_text(request)), Fields())
             with_docs = data.flag("return_documents", True)
+            self._check_lengths(data.query, data.texts)
         except InputError as problem:
             return _error(400, str(problem), "BadRequestError")
         scores = [self.scorer(data.query, text) for text in data.texts]
         items: list[dict[str, Any]] = [
-            {"score": scores[i], "document": data.texts[i] if with_docs else None, "index": i,
+            {"score": scores[i], "document": data.texts[i], "index": i,
              "meta_info": {"id": hex_id(""), "prompt_tokens": pair_tokens(data.query, data.texts[i])}}
             for i in cut(best_first(scores), data.top)
         ]
-        return json_response(items)
+        return json_response(items if with_docs else [{k: v for k, v in item.items() if k != "document"}
+                                                      for item in items])
+
+    def _check_lengths(self, query: str, texts: list[str]) -> None:
+        for text in texts:
+            tokens = pair_tokens(query, text)
+            if tokens >= self.context_length:
+                raise InputError(f"The input ({tokens} tokens) is longer than the model's context length "
+                                 f"({self.context_length} tokens).")
 
     async def models(self, request: web.Request) -> web.Response:
         entry = {"id": self.model, "object": "model", "created": unix_now(), "owned_by": "sglang",
