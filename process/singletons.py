@@ -16,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
+import logging
 import os
 import sys
 import threading
@@ -28,7 +30,9 @@ if TYPE_CHECKING:
 
 ANCHOR_MODULE: Final = "_a0_reranker_process_state"
 OWNER_THREAD: Final = "a0-reranker-owner"
+CANCEL_WAIT_S: Final = 2.0  # on stop, what work still running gets to unwind before the closers run
 T = TypeVar("T")
+log = logging.getLogger("a0_reranker")
 
 
 class _Anchor(types.ModuleType):
@@ -114,13 +118,16 @@ class PerProcess(Generic[T]):
 
 class OwnerLoop:
     """One daemon thread running asyncio (anyio's blocking portal) until ``stop``; cancelling a future that
-    ``submit`` returned cancels its task on the owner loop, whatever instant the cancel arrives."""
+    ``submit`` returned cancels its task on the owner loop, whatever instant the cancel arrives. What lives on the
+    loop and must be closed with it (the HTTP session) is handed to ``close_with``: ``stop`` closes it, however
+    and by whomever the loop is stopped."""
 
     def __init__(self) -> None:
         self._stack = contextlib.ExitStack()
         self._portal: BlockingPortal | None = None
         self._thread: threading.Thread | None = None
         self._running: set[asyncio.Task[Any]] = set()  # work handed over, still running (owner thread only)
+        self._closers: list[Callable[[], Awaitable[None]]] = []
         self.loop: asyncio.AbstractEventLoop | None = None
 
     def start(self) -> OwnerLoop:
@@ -169,10 +176,24 @@ class OwnerLoop:
         assert self._portal is not None
         return self._portal.call(func, *args)
 
-    def stop(self) -> None:
-        """Stop the loop (tasks still running are cancelled); safe to call twice or from atexit."""
-        if self._portal is None:
+    def close_with(self, closer: Callable[[], Awaitable[None]]) -> None:
+        """Run ``closer()`` on the loop when it stops, after the work still running was cancelled."""
+        self._closers.append(closer)
+
+    def stop(self, wait_s: float = CANCEL_WAIT_S) -> None:
+        """Cancel the work still running (``wait_s`` to unwind, so none opens a session after the closers ran),
+        run the closers, stop the loop; safe to call twice or from atexit. Not from the owner thread."""
+        portal = self._portal
+        if portal is None:
             return
+        if self.alive:
+            steps: list[Callable[[], Awaitable[None]]] = [functools.partial(self.cancel_running, wait_s),
+                                                          *self._closers]
+            for step in steps:
+                try:
+                    portal.call(step)
+                except Exception:  # stopping: nothing useful to do with the error but go on to the next step
+                    log.debug("a0_reranker: error while stopping the owner loop", exc_info=True)
         self._portal = None
         with contextlib.suppress(RuntimeError):  # the portal is already shut
             self._stack.close()

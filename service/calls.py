@@ -37,7 +37,6 @@ def stats_recorder() -> StatsRecorder:
 
 
 TIMED_OUT: Final = RerankResult(None, reason="timeout", message="no answer before rerank_timeout")
-CANCEL_WAIT_S: Final = 2.0  # on shutdown, what work still running gets to unwind before the session closes
 
 
 @dataclass(frozen=True)
@@ -55,6 +54,7 @@ def start(clock: Callable[[], float] = clock.now) -> Runtime:
     except BaseException:
         owner.stop()  # a service that cannot be built leaves no loop thread behind
         raise
+    owner.close_with(current.service.close)  # its HTTP session, however the loop comes to stop
     atexit.register(stop, current)
     return current
 
@@ -72,13 +72,8 @@ def runtime() -> Runtime:
 
 
 def stop(current: Runtime) -> None:
-    if current.owner.alive and not current.owner.is_current_thread():
-        for step in (lambda: current.owner.call(current.owner.cancel_running, CANCEL_WAIT_S),
-                     lambda: current.owner.call(current.service.close)):
-            try:
-                step()
-            except Exception:  # shutting down: nothing useful to do with the error
-                log.debug("a0_reranker: error while closing the service", exc_info=True)
+    """Cancel the work still running, close the service and stop the owner loop (``OwnerLoop.stop``)."""
+    if not current.owner.is_current_thread():
         current.owner.stop()
 
 
