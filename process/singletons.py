@@ -5,9 +5,9 @@ A0 drops every ``usr.plugins.*`` module when a plugin or extension changes and t
 ones, so a module global would split in two (the memory wrapper reading the old copy, our fresh extensions
 writing the new). Each such object lives instead in one anchor module named outside ``usr.plugins``, reached
 through a ``PerProcess`` (``STATS: Final = PerProcess("stats", StatsRecorder)``); a forked child finds the
-anchor empty. An update in place (``forget_all``) also retires the code imported before it: a recall still
-running in it keeps nothing in the anchor and starts no runtime. Loop-bound objects (the aiohttp session,
-batchers, detection cache) live on the owner loop only. Standard library only at import:
+anchor empty. An update in place or an uninstall (``forget_all``) also retires the code imported before it: a
+recall still running in it keeps nothing in the anchor and starts no runtime. Loop-bound objects (the aiohttp
+session, batchers, detection cache) live on the owner loop only. Standard library only at import:
 ``a0_hooks.memory_patch`` uses ``PerProcess`` and uninstall must work when our dependencies do not.
 """
 
@@ -60,13 +60,16 @@ def _anchor() -> _Anchor:
     return anchor
 
 
-def forget_all() -> None:
-    """Drop every process-wide object before an update in place, and retire the code imported so far: new code
-    must not use the old classes' objects, nor a recall still running in the old code make new ones."""
+def forget_all() -> dict[str, object]:
+    """Drop every process-wide object before an update in place or an uninstall, and retire the code imported so
+    far: new code must not use the old classes' objects, nor a recall still running in the old code make new ones.
+    Returns what it dropped (for the caller to stop what was started while it stopped the old objects)."""
     anchor = _anchor()
     with anchor.lock:
+        dropped = dict(anchor.values)
         anchor.values.clear()
         anchor.generation = _generation(anchor) + 1
+    return dropped
 
 
 def _generation(anchor: _Anchor) -> int:

@@ -46,8 +46,8 @@ class Runtime:
 
 
 def start(clock: Callable[[], float] = clock.now) -> Runtime:
-    if retired():  # a recall that was running in this code when an update replaced it: its stock order
-        raise RuntimeError("a0_reranker was updated while this call ran; the old code starts nothing")
+    if retired():  # a recall that was running in this code when an update or uninstall retired it: its stock order
+        raise RuntimeError("a0_reranker was updated or uninstalled while this call ran; the old code starts nothing")
     owner = OwnerLoop().start()
     try:
         current = Runtime(owner, RerankService(stats_recorder(), clock=clock))
