@@ -69,14 +69,24 @@ def wrap(seam: str) -> None:
 
 
 def uninstall() -> None:
-    """Restore the original memory search and stop our runtime (thread, HTTP session)."""
+    """Restore the original memory search, stop our runtime (thread, HTTP session) and retire this code: a recall
+    another agent still runs in it returns its stock order and starts no runtime again (left running, and kept
+    where a later install of the plugin would find the old classes' runtime)."""
     log.info("a0_reranker: memory search restored on %d class(es)", memory_patch.uninstall())
     try:
         runtime = importlib.import_module(PACKAGE + ".service.runtime")
     except Exception:  # dependencies missing: nothing of ours can be running
-        return
+        runtime = None
+    if runtime is not None:
+        _stopping(runtime.shutdown)
+    started = singletons.forget_all().get("runtime")  # from here on this code starts nothing
+    if runtime is not None and started is not None:  # a recall started one while the first was stopping
+        _stopping(lambda: runtime.stop(started))
+
+
+def _stopping(stop: Callable[[], None]) -> None:
     try:
-        runtime.shutdown()
+        stop()
     except Exception:
         log.exception("a0_reranker: error while stopping the reranker runtime")
 
@@ -84,7 +94,6 @@ def uninstall() -> None:
 def pre_update() -> None:
     """Before ``git pull``: unwrap, stop and forget the old code, so A0 imports the new code after the pull."""
     uninstall()
-    singletons.forget_all()
     ours = [name for name in list(sys.modules) if name == PACKAGE or name.startswith(PACKAGE + ".")]
     for name in ours:  # the next import reads the files on disk
         sys.modules.pop(name, None)

@@ -103,7 +103,8 @@ class Request(Protocol):
     """What the dispatch step needs of a request; the batcher's ``Plan`` is one."""
 
     batch: ScoreBatch
-    retries: int
+    retries: int  # retries that went out
+    retry_unsent: str  # a retry's kind, from the budget taken for it until it goes out ("": none)
     abandoned_at_deadline: bool
     sent: bool  # its first attempt went out (the retry budget counts it then)
     replica: Replica | None  # whose slot the request holds
@@ -146,8 +147,15 @@ class Dispatch:
 
     async def carry_out(self, request: Request) -> list[float] | None:
         """The scores, or None when every waiter left first; raises the error that ended the request."""
-        last_error: RerankError | None = None
         request.first_replica = request.replica.url if request.replica is not None else ""
+        try:
+            return await self._carry_out(request)
+        finally:  # however it ended (its callers left while it waited too): a retry never sent costs nothing
+            if request.retry_unsent:  # (tested here: a warm recall stays out of the retries module)
+                self._retries.never_sent(request)
+
+    async def _carry_out(self, request: Request) -> list[float] | None:
+        last_error: RerankError | None = None
         while request.has_waiters:
             replica = request.replica
             assert replica is not None, "a request reaches the dispatch step holding a slot"
@@ -177,6 +185,8 @@ class Dispatch:
                                                request.deadline - started)
         permit.on_cancel = lambda: permit.timeout_health if request.abandoned_at_deadline else "neutral"
         self.events.on_request(len(batch))
+        if request.retry_unsent:
+            self._retries.goes_out(request)
         if not request.sent:  # the budget's share is of requests that went out, not of those held back
             request.sent = True
             self.replicas.budget.record_request()

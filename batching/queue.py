@@ -70,6 +70,7 @@ class Plan:
     routes: dict[PairKey, list[Job]]
     task: asyncio.Task[None] | None = field(default=None, repr=False)
     retries: int = 0  # the fields from here to ``sent`` are the dispatch step's ``Request``
+    retry_unsent: str = ""  # the kind of a retry taken from the budget that has not gone out yet
     replica: Replica | None = field(default=None, repr=False)
     lease: Lease | None = field(default=None, repr=False)
     first_replica: str = ""

@@ -47,7 +47,7 @@ def retry_kind(exc: BaseException) -> RetryKind:
 
 @dataclass(eq=False)
 class Retries:
-    """One dispatch step's retries and failovers, each counted as it is made (and the budget hedges spend)."""
+    """One dispatch step's retries and failovers, each counted as it goes out (and the budget hedges spend)."""
 
     replicas: ReplicaSet
     events: DispatchEvents
@@ -62,7 +62,7 @@ class Retries:
         if self.replicas.ready(exclude=[replica]):
             if not self.spend_budget():
                 raise exc
-            self._count_retry(request, kind)
+            self._take_retry(request, kind)
             if not await self.fail_over(request, replica):  # a replica was ready just now: kept as a guard
                 raise exc
             return
@@ -77,12 +77,24 @@ class Retries:
         left = request.deadline - now - wait  # without an estimate, still no retry once the wait outlasts it
         if left <= 0 or not worth_sending(latency, left) or not self.spend_budget():
             raise exc
-        self._count_retry(request, kind)
+        self._take_retry(request, kind)
         await asyncio.sleep(delay)
 
-    def _count_retry(self, request: Request, kind: RetryKind) -> None:
+    def _take_retry(self, request: Request, kind: RetryKind) -> None:
+        """The budget was spent on a retry: it is counted when it goes out (``goes_out``), and the budget given back
+        if it never does (``never_sent``: no slot before the deadline, a Retry-After, every caller left)."""
+        request.retry_unsent = kind
+
+    def goes_out(self, request: Request) -> None:
+        """An attempt of ``request`` goes out with the retry the budget was spent on: it is made."""
         request.retries += 1
-        self.events.on_retry(kind)
+        self.events.on_retry(request.retry_unsent)
+        request.retry_unsent = ""
+
+    def never_sent(self, request: Request) -> None:
+        """``request`` ended with the retry the budget was spent on never sent: the budget gets it back."""
+        request.retry_unsent = ""
+        self.replicas.budget.refund()
 
     async def fail_over(self, request: Request, failed: Replica) -> bool:
         """Move the request (and its slot) to another replica that can take it; False if there is none."""

@@ -5,9 +5,9 @@ A0 drops every ``usr.plugins.*`` module when a plugin or extension changes and t
 ones, so a module global would split in two (the memory wrapper reading the old copy, our fresh extensions
 writing the new). Each such object lives instead in one anchor module named outside ``usr.plugins``, reached
 through a ``PerProcess`` (``STATS: Final = PerProcess("stats", StatsRecorder)``); a forked child finds the
-anchor empty. An update in place (``forget_all``) also retires the code imported before it: a recall still
-running in it keeps nothing in the anchor and starts no runtime. Loop-bound objects (the aiohttp session,
-batchers, detection cache) live on the owner loop only. Standard library only at import:
+anchor empty. An update in place or an uninstall (``forget_all``) also retires the code imported before it: a
+recall still running in it keeps nothing in the anchor and starts no runtime. Loop-bound objects (the aiohttp
+session, batchers, detection cache) live on the owner loop only. Standard library only at import:
 ``a0_hooks.memory_patch`` uses ``PerProcess`` and uninstall must work when our dependencies do not.
 """
 
@@ -16,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
+import logging
 import os
 import sys
 import threading
@@ -28,7 +30,9 @@ if TYPE_CHECKING:
 
 ANCHOR_MODULE: Final = "_a0_reranker_process_state"
 OWNER_THREAD: Final = "a0-reranker-owner"
+CANCEL_WAIT_S: Final = 2.0  # on stop, what work still running gets to unwind before the closers run
 T = TypeVar("T")
+log = logging.getLogger("a0_reranker")
 
 
 class _Anchor(types.ModuleType):
@@ -56,13 +60,16 @@ def _anchor() -> _Anchor:
     return anchor
 
 
-def forget_all() -> None:
-    """Drop every process-wide object before an update in place, and retire the code imported so far: new code
-    must not use the old classes' objects, nor a recall still running in the old code make new ones."""
+def forget_all() -> dict[str, object]:
+    """Drop every process-wide object before an update in place or an uninstall, and retire the code imported so
+    far: new code must not use the old classes' objects, nor a recall still running in the old code make new ones.
+    Returns what it dropped (for the caller to stop what was started while it stopped the old objects)."""
     anchor = _anchor()
     with anchor.lock:
+        dropped = dict(anchor.values)
         anchor.values.clear()
         anchor.generation = _generation(anchor) + 1
+    return dropped
 
 
 def _generation(anchor: _Anchor) -> int:
@@ -114,13 +121,16 @@ class PerProcess(Generic[T]):
 
 class OwnerLoop:
     """One daemon thread running asyncio (anyio's blocking portal) until ``stop``; cancelling a future that
-    ``submit`` returned cancels its task on the owner loop, whatever instant the cancel arrives."""
+    ``submit`` returned cancels its task on the owner loop, whatever instant the cancel arrives. What lives on the
+    loop and must be closed with it (the HTTP session) is handed to ``close_with``: ``stop`` closes it, however
+    and by whomever the loop is stopped."""
 
     def __init__(self) -> None:
         self._stack = contextlib.ExitStack()
         self._portal: BlockingPortal | None = None
         self._thread: threading.Thread | None = None
         self._running: set[asyncio.Task[Any]] = set()  # work handed over, still running (owner thread only)
+        self._closers: list[Callable[[], Awaitable[None]]] = []
         self.loop: asyncio.AbstractEventLoop | None = None
 
     def start(self) -> OwnerLoop:
@@ -169,10 +179,24 @@ class OwnerLoop:
         assert self._portal is not None
         return self._portal.call(func, *args)
 
-    def stop(self) -> None:
-        """Stop the loop (tasks still running are cancelled); safe to call twice or from atexit."""
-        if self._portal is None:
+    def close_with(self, closer: Callable[[], Awaitable[None]]) -> None:
+        """Run ``closer()`` on the loop when it stops, after the work still running was cancelled."""
+        self._closers.append(closer)
+
+    def stop(self, wait_s: float = CANCEL_WAIT_S) -> None:
+        """Cancel the work still running (``wait_s`` to unwind, so none opens a session after the closers ran),
+        run the closers, stop the loop; safe to call twice or from atexit. Not from the owner thread."""
+        portal = self._portal
+        if portal is None:
             return
+        if self.alive:
+            steps: list[Callable[[], Awaitable[None]]] = [functools.partial(self.cancel_running, wait_s),
+                                                          *self._closers]
+            for step in steps:
+                try:
+                    portal.call(step)
+                except Exception:  # stopping: nothing useful to do with the error but go on to the next step
+                    log.debug("a0_reranker: error while stopping the owner loop", exc_info=True)
         self._portal = None
         with contextlib.suppress(RuntimeError):  # the portal is already shut
             self._stack.close()

@@ -37,7 +37,7 @@ def stats_recorder() -> StatsRecorder:
 
 
 TIMED_OUT: Final = RerankResult(None, reason="timeout", message="no answer before rerank_timeout")
-CANCEL_WAIT_S: Final = 2.0  # on shutdown, what work still running gets to unwind before the session closes
+STOPPED: Final = RerankResult(None, reason="error", message="the reranker stopped before it answered")
 
 
 @dataclass(frozen=True)
@@ -47,14 +47,15 @@ class Runtime:
 
 
 def start(clock: Callable[[], float] = clock.now) -> Runtime:
-    if retired():  # a recall that was running in this code when an update replaced it: its stock order
-        raise RuntimeError("a0_reranker was updated while this call ran; the old code starts nothing")
+    if retired():  # a recall that was running in this code when an update or uninstall retired it: its stock order
+        raise RuntimeError("a0_reranker was updated or uninstalled while this call ran; the old code starts nothing")
     owner = OwnerLoop().start()
     try:
         current = Runtime(owner, RerankService(stats_recorder(), clock=clock))
     except BaseException:
         owner.stop()  # a service that cannot be built leaves no loop thread behind
         raise
+    owner.close_with(current.service.close)  # its HTTP session, however the loop comes to stop
     atexit.register(stop, current)
     return current
 
@@ -72,29 +73,28 @@ def runtime() -> Runtime:
 
 
 def stop(current: Runtime) -> None:
-    if current.owner.alive and not current.owner.is_current_thread():
-        for step in (lambda: current.owner.call(current.owner.cancel_running, CANCEL_WAIT_S),
-                     lambda: current.owner.call(current.service.close)):
-            try:
-                step()
-            except Exception:  # shutting down: nothing useful to do with the error
-                log.debug("a0_reranker: error while closing the service", exc_info=True)
+    """Cancel the work still running, close the service and stop the owner loop (``OwnerLoop.stop``)."""
+    if not current.owner.is_current_thread():
         current.owner.stop()
 
 
 @dataclass(frozen=True)
 class Handover(Generic[T]):
-    """The one wait for work on the owner loop: to the deadline plus the grace, then ``late`` (work cancelled)."""
+    """The one wait for work on the owner loop: to the deadline plus the grace, then ``late`` (work cancelled);
+    ``stopped`` (by default ``late``) when the owner loop cancelled the work as it stopped (shutdown, update)."""
 
     future: concurrent.futures.Future[T]
     deadline: float
     late: T
+    stopped: T | None = None
 
     def result(self) -> T:
         try:
             return self.future.result(timeout=backstop_remaining(self.deadline))
-        except (TimeoutError, concurrent.futures.CancelledError):  # past the backstop, or the owner stopped
+        except TimeoutError:  # past the backstop
             return self._delivered_or_late()
+        except concurrent.futures.CancelledError:  # nobody but the stopping owner loop cancels it here
+            return self._stopped()
         except BaseException:
             self.future.cancel()  # the waiting thread was interrupted (Ctrl-C): its work stops too
             raise
@@ -110,7 +110,10 @@ class Handover(Generic[T]):
             if task is None or task.cancelling():
                 self.future.cancel()  # the caller left: so does its work on the owner loop
                 raise
-            return self.late  # nobody cancelled the caller: the owner loop stopped (shutdown, update)
+            return self._stopped()  # nobody cancelled the caller: the owner loop stopped (shutdown, update)
+
+    def _stopped(self) -> T:
+        return self.late if self.stopped is None else self.stopped
 
     def _delivered_or_late(self) -> T:
         """What the owner loop delivered just as the backstop fired, else ``late`` (its work is cancelled)."""
@@ -120,20 +123,20 @@ class Handover(Generic[T]):
         return future.result()
 
 
-async def on_owner_async(work: Work[T], deadline: float, late: T) -> T:
+async def on_owner_async(work: Work[T], deadline: float, late: T, stopped: T | None = None) -> T:
     """``work(service)`` run on the owner loop, awaited from any event loop (on the owner loop, directly)."""
     current = runtime()
     if current.owner.is_current_thread():
         return await work(current.service)
-    return await Handover(current.owner.submit(work, current.service), deadline, late).result_async()
+    return await Handover(current.owner.submit(work, current.service), deadline, late, stopped).result_async()
 
 
-def on_owner(work: Work[T], deadline: float, late: T) -> T | None:
+def on_owner(work: Work[T], deadline: float, late: T, stopped: T | None = None) -> T | None:
     """The blocking form, for threads; None on the owner thread itself, where the wait would deadlock."""
     current = runtime()
     if current.owner.is_current_thread():
         return None
-    return Handover(current.owner.submit(work, current.service), deadline, late).result()
+    return Handover(current.owner.submit(work, current.service), deadline, late, stopped).result()
 
 
 def _refusal(query: Any, documents: Any, config: Any) -> RerankResult | None:
@@ -177,7 +180,8 @@ async def rerank_result_async(query: str, documents: Sequence[str], *, config: R
     started = clock.now()
     try:
         texts = list(documents)  # the caller's sequence, iterated again: it may fail this time
-        result = await on_owner_async(lambda service: service.rerank(query, texts, config, due), due, TIMED_OUT)
+        result = await on_owner_async(lambda service: service.rerank(query, texts, config, due), due, TIMED_OUT,
+                                      STOPPED)
     except asyncio.CancelledError:
         stats_recorder().rerank_cancelled()
         raise
@@ -195,7 +199,8 @@ def rerank_result(query: str, documents: Sequence[str], *, config: RerankerConfi
     deadline, started = deadline_in(config.timeout), clock.now()
     try:
         texts = list(documents)
-        result = on_owner(lambda service: service.rerank(query, texts, config, deadline), deadline, TIMED_OUT)
+        result = on_owner(lambda service: service.rerank(query, texts, config, deadline), deadline, TIMED_OUT,
+                          STOPPED)
     except Exception:
         log.exception("a0_reranker: unexpected error in rerank()")
         result = RerankResult(None, reason="error", message="unexpected error while waiting")

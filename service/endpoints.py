@@ -132,9 +132,9 @@ class EndpointRegistry:
         return {"endpoints": len(self._endpoints), "batchers": len(self._groups)}
 
     async def close(self) -> None:
-        for batcher in self._groups.values():
+        groups, self._groups = list(self._groups.values()), OrderedDict()  # a batcher's close may let others run
+        for batcher in groups:
             await batcher.close()
-        self._groups.clear()
         self._endpoints.clear()
 
 
@@ -178,6 +178,7 @@ class HttpTransport:
         self._on_stale_resend = on_stale_resend
         self._sessions: dict[bool, aiohttp.ClientSession] = {}  # fresh -> session
         self._ssl_contexts: dict[TlsSettings, ssl.SSLContext | bool] = {}
+        self._closed = False
 
     async def send(self, endpoint: str, request: WireRequest, *, deadline: float, api_key: str = "",
                    tls: TlsSettings = TlsSettings(), may_resend: Callable[[], bool] = lambda: True) -> WireAnswer:
@@ -220,12 +221,16 @@ class HttpTransport:
             raise translate(exc, endpoint, remaining, reused=exchange.reused) from exc
 
     async def close(self) -> None:
+        """Close the sessions; a request after this is refused, none opens a session nothing would close."""
+        self._closed = True
         sessions, self._sessions = self._sessions, {}
         for session in sessions.values():
             await session.close()
 
     def _session(self, fresh: bool) -> aiohttp.ClientSession:
         """The pooled session, or (``fresh``) one whose every request opens its own connection."""
+        if self._closed:
+            raise RerankError("the reranker is shutting down")
         session = self._sessions.get(fresh)
         if session is None or session.closed:
             trace = aiohttp.TraceConfig()

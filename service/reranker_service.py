@@ -45,6 +45,7 @@ class RerankService:
         self._transport = HttpTransport(on_stale_resend=stats.on_stale_resend)
         self._routes = RouteBook(self._transport, on_detection=stats.on_detection)
         self._registry = EndpointRegistry(stats, clock=clock, on_open=self._routes.forget_endpoint)
+        self._closed = False
 
     async def rerank(self, query: str, documents: Sequence[str], config: RerankerConfig, deadline: float
                      ) -> RerankResult:
@@ -74,14 +75,23 @@ class RerankService:
         return {**self._registry.footprint(), "detections": self._routes.cached, "detecting": self._routes.running}
 
     async def close(self) -> None:
-        await self._registry.close()
-        await self._routes.close()
-        await self._transport.close()
+        """Fail what is queued, stop the detections, close the HTTP sessions: each step whatever the one before did,
+        the sessions last. A call arriving during or after it is refused (none may open a session once closed)."""
+        self._closed = True
+        try:
+            try:
+                await self._registry.close()
+            finally:
+                await self._routes.close()
+        finally:
+            await self._transport.close()
 
     async def _rerank(self, query: str, documents: Sequence[str], config: RerankerConfig, deadline: float
                       ) -> RerankResult:
         if not documents:
             return RerankResult([])
+        if self._closed:
+            raise RerankError("the reranker is shutting down")
         endpoints = [self._registry.endpoint(config, url) for url in config.endpoints]
         usable = [e for e in endpoints if e.state.breaker.would_admit()]
         if not usable:

@@ -1,5 +1,5 @@
 """Recalls at the edges: a failed pool search logs only its masked text, and a recall still running when an
-update in place retires its code falls back to stock without starting the old code again."""
+update in place or an uninstall retires its code falls back to stock without starting the old code again."""
 
 from __future__ import annotations
 
@@ -62,12 +62,14 @@ def owner_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == OWNER_THREAD and t.is_alive()]
 
 
-async def test_a_recall_in_flight_during_pre_update_starts_no_runtime_of_the_old_code(
-        a0: A0, server: RunningServer) -> None:
-    """``pre_update`` stops the runtime and forgets every process-wide object, so that the pulled code builds
-    its own. A recall of another agent that was in its pool search at that moment goes on with the old
-    modules: it must not start an owner loop and HTTP session of the old code again, left running (and kept
-    in the anchor, where the new code finds and uses the old classes' runtime)."""
+@pytest.mark.parametrize("hook", ["pre_update", "uninstall"])
+async def test_a_recall_in_flight_during_an_update_or_uninstall_starts_no_runtime_of_the_old_code(
+        a0: A0, server: RunningServer, hook: str) -> None:
+    """``pre_update`` and ``uninstall`` stop the runtime and forget every process-wide object, so that the pulled
+    (or a later installed) code builds its own. A recall of another agent that was in its pool search at that
+    moment goes on with the old modules: it must not start an owner loop and HTTP session of the old code again,
+    left running (and kept in the anchor, where the new code finds and uses the old classes' runtime). After an
+    uninstall it once did."""
     agent = a0.new_agent()
     texts = await seed(a0, agent, ABOVE + BELOW, list(range(20)))
     memory = await a0.Memory.get(agent)
@@ -80,7 +82,7 @@ async def test_a_recall_in_flight_during_pre_update_starts_no_runtime_of_the_old
     on_pool_search(memory, held)
     in_flight = asyncio.create_task(search_as_recall(a0, agent, memory))
     await entered.wait()
-    a0.plugins.call_plugin_hook("a0_reranker", "pre_update")
+    a0.plugins.call_plugin_hook("a0_reranker", hook)
     assert not owner_threads() and "runtime" not in sys.modules[ANCHOR_MODULE].values  # stopped and forgotten
     release.set()
     found = await in_flight

@@ -112,3 +112,72 @@ async def test_a_failover_that_waited_for_a_slot_never_undercuts_the_new_replica
         await task
     assert sent_to == [] and a.limiter.in_flight == 0
     assert b.limiter.in_flight == 1 and plan.lease is not None and plan.lease.held  # ours, given back by its task
+
+
+def two_replicas(send_a: Callable[..., object], send_b: Callable[..., object], policy: DispatchPolicy
+                 ) -> tuple[MicroBatcher, EndpointState, EndpointState, RetryBudget, StatsRecorder]:
+    """Replicas ``a`` and ``b`` of one slot each; the balancer always draws ``a`` first."""
+    a, b = (EndpointState(EndpointLimiter(1), CircuitBreaker(BreakerPolicy(cooldown=60))) for _ in range(2))
+    budget = RetryBudget(ratio=0.2, reserve=2)
+    stats = StatsRecorder()
+    replicas = ReplicaSet([Replica("http://a", a, send_a), Replica("http://b", b, send_b)], budget=budget)
+    replicas._rng.sample = lambda members, k: list(members)[:k]  # type: ignore[method-assign]
+    batcher = MicroBatcher(Dispatch(replicas, stats, policy), mixes_queries=True, max_pairs=100, window=0.01,
+                           max_queued_pairs=1000, shed=False)
+    return batcher, a, b, budget, stats
+
+
+def test_a_failover_that_finds_no_free_slot_before_the_deadline_spends_no_budget() -> None:
+    """``a`` fails with a 503; ``b`` can take the request, but its one slot stays taken by another request up to
+    the deadline. The retry never went out: the budget is whole and no retry is counted (it once spent the
+    reserve and counted a retry for a request that was only waiting in our own queue for a slot)."""
+    sent: list[str] = []
+
+    def sender(name: str, answer: Callable[[ScoreBatch], list[float]]) -> Callable[..., object]:
+        async def send(batch: ScoreBatch, deadline: float, may_resend: Callable[[], bool]) -> list[float]:
+            sent.append(name)
+            return answer(batch)
+        return send
+
+    def busy(batch: ScoreBatch) -> list[float]:
+        raise ServerError(503, "busy")
+
+    async def main() -> None:
+        batcher, a, b, budget, stats = two_replicas(sender("a", busy), sender("b", lambda batch: [1.0] * len(batch)),
+                                                    DispatchPolicy(max_retries=2))
+        other = b.limiter.take("another request")  # b's slot, held past the deadline
+        with pytest.raises(RerankError):
+            await batcher.score("q", ["d1", "d2"], clock.now() + 0.5)
+        await until(lambda: batcher.idle)
+        assert sent == ["a"] and a.limiter.in_flight == 0 and b.limiter.in_flight == 1  # only the other's
+        other.release()
+        assert stats.snapshot().retries == 0
+        assert budget.try_spend() and budget.try_spend()  # the reserve is whole
+
+    run_virtual(main())
+
+
+def test_a_caller_leaving_while_its_request_waits_out_a_backoff_gets_the_budget_back() -> None:
+    """The first attempt fails with a 503 and the retry waits its backoff; the only caller leaves during that wait.
+    The request is cancelled before the retry goes out: nothing was sent again, so nothing is spent or counted."""
+    sent: list[ScoreBatch] = []
+
+    async def send(batch: ScoreBatch, deadline: float, may_resend: Callable[[], bool]) -> list[float]:
+        sent.append(batch)
+        raise ServerError(503, "busy")
+
+    async def main() -> None:
+        policy = DispatchPolicy(max_retries=2, backoff_base_s=2.0, backoff_cap_s=2.0)  # a backoff of 1-2 s
+        batcher, state, budget, stats = one_replica(send, policy)
+        caller = asyncio.create_task(batcher.score("q", ["d1", "d2"], clock.now() + 30.0))
+        await until(lambda: len(sent) == 1)
+        await asyncio.sleep(0.5)  # virtual: inside the backoff
+        assert len(sent) == 1 and not caller.done()
+        caller.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+        await until(lambda: batcher.idle)
+        assert len(sent) == 1 and state.limiter.in_flight == 0 and stats.snapshot().retries == 0
+        assert budget.try_spend() and budget.try_spend()  # the reserve is whole
+
+    run_virtual(main())
