@@ -40,6 +40,10 @@ TIMED_OUT: Final = RerankResult(None, reason="timeout", message="no answer befor
 STOPPED: Final = RerankResult(None, reason="error", message="the reranker stopped before it answered")
 
 
+class Retired(RuntimeError):
+    """This copy of the code was retired (``singletons.forget_all``) and starts nothing: expected, not an error."""
+
+
 @dataclass(frozen=True)
 class Runtime:
     owner: OwnerLoop
@@ -48,7 +52,7 @@ class Runtime:
 
 def start(clock: Callable[[], float] = clock.now) -> Runtime:
     if retired():  # a recall that was running in this code when an update or uninstall retired it: its stock order
-        raise RuntimeError("a0_reranker was updated or uninstalled while this call ran; the old code starts nothing")
+        raise Retired("a0_reranker was updated or uninstalled while this call ran; the old code starts nothing")
     owner = OwnerLoop().start()
     try:
         current = Runtime(owner, RerankService(stats_recorder(), clock=clock))
@@ -185,6 +189,8 @@ async def rerank_result_async(query: str, documents: Sequence[str], *, config: R
     except asyncio.CancelledError:
         stats_recorder().rerank_cancelled()
         raise
+    except Retired as exc:
+        result = _retired(exc)
     except Exception:
         log.exception("a0_reranker: could not reach the reranker's event loop")
         result = RerankResult(None, reason="error", message="the reranker's event loop is not available")
@@ -201,6 +207,8 @@ def rerank_result(query: str, documents: Sequence[str], *, config: RerankerConfi
         texts = list(documents)
         result = on_owner(lambda service: service.rerank(query, texts, config, deadline), deadline, TIMED_OUT,
                           STOPPED)
+    except Retired as exc:
+        result = _retired(exc)
     except Exception:
         log.exception("a0_reranker: unexpected error in rerank()")
         result = RerankResult(None, reason="error", message="unexpected error while waiting")
@@ -211,6 +219,11 @@ def rerank_result(query: str, documents: Sequence[str], *, config: RerankerConfi
         log.error("a0_reranker: rerank() was called on the reranker's own loop; use rerank_async()")
         result = RerankResult(None, reason="error", message="rerank() was called on the reranker's own loop")
     return _settled(result, started)
+
+
+def _retired(exc: Retired) -> RerankResult:
+    log.info("a0_reranker: %s (retired code): stock order", exc)
+    return STOPPED
 
 
 async def rerank_pool(query: str, pool: Sequence[D], *, limit: int, config: RerankerConfig,

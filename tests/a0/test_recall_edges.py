@@ -64,12 +64,13 @@ def owner_threads() -> list[threading.Thread]:
 
 @pytest.mark.parametrize("hook", ["pre_update", "uninstall"])
 async def test_a_recall_in_flight_during_an_update_or_uninstall_starts_no_runtime_of_the_old_code(
-        a0: A0, server: RunningServer, hook: str) -> None:
+        a0: A0, server: RunningServer, caplog: pytest.LogCaptureFixture, hook: str) -> None:
     """``pre_update`` and ``uninstall`` stop the runtime and forget every process-wide object, so that the pulled
     (or a later installed) code builds its own. A recall of another agent that was in its pool search at that
     moment goes on with the old modules: it must not start an owner loop and HTTP session of the old code again,
     left running (and kept in the anchor, where the new code finds and uses the old classes' runtime). After an
     uninstall it once did."""
+    caplog.set_level(logging.INFO)
     agent = a0.new_agent()
     texts = await seed(a0, agent, ABOVE + BELOW, list(range(20)))
     memory = await a0.Memory.get(agent)
@@ -89,3 +90,6 @@ async def test_a_recall_in_flight_during_an_update_or_uninstall_starts_no_runtim
     assert {d.page_content for d in found} <= set(texts)
     assert "runtime" not in sys.modules[ANCHOR_MODULE].values, "the old code put a runtime back in the anchor"
     assert not owner_threads(), "the old code started an owner loop after pre_update"
+    logged = our_log(caplog)  # expected, so one line saying so, not an error with its traceback
+    assert "Traceback" not in logged and "ERROR" not in logged, logged
+    assert "retired" in logged, logged
