@@ -104,6 +104,11 @@ class DetectionFailed(RerankError, reason="detection"):
         super().__init__(message)
 
 
+class BlankQuery(RerankError, reason="bad_input", quotes_server_text=False):
+    """The query is blank (empty or whitespace only) as cut: there is nothing to rank against, and some servers
+    refuse it."""
+
+
 class QueueFull(RerankError, reason="queue_full", quotes_server_text=False):
     """The local queue is full: the recall falls back at once rather than waiting."""
 

@@ -25,10 +25,10 @@ from ..core.config import RerankerConfig
 from ..core.detection import PROBE_DOCUMENTS
 from ..core.dialects import ScoreBatch
 from ..core.dialects.wire import read_answer
-from ..core.errors import BreakerOpen, DeadlineExceeded, InputTooLong, RateLimited, RerankError, ServerError
+from ..core.errors import BlankQuery, BreakerOpen, DeadlineExceeded, InputTooLong, RateLimited, RerankError, ServerError
 from ..core.probe_report import ProbeReport
 from ..core.redaction import shown
-from ..core.scores import PROBABILITY, RerankResult, cut_head, normalize, shared_scale, tighter_limits
+from ..core.scores import PROBABILITY, RerankResult, cut_head, normalize, sent_ranking, shared_scale, tighter_limits
 from ..core.statistics import StatsRecorder
 from .detection import Route, probe_endpoint, resolve_route, tls_of
 from .endpoints import Endpoint, EndpointRegistry, HttpTransport, Members
@@ -102,17 +102,15 @@ class RerankService:
 
     async def _score(self, batcher: MicroBatcher, config: RerankerConfig, query: str, documents: Sequence[str],
                      deadline: float) -> RerankResult:
-        query_chars, doc_chars = config.max_query_chars, config.max_doc_chars
+        cuts = (config.max_query_chars, config.max_doc_chars)
         try:
-            return await batcher.score(cut_head(query, query_chars), [cut_head(d, doc_chars) for d in documents],
-                                       deadline)
+            return await _score_cut(batcher, query, documents, cuts, deadline)
         except InputTooLong:
-            tighter = tighter_limits(query_chars, doc_chars)
-            if tighter == (query_chars, doc_chars):
+            tighter = tighter_limits(*cuts)
+            if tighter == cuts:
                 raise
             log.info("a0_reranker: the server said the input is too long; retrying once with tighter cuts")
-            return await batcher.score(cut_head(query, tighter[0]), [cut_head(d, tighter[1]) for d in documents],
-                                       deadline)
+            return await _score_cut(batcher, query, documents, tighter, deadline)
 
     def _batcher(self, config: RerankerConfig, routes: dict[str, Route], endpoints: dict[str, Endpoint], *,
                  to_probability: bool) -> MicroBatcher:
@@ -142,6 +140,17 @@ class RerankService:
             return normalize(scores, route.scale) if to_probability else scores
 
         return send
+
+
+async def _score_cut(batcher: MicroBatcher, query: str, documents: Sequence[str], cuts: tuple[int, int],
+                     deadline: float) -> RerankResult:
+    """The texts cut for the wire, without the blank ones (empty or whitespace only): SGLang refuses a request
+    holding one, and a request may carry other recalls. A blank document ranks last, a blank query not at all."""
+    query, texts = cut_head(query, cuts[0]), [cut_head(d, cuts[1]) for d in documents]
+    if not query.strip():
+        raise BlankQuery("the query is blank (empty or whitespace only): nothing to rank against")
+    sent = [i for i, text in enumerate(texts) if text.strip()]
+    return sent_ranking(await batcher.score(query, [texts[i] for i in sent], deadline), sent, len(texts))
 
 
 # Statuses saying the route no longer holds (the API moved, the key or model changed). Not 5xx: a crashing
