@@ -153,9 +153,10 @@ async def _score_cut(batcher: MicroBatcher, query: str, documents: Sequence[str]
     return sent_ranking(await batcher.score(query, [texts[i] for i in sent], deadline), sent, len(texts))
 
 
-# Statuses saying the route no longer holds (the API moved, the key or model changed). Not 5xx: a crashing
-# server still speaks the same API, and forgetting its route would send every waiting recall to detect again.
-_ROUTE_GONE_STATUSES: Final = frozenset({401, 403, 404, 405, 501})
+# Statuses saying the route no longer holds (the API moved, the key or model changed; 498 is Cohere's 401 for
+# an invalid token). Not 5xx: a crashing server still speaks the same API, and forgetting its route would send
+# every waiting recall to detect again.
+_ROUTE_GONE_STATUSES: Final = frozenset({401, 403, 404, 405, 498, 501})
 
 
 @dataclass(frozen=True)

@@ -94,6 +94,26 @@ async def test_failures_of_a_detected_server(kind: str, options: dict[str, Any],
         await server.close()
 
 
+@pytest.mark.parametrize("invalid_token_status", [401, 498])
+async def test_a_key_cohere_no_longer_takes_forgets_the_route_whichever_status_says_so(
+        invalid_token_status: int) -> None:
+    """Cohere refuses a key it no longer takes with 401 or with 498 ("invalid api token"): either says the
+    route no longer holds, so the next recall detects again (as the key changing at the server asks)."""
+    server = await start_server("cohere", api_key="old-key", invalid_token_status=invalid_token_status)
+    try:
+        config = RerankerConfig(endpoint=server.url, timeout=TIMEOUT, api_key="old-key", model="m")
+        assert await reranker.rerank_async(QUERY, DOCS, config=config) is not None  # detection cached
+        server.protocol.api_key = "new-key"  # type: ignore[attr-defined]  # the key was revoked
+        assert await reranker.rerank_async(QUERY, DOCS, config=config) is None
+        assert f"HTTP {invalid_token_status}" in runtime.statistics().last_error
+        detections = runtime.statistics().detections
+        server.protocol.api_key = "old-key"  # type: ignore[attr-defined]
+        assert await reranker.rerank_async(QUERY, DOCS, config=config) is not None
+        assert runtime.statistics().detections == detections + 1
+    finally:
+        await server.close()
+
+
 SERVER_ERRORS = [
     ("vllm", {}, {"model": "nope"}, "does not exist"),
     ("infinity", {"models": ("a-ce", "b-ce")}, {"model": "nope"}, "Invalid model"),
