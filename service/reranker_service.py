@@ -25,7 +25,16 @@ from ..core.config import RerankerConfig
 from ..core.detection import PROBE_DOCUMENTS
 from ..core.dialects import ScoreBatch
 from ..core.dialects.wire import read_answer
-from ..core.errors import BlankQuery, BreakerOpen, DeadlineExceeded, InputTooLong, RateLimited, RerankError, ServerError
+from ..core.errors import (
+    BlankQuery,
+    BreakerOpen,
+    DeadlineExceeded,
+    InputTooLong,
+    RateLimited,
+    RerankError,
+    ServerError,
+    TooManyTexts,
+)
 from ..core.probe_report import ProbeReport
 from ..core.redaction import shown
 from ..core.scores import PROBABILITY, RerankResult, cut_head, normalize, sent_ranking, shared_scale, tighter_limits
@@ -78,8 +87,8 @@ class RerankService:
         await self._routes.close()
         await self._transport.close()
 
-    async def _rerank(self, query: str, documents: Sequence[str], config: RerankerConfig, deadline: float
-                      ) -> RerankResult:
+    async def _rerank(self, query: str, documents: Sequence[str], config: RerankerConfig, deadline: float, *,
+                      detect_again: bool = True) -> RerankResult:
         if not documents:
             return RerankResult([])
         endpoints = [self._registry.endpoint(config, url) for url in config.endpoints]
@@ -94,8 +103,11 @@ class RerankService:
         try:
             scored = await self._score(batcher, config, query, documents, deadline)
         except ServerError as exc:
-            if exc.status in _ROUTE_GONE_STATUSES:
+            if exc.status in _ROUTE_GONE_STATUSES or isinstance(exc, TooManyTexts):
                 self._routes.forget(config)
+            if isinstance(exc, TooManyTexts) and detect_again:  # detection reads the new limit; the batch is split
+                log.info("a0_reranker: the server takes fewer texts a request than detected; detecting again")
+                return await self._rerank(query, documents, config, deadline, detect_again=False)
             raise
         answered = routes.get(scored.answered_by) or next(iter(routes.values()))
         return dataclasses.replace(scored, api=answered.dialect.api, scale=scale or PROBABILITY)
