@@ -22,6 +22,7 @@ from ..core.errors import (
     InputTooLong,
     RateLimited,
     StaleConnection,
+    TooManyTexts,
     TransportError,
 )
 from ..core.statistics import RecentCounts
@@ -32,7 +33,7 @@ Health = Literal["success", "down", "failure", "neutral"]
 
 def health_of(exc: BaseException) -> Health:
     """``down``: not there or not answering; ``failure``: answered badly; ``neutral``: says nothing of it."""
-    if isinstance(exc, StaleConnection | RateLimited | InputTooLong | ConfigError):
+    if isinstance(exc, StaleConnection | RateLimited | InputTooLong | TooManyTexts | ConfigError):
         return "neutral"
     if isinstance(exc, TransportError | DeadlineExceeded | DetectionFailed):
         return "down"

@@ -87,6 +87,11 @@ class InputTooLong(ServerError, reason="input_too_long"):
     """The server refused the input as too long: retried once with tighter cuts."""
 
 
+class TooManyTexts(ServerError):
+    """The server takes fewer texts a request than its detected route sends (TEI restarted with a smaller
+    ``--max-client-batch-size``): the route is detected again; says nothing of the server's health."""
+
+
 class MalformedAnswer(RerankError, reason="malformed"):
     """The answer was not what the protocol promises (bad JSON, wrong count, bad indices or scores)."""
 
@@ -102,6 +107,11 @@ class DetectionFailed(RerankError, reason="detection"):
     def __init__(self, message: str, attempts: tuple[str, ...] = ()) -> None:
         self.attempts = attempts
         super().__init__(message)
+
+
+class BlankQuery(RerankError, reason="bad_input", quotes_server_text=False):
+    """The query is blank (empty or whitespace only) as cut: there is nothing to rank against, and some servers
+    refuse it."""
 
 
 class QueueFull(RerankError, reason="queue_full", quotes_server_text=False):

@@ -16,6 +16,7 @@ ScoreScale = Literal["probability", "logit", "raw"]
 PROBABILITY: Final = "probability"  # the server's scores are already in [0, 1]
 LOGIT: Final = "logit"  # unbounded logits: a sigmoid maps them to [0, 1]
 RAW: Final = "raw"  # the model's own output, either of the two; the probe tells which
+LOWEST: Final = -math.inf  # a blank document's score, never sent (``sent_ranking``); 0 on the 0-1 scale
 Ranking = list[tuple[int, float]]
 D = TypeVar("D")
 
@@ -57,7 +58,7 @@ def sigmoid(x: float) -> float:
 
 
 def _all_in_unit_range(scores: Sequence[float]) -> bool:
-    return all(0.0 <= s <= 1.0 for s in scores)
+    return all(0.0 <= s <= 1.0 for s in scores if s != LOWEST)
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,16 @@ def ranked(scores: Sequence[float]) -> Ranking:
 def cut_head(text: str, max_chars: int) -> str:
     """Keep the first ``max_chars`` characters: A0 puts the user's message at the head of the query."""
     return text[:max_chars]  # a slice that keeps it all is ``text`` itself, not a copy
+
+
+def sent_ranking(result: RerankResult, sent: Sequence[int], total: int) -> RerankResult:
+    """``result`` of the documents ``sent`` (their indices among ``total``) as a ranking of all: those not sent
+    (blank) last, in their order, at the ``LOWEST`` score."""
+    if result.ranking is None:
+        return result
+    blanks = sorted(set(range(total)).difference(sent))
+    return dataclasses.replace(result, ranking=[*((sent[i], score) for i, score in result.ranking),
+                                                *((i, LOWEST) for i in blanks)])
 
 
 def tighter_limits(max_query_chars: int, max_doc_chars: int) -> tuple[int, int]:

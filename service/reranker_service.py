@@ -25,10 +25,19 @@ from ..core.config import RerankerConfig
 from ..core.detection import PROBE_DOCUMENTS
 from ..core.dialects import ScoreBatch
 from ..core.dialects.wire import read_answer
-from ..core.errors import BreakerOpen, DeadlineExceeded, InputTooLong, RateLimited, RerankError, ServerError
+from ..core.errors import (
+    BlankQuery,
+    BreakerOpen,
+    DeadlineExceeded,
+    InputTooLong,
+    RateLimited,
+    RerankError,
+    ServerError,
+    TooManyTexts,
+)
 from ..core.probe_report import ProbeReport
 from ..core.redaction import shown
-from ..core.scores import PROBABILITY, RerankResult, cut_head, normalize, shared_scale, tighter_limits
+from ..core.scores import PROBABILITY, RerankResult, cut_head, normalize, sent_ranking, shared_scale, tighter_limits
 from ..core.statistics import StatsRecorder
 from .detection import Route, probe_endpoint, resolve_route, tls_of
 from .endpoints import Endpoint, EndpointRegistry, HttpTransport, Members
@@ -86,8 +95,8 @@ class RerankService:
         finally:
             await self._transport.close()
 
-    async def _rerank(self, query: str, documents: Sequence[str], config: RerankerConfig, deadline: float
-                      ) -> RerankResult:
+    async def _rerank(self, query: str, documents: Sequence[str], config: RerankerConfig, deadline: float, *,
+                      detect_again: bool = True) -> RerankResult:
         if not documents:
             return RerankResult([])
         if self._closed:
@@ -104,25 +113,26 @@ class RerankService:
         try:
             scored = await self._score(batcher, config, query, documents, deadline)
         except ServerError as exc:
-            if exc.status in _ROUTE_GONE_STATUSES:
+            if exc.status in _ROUTE_GONE_STATUSES or isinstance(exc, TooManyTexts):
                 self._routes.forget(config)
+            if isinstance(exc, TooManyTexts) and detect_again:  # detection reads the new limit; the batch is split
+                log.info("a0_reranker: the server takes fewer texts a request than detected; detecting again")
+                return await self._rerank(query, documents, config, deadline, detect_again=False)
             raise
         answered = routes.get(scored.answered_by) or next(iter(routes.values()))
         return dataclasses.replace(scored, api=answered.dialect.api, scale=scale or PROBABILITY)
 
     async def _score(self, batcher: MicroBatcher, config: RerankerConfig, query: str, documents: Sequence[str],
                      deadline: float) -> RerankResult:
-        query_chars, doc_chars = config.max_query_chars, config.max_doc_chars
+        cuts = (config.max_query_chars, config.max_doc_chars)
         try:
-            return await batcher.score(cut_head(query, query_chars), [cut_head(d, doc_chars) for d in documents],
-                                       deadline)
+            return await _score_cut(batcher, query, documents, cuts, deadline)
         except InputTooLong:
-            tighter = tighter_limits(query_chars, doc_chars)
-            if tighter == (query_chars, doc_chars):
+            tighter = tighter_limits(*cuts)
+            if tighter == cuts:
                 raise
             log.info("a0_reranker: the server said the input is too long; retrying once with tighter cuts")
-            return await batcher.score(cut_head(query, tighter[0]), [cut_head(d, tighter[1]) for d in documents],
-                                       deadline)
+            return await _score_cut(batcher, query, documents, tighter, deadline)
 
     def _batcher(self, config: RerankerConfig, routes: dict[str, Route], endpoints: dict[str, Endpoint], *,
                  to_probability: bool) -> MicroBatcher:
@@ -154,9 +164,21 @@ class RerankService:
         return send
 
 
-# Statuses saying the route no longer holds (the API moved, the key or model changed). Not 5xx: a crashing
-# server still speaks the same API, and forgetting its route would send every waiting recall to detect again.
-_ROUTE_GONE_STATUSES: Final = frozenset({401, 403, 404, 405, 501})
+async def _score_cut(batcher: MicroBatcher, query: str, documents: Sequence[str], cuts: tuple[int, int],
+                     deadline: float) -> RerankResult:
+    """The texts cut for the wire, without the blank ones (empty or whitespace only): SGLang refuses a request
+    holding one, and a request may carry other recalls. A blank document ranks last, a blank query not at all."""
+    query, texts = cut_head(query, cuts[0]), [cut_head(d, cuts[1]) for d in documents]
+    if not query.strip():
+        raise BlankQuery("the query is blank (empty or whitespace only): nothing to rank against")
+    sent = [i for i, text in enumerate(texts) if text.strip()]
+    return sent_ranking(await batcher.score(query, [texts[i] for i in sent], deadline), sent, len(texts))
+
+
+# Statuses saying the route no longer holds (the API moved, the key or model changed; 498 is Cohere's 401 for
+# an invalid token). Not 5xx: a crashing server still speaks the same API, and forgetting its route would send
+# every waiting recall to detect again.
+_ROUTE_GONE_STATUSES: Final = frozenset({401, 403, 404, 405, 498, 501})
 
 
 @dataclass(frozen=True)

@@ -855,6 +855,19 @@ async def test_sglang_refuses_a_pair_over_its_context_length() -> None:
         "type": "BadRequestError", "param": None, "code": 400})
 
 
+@pytest.mark.parametrize(("query", "documents", "message"), [
+    ("", ["a"], "Query cannot be empty"),
+    (" \n", ["a"], "Query cannot be empty or whitespace only"),
+    ("q", ["a", ""], "Each document must be a non-empty string"),
+    ("q", ["a", "\t "], "Each document cannot be empty or whitespace only"),
+])
+async def test_sglang_refuses_a_blank_query_or_document(query: str, documents: list[str], message: str) -> None:
+    async with running("sglang") as srv:
+        reply = await post(srv.url + "/v1/rerank", {"query": query, "documents": documents})
+    assert (reply.status, reply.json) == (400, {
+        "object": "error", "message": message, "type": "BadRequestError", "param": None, "code": 400})
+
+
 async def test_ollama_has_no_rerank_but_answers_its_version() -> None:
     async with running("ollama") as srv:
         reranks = [await post(srv.url + path, rerank_body()) for path in ("/v1/rerank", "/rerank", "/api/rerank")]

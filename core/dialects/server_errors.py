@@ -12,7 +12,7 @@ from datetime import UTC
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any, Final
 
-from ..errors import InputTooLong, RateLimited, ServerError
+from ..errors import InputTooLong, RateLimited, ServerError, TooManyTexts
 from ..redaction import clipped
 
 if TYPE_CHECKING:
@@ -42,6 +42,8 @@ def server_error(answer: WireAnswer) -> ServerError:
     message = error_message(answer)
     if answer.status == 429:
         return RateLimited(429, message, parse_retry_after(answer.headers.get("retry-after"), time.time()))
+    if answer.status == 422 and "maximum allowed batch size" in message:  # TEI: "batch size N > maximum ..."
+        return TooManyTexts(422, message)
     if answer.status == 413 or (answer.status in (400, 422, 500) and _TOO_LONG.search(message)):
         return InputTooLong(answer.status, message)
     return ServerError(answer.status, message)

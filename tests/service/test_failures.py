@@ -18,7 +18,7 @@ import pytest
 from support.counters import accounted, stats_until
 from support.deadlines import Stopwatch, assert_released_at_deadline, assert_released_within
 from support.outages import closed_port
-from support.servers import Delay, Disconnect, Hang, InvalidJson, Respond, StallBody, start_server
+from support.servers import Delay, Disconnect, Hang, InvalidJson, Respond, StallBody, lexical_scorer, start_server
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.helpers import reranker
 from usr.plugins.a0_reranker.service import runtime
@@ -90,6 +90,49 @@ async def test_failures_of_a_detected_server(kind: str, options: dict[str, Any],
             assert_released_at_deadline(elapsed, TIMEOUT)
         else:
             assert_released_within(elapsed, TIMEOUT)
+    finally:
+        await server.close()
+
+
+@pytest.mark.parametrize("invalid_token_status", [401, 498])
+async def test_a_key_cohere_no_longer_takes_forgets_the_route_whichever_status_says_so(
+        invalid_token_status: int) -> None:
+    """Cohere refuses a key it no longer takes with 401 or with 498 ("invalid api token"): either says the
+    route no longer holds, so the next recall detects again (as the key changing at the server asks)."""
+    server = await start_server("cohere", api_key="old-key", invalid_token_status=invalid_token_status)
+    try:
+        config = RerankerConfig(endpoint=server.url, timeout=TIMEOUT, api_key="old-key", model="m")
+        assert await reranker.rerank_async(QUERY, DOCS, config=config) is not None  # detection cached
+        server.protocol.api_key = "new-key"  # type: ignore[attr-defined]  # the key was revoked
+        assert await reranker.rerank_async(QUERY, DOCS, config=config) is None
+        assert f"HTTP {invalid_token_status}" in runtime.statistics().last_error
+        detections = runtime.statistics().detections
+        server.protocol.api_key = "old-key"  # type: ignore[attr-defined]
+        assert await reranker.rerank_async(QUERY, DOCS, config=config) is not None
+        assert runtime.statistics().detections == detections + 1
+    finally:
+        await server.close()
+
+
+async def test_a_tei_restarted_with_a_smaller_batch_limit_is_detected_again_and_the_recall_split() -> None:
+    """TEI refuses more texts than its ``--max-client-batch-size`` (422 "batch size N > maximum allowed batch
+    size M"). Restarted with a smaller one than detection read from ``/info``, the recall detects again, is
+    split to the new limit and reranked; the refusal says nothing of the server's health."""
+    server = await start_server("tei")
+    try:
+        config = RerankerConfig(endpoint=server.url, timeout=10, breaker_failures=1)
+        docs = [f"{word} note {i}" for i, word in enumerate(("backup", "rotate", "lunch", "key", "menu") * 4)]
+        assert await reranker.rerank_async(QUERY, docs[:2], config=config) is not None  # detected: 32 a request
+        server.protocol.max_client_batch_size = 8  # type: ignore[attr-defined]  # restarted with 8
+        sent = server.count()
+        ranking = await reranker.rerank_async(QUERY, docs, config=config)
+        assert ranking is not None, runtime.statistics().last_error
+        assert ranking == sorted(((i, lexical_scorer(QUERY, d)) for i, d in enumerate(docs)),
+                                 key=lambda pair: (-pair[1], pair[0]))
+        texts = [len(r.json["texts"]) for r in server.requests[sent:] if r.json and "texts" in r.json]
+        assert texts[0] == 20 and max(texts[1:]) <= 8  # refused once, then split
+        stats = runtime.statistics()
+        assert stats.fallback_total == 0 and stats.breakers[server.url] == "closed"
     finally:
         await server.close()
 

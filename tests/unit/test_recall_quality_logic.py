@@ -13,7 +13,7 @@ from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.core.dialects import ScoreBatch
 from usr.plugins.a0_reranker.core.dialects import catalog as cat
 from usr.plugins.a0_reranker.core.errors import ConfigError
-from usr.plugins.a0_reranker.core.scores import LOGIT, PROBABILITY, RAW, normalize, settled, sigmoid
+from usr.plugins.a0_reranker.core.scores import LOGIT, LOWEST, PROBABILITY, RAW, normalize, settled, sigmoid
 from usr.plugins.a0_reranker.core.statistics import StatsRecorder
 
 PROBE_LOGITS = [2.4, 2.0, 0.46, -3.0]  # llama.cpp with a BERT-style GGUF
@@ -34,6 +34,11 @@ def test_scores_are_put_on_one_scale() -> None:
     assert normalize([-800.0, 800.0], RAW) == [0.0, 1.0]
     assert normalize([1.0000001, -1e-9], PROBABILITY) == [1.0, 0.0]  # float noise clamped
     assert sigmoid(0.0) == 0.5 and math.isclose(sigmoid(2.1972), 0.9, abs_tol=1e-4)
+
+
+def test_a_blank_documents_lowest_score_is_0_on_every_scale_and_rescales_no_other() -> None:
+    assert [normalize([0.4, LOWEST], scale)[1] for scale in (PROBABILITY, LOGIT, RAW)] == [0.0, 0.0, 0.0]
+    assert normalize([0.4, 0.8, LOWEST], RAW) == [0.4, 0.8, 0.0]  # still a batch of probabilities
 
 
 def test_dialects_declare_what_their_servers_return() -> None:

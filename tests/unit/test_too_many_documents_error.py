@@ -10,7 +10,7 @@ import pytest
 
 from usr.plugins.a0_reranker.core.dialects import catalog as cat
 from usr.plugins.a0_reranker.core.dialects.wire import ScoreBatch, WireAnswer
-from usr.plugins.a0_reranker.core.errors import InputTooLong, ServerError
+from usr.plugins.a0_reranker.core.errors import InputTooLong, ServerError, TooManyTexts
 
 BATCH = ScoreBatch.single("q", ["a", "b"])
 
@@ -33,3 +33,10 @@ def test_a_query_over_its_character_limit_is_input_too_long() -> None:
                "msg": "String should have at most 122880 characters"}
     with pytest.raises(InputTooLong):
         cat.infinity_dialect().parse(_answer(problem), BATCH)
+
+
+def test_teis_batch_size_refusal_is_too_many_texts() -> None:
+    body = {"error": "batch size 40 > maximum allowed batch size 32", "error_type": "Validation"}
+    with pytest.raises(TooManyTexts) as caught:
+        cat.tei_dialect(64).parse(WireAnswer(422, json.dumps(body).encode(), "application/json"), BATCH)
+    assert not isinstance(caught.value, InputTooLong) and caught.value.reason == "http_status"

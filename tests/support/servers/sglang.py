@@ -24,7 +24,9 @@ class SglangApp(ProtocolApp):
     (``{"object": "error", "message", "type", "param", "code"}``); unknown routes are FastAPI's 404.
     A query+document of ``context_length`` tokens or more is refused with a 400, worded as SGLang's
     ``TokenizerManager._validate_one_request`` words it (no truncation unless ``--allow-auto-truncate``;
-    ``serving_rerank`` turns the ValueError into that error body). Options: ``api_key``, ``model``,
+    ``serving_rerank`` turns the ValueError into that error body). A blank (empty or whitespace-only) query or
+    document is refused with a 400 first, in SGLang's words (``_validate_request`` in sgl-project/sglang
+    ``python/sglang/srt/entrypoints/openai/serving_rerank.py``). Options: ``api_key``, ``model``,
     ``context_length`` (8192).
     """
 
@@ -53,6 +55,7 @@ class SglangApp(ProtocolApp):
         try:
             data = read_input(parse_json(await body_text(request)), Fields())
             with_docs = data.flag("return_documents", True)
+            _check_not_blank(data.query, data.texts)
             self._check_lengths(data.query, data.texts)
         except InputError as problem:
             return _error(400, str(problem), "BadRequestError")
@@ -79,6 +82,19 @@ class SglangApp(ProtocolApp):
 
     async def health(self, request: web.Request) -> web.Response:
         return empty_response(200)
+
+
+def _check_not_blank(query: str, texts: list[str]) -> None:
+    """SGLang's ``OpenAIServingRerank._validate_request``, in its order and words."""
+    if not query:
+        raise InputError("Query cannot be empty")
+    if not query.strip():
+        raise InputError("Query cannot be empty or whitespace only")
+    for text in texts:
+        if not text:
+            raise InputError("Each document must be a non-empty string")
+        if not text.strip():
+            raise InputError("Each document cannot be empty or whitespace only")
 
 
 def _error(status: int, message: str, kind: str) -> web.Response:
