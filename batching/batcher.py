@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 
 from ..core import deadline as clock
 from ..core.config import BATCH_WINDOW_SHARE
-from ..core.errors import DeadlineExceeded, Overloaded, QueueFull, RerankError
-from ..core.scores import RerankResult, ranked
+from ..core.errors import BlankQuery, DeadlineExceeded, Overloaded, QueueFull, RerankError
+from ..core.scores import RerankResult, ranked, sent_ranking
 from .dispatch import Dispatch
 from .endpoint_state import PIPELINE_DEPTH, SEND_MARGIN, Replica, admits, balanced_shares, shed_message, worth_sending
 from .queue import Job, Lease, PendingQueue, Plan
@@ -56,6 +56,11 @@ class MicroBatcher:
         """The documents ranked by their scores, and how the requests went; or a ``RerankError`` saying why not."""
         if not documents:
             return RerankResult([])
+        if not query.strip():
+            raise BlankQuery("the query is blank (empty or whitespace only): nothing to rank against")
+        sent = [i for i, text in enumerate(documents) if text.strip()]
+        if len(sent) < len(documents):  # a blank text is never sent (SGLang refuses the request, others' recalls too)
+            return sent_ranking(await self.score(query, [documents[i] for i in sent], deadline), sent, len(documents))
         loop = asyncio.get_running_loop()
         if self._closed:
             raise RerankError("the batcher is closed")

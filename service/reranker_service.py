@@ -26,7 +26,6 @@ from ..core.detection import PROBE_DOCUMENTS
 from ..core.dialects import ScoreBatch
 from ..core.dialects.wire import read_answer
 from ..core.errors import (
-    BlankQuery,
     BreakerOpen,
     DeadlineExceeded,
     InputTooLong,
@@ -37,7 +36,7 @@ from ..core.errors import (
 )
 from ..core.probe_report import ProbeReport
 from ..core.redaction import shown
-from ..core.scores import PROBABILITY, RerankResult, cut_head, normalize, sent_ranking, shared_scale, tighter_limits
+from ..core.scores import PROBABILITY, RerankResult, cut_head, normalize, shared_scale, tighter_limits
 from ..core.statistics import StatsRecorder
 from .detection import Route, probe_endpoint, resolve_route, tls_of
 from .endpoints import Endpoint, EndpointRegistry, HttpTransport, Members
@@ -124,15 +123,17 @@ class RerankService:
 
     async def _score(self, batcher: MicroBatcher, config: RerankerConfig, query: str, documents: Sequence[str],
                      deadline: float) -> RerankResult:
-        cuts = (config.max_query_chars, config.max_doc_chars)
+        query_chars, doc_chars = config.max_query_chars, config.max_doc_chars  # the batcher leaves blank texts out
         try:
-            return await _score_cut(batcher, query, documents, cuts, deadline)
+            return await batcher.score(cut_head(query, query_chars), [cut_head(d, doc_chars) for d in documents],
+                                       deadline)
         except InputTooLong:
-            tighter = tighter_limits(*cuts)
-            if tighter == cuts:
+            tighter = tighter_limits(query_chars, doc_chars)
+            if tighter == (query_chars, doc_chars):
                 raise
             log.info("a0_reranker: the server said the input is too long; retrying once with tighter cuts")
-            return await _score_cut(batcher, query, documents, tighter, deadline)
+            return await batcher.score(cut_head(query, tighter[0]), [cut_head(d, tighter[1]) for d in documents],
+                                       deadline)
 
     def _batcher(self, config: RerankerConfig, routes: dict[str, Route], endpoints: dict[str, Endpoint], *,
                  to_probability: bool) -> MicroBatcher:
@@ -162,17 +163,6 @@ class RerankService:
             return normalize(scores, route.scale) if to_probability else scores
 
         return send
-
-
-async def _score_cut(batcher: MicroBatcher, query: str, documents: Sequence[str], cuts: tuple[int, int],
-                     deadline: float) -> RerankResult:
-    """The texts cut for the wire, without the blank ones (empty or whitespace only): SGLang refuses a request
-    holding one, and a request may carry other recalls. A blank document ranks last, a blank query not at all."""
-    query, texts = cut_head(query, cuts[0]), [cut_head(d, cuts[1]) for d in documents]
-    if not query.strip():
-        raise BlankQuery("the query is blank (empty or whitespace only): nothing to rank against")
-    sent = [i for i, text in enumerate(texts) if text.strip()]
-    return sent_ranking(await batcher.score(query, [texts[i] for i in sent], deadline), sent, len(texts))
 
 
 # Statuses saying the route no longer holds (the API moved, the key or model changed; 498 is Cohere's 401 for
