@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import sys
 import time
@@ -52,6 +53,8 @@ def add_parser(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     config = server_config(args, args.endpoint, max_queued_pairs=args.max_queued_pairs)
     query = checked_text(args.query, "QUERY")
+    if not query.strip():
+        raise CliError("QUERY: is blank (empty or whitespace only): there is nothing to rank against")
     documents = read_documents(args.documents, args.file, args.format)
     started = time.monotonic()
     result = exits.run(runtime.rerank_result_async(query, documents, config=config))
@@ -59,7 +62,9 @@ def run(args: argparse.Namespace) -> int:
     if result.ranking is None:
         hint = " (see --max-queued-pairs)" if result.reason == "queue_full" else ""
         raise CliError(f"no ranking from {config.endpoint}: {result.message or result.reason}{hint}", FAILED)
-    rows: list[dict[str, Any]] = [{"rank": rank, "score": score, "index": index, "document": documents[index]}
+    # a blank document's score (never sent, below every other) is -inf: null in JSON, which has no infinity
+    rows: list[dict[str, Any]] = [{"rank": rank, "score": score if math.isfinite(score) else None, "index": index,
+                                   "document": documents[index]}
                                   for rank, (index, score) in enumerate(result.ranking[: args.top], 1)]
     if args.json:
         print(json.dumps({"query": args.query, "endpoint": config.endpoint, "api": result.api,
@@ -67,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
                           "statistics": runtime.statistics().as_dict()}, indent=2, ensure_ascii=False))
     else:
         print(f"{len(documents)} documents ranked by {config.endpoint} ({result.api} API, {elapsed_ms:.0f} ms)")
-        body = [(str(r["rank"]), f"{r['score']:.4f}", str(r["index"]), r["document"]) for r in rows]
+        body = [(str(r["rank"]), "-" if r["score"] is None else f"{r['score']:.4f}", str(r["index"]), r["document"])
+                for r in rows]
         print("\n".join(table(("rank", "score", "index", "document"), body, ">>><", terminal_width())))
     return 0
 

@@ -171,3 +171,20 @@ def test_max_queued_pairs_lets_one_call_rank_more_documents_than_the_default_bou
                  "--top", "3", QUERY, timeout=120)
     assert result.returncode == 0, result.stderr
     assert all("France" in item["document"] for item in json.loads(result.stdout)["results"])
+
+
+def test_a_blank_document_ranks_last_in_json_that_parses(cli, infinity) -> None:
+    """A blank document is not sent and ranks last; its score, below every other, is null in the JSON
+    (``-Infinity`` is no JSON: a strict parser refused the whole output)."""
+    result = cli("rerank", "--endpoint", infinity.url, "--json", QUERY, DOCS[1], "  ", DOCS[0])
+    assert result.returncode == 0, result.stderr
+    results = json.loads(result.stdout, parse_constant=lambda name: pytest.fail(f"not JSON: {name}"))["results"]
+    assert [item["index"] for item in results] == [0, 2, 1] and results[-1]["score"] is None
+
+
+@pytest.mark.parametrize("query", ["", "   "])
+def test_a_blank_query_is_a_usage_error(cli, infinity, query: str) -> None:
+    before = infinity.count()
+    result = cli("rerank", "--endpoint", infinity.url, query, *DOCS)
+    assert result.returncode == 2, result.stderr
+    assert "QUERY: is blank" in result.stderr and infinity.count() == before
