@@ -144,7 +144,7 @@ def on_owner(work: Work[T], deadline: float, late: T, stopped: T | None = None) 
 
 
 def _refusal(query: Any, documents: Any, config: Any) -> RerankResult | None:
-    """Why this call goes nowhere near the server, or None. A caller's mistake is counted as a fallback."""
+    """What a call gets without the server (a refusal; [] for no documents), or None. A caller's mistake counts."""
     if not isinstance(config, RerankerConfig):
         return _settled(RerankResult(None, reason="config", message="config: expected a RerankerConfig"))
     if not config.enabled:
@@ -154,12 +154,13 @@ def _refusal(query: Any, documents: Any, config: Any) -> RerankResult | None:
     try:
         valid = (isinstance(query, str) and isinstance(documents, Sequence) and not isinstance(documents, str | bytes)
                  and all(isinstance(d, str) for d in documents))
+        empty = valid and not documents
     except Exception:  # the caller's sequence failed while we iterated it
         valid = False
     if not valid:
         log.warning("a0_reranker: rerank() needs a query string and a list of document strings")
         return _settled(RerankResult(None, reason="bad_input", message="needs a query string and a list of strings"))
-    return None
+    return RerankResult([]) if empty else None  # nothing to rank: no rerank to count (nor its API or latency)
 
 
 def _settled(result: RerankResult, started: float = 0.0) -> RerankResult:

@@ -70,3 +70,20 @@ async def test_a_blank_query_is_not_reranked_and_nothing_is_sent(query: str) -> 
         assert "blank" in stats.last_error
     finally:
         await server.close()
+
+
+async def test_no_documents_is_an_empty_ranking_that_leaves_the_status_as_it_was() -> None:
+    """A plugin's call with nothing to rank sends nothing and is no rerank: the status keeps the API last used
+    and the latency of real ones (it showed "Last API used: -" and a 0 ms median after such calls)."""
+    server = await start_server("tei")
+    try:
+        config = RerankerConfig(endpoint=server.url, timeout=10)
+        assert await runtime.rerank_async(QUERY, ["backup keys", "cafeteria menu"], config=config) is not None
+        before, sent = runtime.statistics(), server.count()
+        assert await runtime.rerank_async(QUERY, [], config=config) == []
+        assert await asyncio.to_thread(runtime.rerank, QUERY, (), config=config) == []
+        after = runtime.statistics()
+        assert server.count() == sent and after.last_api == before.last_api == "rerank"
+        assert (after.reranks, after.reranked, after.latency_p50_ms) == (1, 1, before.latency_p50_ms)
+    finally:
+        await server.close()
