@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 import sys
 import time
 from collections.abc import Sequence
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..core.config import RerankerConfig
+from ..core.scores import LONE_SURROGATE
 from ..service import runtime
 from . import exits
 from .exits import FAILED, CliError
@@ -25,7 +25,6 @@ from .formatting import table, terminal_width
 from .options import add_server_options, positive_int, server_config
 
 FORMATS = ("auto", "lines", "jsonl")
-_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 def add_parser(commands: Any) -> None:
@@ -96,7 +95,7 @@ def read_documents(arguments: Sequence[str], path: str | None, fmt: str) -> list
 
 def checked_text(text: str, where: str) -> str:
     """``text``, unless it is not valid Unicode: then a user error that says where."""
-    bad = _LONE_SURROGATE.search(text)
+    bad = LONE_SURROGATE.search(text)
     if bad is not None:
         raise CliError(f"{where}: not valid Unicode text at character {bad.start() + 1} (undecodable bytes, "
                        f"or half of a surrogate pair such as \\ud800)")

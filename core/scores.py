@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Generic, Literal, TypeVar
@@ -16,6 +17,7 @@ ScoreScale = Literal["probability", "logit", "raw"]
 PROBABILITY: Final = "probability"  # the server's scores are already in [0, 1]
 LOGIT: Final = "logit"  # unbounded logits: a sigmoid maps them to [0, 1]
 RAW: Final = "raw"  # the model's own output, either of the two; the probe tells which
+LONE_SURROGATE: Final = re.compile(r"[\ud800-\udfff]")  # half a UTF-16 pair: text no server can encode
 LOWEST: Final = -math.inf  # a blank document's score, never sent (``sent_ranking``); 0 on the 0-1 scale
 Ranking = list[tuple[int, float]]
 D = TypeVar("D")
@@ -82,8 +84,8 @@ def ranked(scores: Sequence[float]) -> Ranking:
 
 
 def cut_head(text: str, max_chars: int) -> str:
-    """Keep the first ``max_chars`` characters: A0 puts the user's message at the head of the query."""
-    return text[:max_chars]  # a slice that keeps it all is ``text`` itself, not a copy
+    """The first ``max_chars`` characters (A0 puts the user's message at the query's head), lone surrogates as �."""
+    return LONE_SURROGATE.sub("\ufffd", text[:max_chars])  # with nothing to change, ``text`` itself: no copy
 
 
 def sent_ranking(result: RerankResult, sent: Sequence[int], total: int) -> RerankResult:

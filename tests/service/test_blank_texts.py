@@ -1,6 +1,7 @@
 """Blank texts (empty or whitespace only) never cost another recall its ranking. SGLang refuses a request with
 one blank document or a blank query (400), and the batcher puts the recalls of several agents that share a
-query into one request: a blank memory must not reach the wire, and a blank query is not reranked."""
+query into one request: a blank memory must not reach the wire, and a blank query is not reranked. Nor may text
+no server can encode: a lone surrogate (from bytes decoded with ``surrogateescape``, a ``"\\ud800"`` escape)."""
 
 from __future__ import annotations
 
@@ -53,6 +54,33 @@ async def test_a_memory_blank_within_its_cut_is_not_sent_either() -> None:
         ranking = await runtime.rerank_async(QUERY, [" " * 16 + "backup keys", "backup keys"], config=config)
         assert ranking == [(1, lexical_scorer(QUERY, "backup keys")), (0, -math.inf)], runtime.statistics().last_error
     finally:
+        await server.close()
+
+
+async def test_a_lone_surrogate_costs_no_recall_sharing_its_request_the_ranking() -> None:
+    """No server can encode it (UTF-8 has no lone surrogates): sent, it failed the whole shared request."""
+    server = await start_server("tei")
+    try:
+        config = RerankerConfig(endpoint=server.url, timeout=10)
+        assert await runtime.rerank_async("warm up", ["a", "b"], config=config) is not None
+        server.reset()
+        server.gate.hold()
+        first = asyncio.create_task(runtime.rerank_async("other question", ["x", "y"], config=config))
+        await server.gate.wait_held(1)
+        documents = (["cafeteria menu", "keys for the backup vault"], ["backup keys rotate \udcff", "cafeteria"])
+        recalls = [asyncio.create_task(runtime.rerank_async(QUERY, docs, config=config)) for docs in documents]
+        await server.gate.wait_held(2)  # the two recalls' shared request reached the server
+        server.gate.release()
+        assert await first is not None
+        clean, odd = await asyncio.gather(*recalls)
+        assert clean is not None and odd is not None, runtime.statistics().last_error
+        assert [i for i, _ in clean] == [1, 0] and [i for i, _ in odd] == [0, 1]
+        shared = [r.json["texts"] for r in server.requests if r.json and r.json.get("query") == QUERY]
+        assert shared == [["cafeteria menu", "keys for the backup vault", "backup keys rotate \ufffd", "cafeteria"]]
+        assert await runtime.rerank_async(QUERY + " \ud800", ["backup keys", "menu"], config=config) is not None
+        assert server.requests[-1].json["query"] == QUERY + " \ufffd"
+    finally:
+        server.gate.release()
         await server.close()
 
 
