@@ -93,8 +93,9 @@ class AnswerPlan:
         return self.status == 200 and self.damage is None
 
     def expected_order(self, texts: Sequence[str]) -> list[int]:
-        """Pool positions best first, as the client must rank a usable answer (ties keep pool order)."""
-        return sorted(range(len(texts)), key=lambda i: (-self.scores[texts[i]], i))
+        """Pool positions best first, as the client must rank a usable answer (ties keep pool order); a blank text
+        is never sent and ranks last."""
+        return sorted(range(len(texts)), key=lambda i: (not texts[i].strip(), -self.scores[texts[i]], i))
 
     def body(self, documents: Sequence[str], kind: str) -> Any:
         container, score_name = SHAPES[kind]

@@ -124,7 +124,7 @@ def test_a_recall_returns_a_subset_and_stock_on_any_failure(
     outcome = recall(portal, pool, limit, config)
     assert_recall_invariants(outcome, pool, limit)
     event("reranked" if outcome.applied else f"fallback: {outcome.reason}")
-    if plan.usable:
+    if plan.usable or not any(text.strip() for text in texts):  # only blank texts: nothing to send, nothing to fail
         assert outcome.applied, outcome.message
         assert same_objects(outcome.documents, [pool[i] for i in plan.expected_order(texts)[:limit]])
     else:
