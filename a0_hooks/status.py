@@ -5,6 +5,7 @@ the API key (only whether one is set; every text is scrubbed of it) nor a passwo
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 from typing import Any, Final
@@ -150,7 +151,7 @@ def _mode(config: RerankerConfig | None, problems: list[str]) -> str:
 async def report(agent: Any = None) -> str:
     """The ``reranker_status`` tool's answer: settings, a live probe and the counters, in plain text."""
     read = raw, config, _ = _settings(agent)  # read once: for the summary and the live probe
-    info = snapshot(agent, read)
+    info = await asyncio.to_thread(snapshot, agent, read)  # it may wait on the owner loop: not on A0's, every chat's
     probe = await runtime.probe_async(config) if config is not None and config.configured else None
     return redact(format_report(info, probe), str(raw.get("rerank_api_key") or ""))
 

@@ -81,7 +81,7 @@ def statistics() -> RerankerStatistics:
     current = running()
     if current is None or current.owner.is_current_thread():
         return stats_recorder().snapshot()
-    try:  # from A0's event loop too (the status tool): never wait long on a busy owner loop
+    try:  # never wait long on a busy owner loop (blocks: the status tool calls it in a worker thread)
         return current.owner.submit(_with_live_state, current.service).result(timeout=STATISTICS_WAIT_S)
     except Exception:  # late or stopped: the counters without the live state
         return stats_recorder().snapshot()

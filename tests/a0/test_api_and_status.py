@@ -8,6 +8,7 @@ import asyncio
 import json
 import logging
 import re
+import threading
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from support.servers import serve_in_thread, start_server
 from usr.plugins.a0_reranker.core import recall_budget
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.core.probe_report import NOT_SAVED
+from usr.plugins.a0_reranker.service import runtime
 
 from .conftest import A0, SECRET_KEY, prio_scorer
 
@@ -209,6 +211,36 @@ async def test_status_tool_reports_a_live_probe_and_the_counters(a0: A0) -> None
     assert "Mode: live" in text and f"Endpoint: {server.url}" in text and "API key: not set" in text
     assert "Live test: Reranks correctly" in text and "Resolved API: rerank at /rerank (server tei" in text
     assert "Reranks: 1 of 1 succeeded; fallbacks: none" in text and "Memory search wrapped: yes" in text
+
+
+@pytest.mark.anyio
+async def test_the_status_tool_lets_the_other_chats_run_while_it_waits_for_the_live_state(a0: A0) -> None:
+    """A0 runs every chat on one event loop: while the tool waits for the reranker's busy loop, the other chats
+    go on (here one of them is what frees it), and the report still shows each server's live state."""
+    server = await start_server("infinity", scorer=prio_scorer)
+    entered, release = threading.Event(), threading.Event()
+
+    async def busy() -> None:  # the owner loop's thread held, as by long work, until another chat moves on
+        entered.set()
+        release.wait()
+
+    async def another_chat() -> None:
+        release.set()
+
+    try:
+        a0.configure(endpoint=server.url, timeout=10)
+        agent = a0.new_agent()
+        await a0.seed(agent, 16)
+        agent.hist_add_user_message("alpha beta")
+        await agent.run_message_loop()  # the server is known: the live state has a line for it
+        held = runtime.runtime().owner.submit(busy)
+        await asyncio.to_thread(entered.wait)
+        text, _ = await asyncio.gather(agent.call_tool("reranker_status", {}), another_chat())
+        await asyncio.wrap_future(held)
+    finally:
+        release.set()
+        await server.close()
+    assert re.search(rf"- Server {re.escape(server.url)}: in rotation", text.message), text.message
 
 
 @pytest.mark.anyio
