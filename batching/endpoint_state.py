@@ -7,6 +7,7 @@ server only when it had a fair chance (docs/overload.md). ``EndpointState`` alon
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
@@ -15,7 +16,7 @@ from ..core import deadline as clock
 from ..core.dialects import ScoreBatch
 from ..core.errors import RateLimited
 from .breaker import CircuitBreaker, Health
-from .queue import EndpointLimiter
+from .queue import EndpointLimiter, PendingQueue
 
 EWMA_WEIGHT: Final = 0.3  # of the newest answer: a replica that slows down is noticed within a few requests
 FAILURE_HALF_LIFE_S: Final = 5.0  # a replica's recent failures weigh half as much this much later
@@ -112,8 +113,13 @@ class EndpointState:
     failure_at: float = 0.0  # when ``failure_score`` was last raised
     answered_at: float = 0.0  # when the speed was last measured
     service: ServiceRate = field(default_factory=ServiceRate)
+    queues: weakref.WeakSet[PendingQueue] = field(default_factory=weakref.WeakSet, repr=False)
     _latency_sum: float = field(default=0.0, repr=False)  # decayed sums behind ``seconds_per_pair``
     _pairs_sum: float = field(default=0.0, repr=False)
+
+    def queued_by(self, queue: PendingQueue) -> None:
+        """A batcher queues for this server (one per agent settings): the others' admissions count it too."""
+        self.queues.add(queue)
 
     def hold_off(self, until: float) -> None:
         self.not_before = max(self.not_before, until)  # a later Retry-After only extends it
