@@ -47,14 +47,22 @@ class ServiceCost:
 
 class ServiceRate:
     """How fast one server gets through our pairs (its service intervals: not the wait behind our own), over the
-    last few answers and the last few dozen: admitting, the faster counts; judging a timeout, the slower. Without
-    answers both fade toward fast, so no slow spell keeps recalls away for ever."""
+    last few answers and the last few dozen: admitting, the faster counts; judging a timeout, the slower. While
+    requests wait unanswered both fade toward fast, so no slow spell keeps recalls away for ever."""
 
-    __slots__ = ("_last_answer", "_long_n", "_long_t", "_n", "_nn", "_nt", "_t", "_weight")
+    __slots__ = ("_idle_at", "_last_answer", "_long_n", "_long_t", "_n", "_nn", "_nt", "_t", "_weight")
 
     def __init__(self) -> None:
         self._weight = self._n = self._nn = self._t = self._nt = self._long_n = self._long_t = 0.0
         self._last_answer = float("-inf")
+        self._idle_at: float | None = None  # since when nothing of ours is at the server (None: something is)
+
+    def busy(self, busy: bool, now: float) -> None:
+        """Requests of ours went to the server (``busy``) or none is left there: an idle server's silence is
+        no slow spell, so its estimate does not fade meanwhile."""
+        if busy and self._idle_at is not None:
+            self._last_answer += now - self._idle_at
+        self._idle_at = None if busy else now
 
     def answered(self, pairs: int, sent_at: float, now: float) -> None:
         interval = max(0.0, now - max(sent_at, self._last_answer))
@@ -90,7 +98,8 @@ class ServiceRate:
         return ServiceCost(fixed * fade, slope * fade)
 
     def _fade(self, now: float) -> float:
-        return 0.5 ** (max(0.0, now - self._last_answer) / FADE_HALF_LIFE_S)
+        silent = (now if self._idle_at is None else self._idle_at) - self._last_answer
+        return 0.5 ** (max(0.0, silent) / FADE_HALF_LIFE_S)
 
 
 @dataclass(eq=False)
@@ -153,6 +162,7 @@ class EndpointState:
         """A request goes out: in flight until ``end_request`` (however it ends), counted as sent."""
         if not self.outstanding_requests:
             self.busy_since = now
+            self.service.busy(True, now)
         self.outstanding_requests += 1
         self.outstanding_pairs += pairs
         self.pairs_sent += pairs
@@ -160,6 +170,8 @@ class EndpointState:
     def end_request(self, pairs: int) -> None:
         self.outstanding_requests -= 1
         self.outstanding_pairs -= pairs
+        if not self.outstanding_requests:
+            self.service.busy(False, clock.now())
 
     def busy_for(self, fixed_s: float, per_pair_s: float, now: float) -> float:
         """How much longer what is in flight should keep the server busy, served one after another."""
