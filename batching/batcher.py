@@ -34,6 +34,8 @@ class MicroBatcher:
         self._max_queued_pairs = max_queued_pairs
         self._shed = shed
         self._queue = PendingQueue()
+        for replica in dispatch.replicas.replicas:
+            replica.state.queued_by(self._queue)
         self._arrived = asyncio.Event()
         self._plans: set[Plan] = set()
         self._dispatcher: asyncio.Task[None] | None = None
@@ -71,7 +73,7 @@ class MicroBatcher:
             raise QueueFull(f"more than {self._max_queued_pairs} pairs are already waiting")
         if self._shed:  # shed a recall the servers, at their observed pace, cannot answer in time
             now = clock.now()
-            wait = self._slots.expected_wait(self._queue.pairs, pairs, now)
+            wait = self._slots.expected_wait(self._slots.queued_pairs(), pairs, now)
             if not admits(wait, deadline - now):
                 raise Overloaded(shed_message(wait or 0.0, deadline - now))
         job = Job(query=query, documents=documents, deadline=deadline, future=loop.create_future())

@@ -70,6 +70,10 @@ class ReplicaSet:
             busy.append(state.busy_for(cost.fixed_s, cost.per_pair_s, now) + cost.fixed_s)
         return per_pair, busy
 
+    def queued_pairs(self) -> int:
+        """The pairs queued for these members by every batcher (agents whose settings differ have their own)."""
+        return sum(queue.pairs for queue in set().union(*(r.state.queues for r in self.replicas)))
+
     def expected_wait(self, queued_pairs: int, pairs: int, now: float) -> float | None:
         """When a recall of ``pairs`` behind ``queued_pairs`` should be answered: the queue at the ready members'
         joint pace, then its own request at the soonest one. None when nothing is queued or in flight (a lone

@@ -7,6 +7,7 @@ server only when it had a fair chance (docs/overload.md). ``EndpointState`` alon
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
@@ -15,7 +16,7 @@ from ..core import deadline as clock
 from ..core.dialects import ScoreBatch
 from ..core.errors import RateLimited
 from .breaker import CircuitBreaker, Health
-from .queue import EndpointLimiter
+from .queue import EndpointLimiter, PendingQueue
 
 EWMA_WEIGHT: Final = 0.3  # of the newest answer: a replica that slows down is noticed within a few requests
 FAILURE_HALF_LIFE_S: Final = 5.0  # a replica's recent failures weigh half as much this much later
@@ -46,14 +47,22 @@ class ServiceCost:
 
 class ServiceRate:
     """How fast one server gets through our pairs (its service intervals: not the wait behind our own), over the
-    last few answers and the last few dozen: admitting, the faster counts; judging a timeout, the slower. Without
-    answers both fade toward fast, so no slow spell keeps recalls away for ever."""
+    last few answers and the last few dozen: admitting, the faster counts; judging a timeout, the slower. While
+    requests wait unanswered both fade toward fast, so no slow spell keeps recalls away for ever."""
 
-    __slots__ = ("_last_answer", "_long_n", "_long_t", "_n", "_nn", "_nt", "_t", "_weight")
+    __slots__ = ("_idle_at", "_last_answer", "_long_n", "_long_t", "_n", "_nn", "_nt", "_t", "_weight")
 
     def __init__(self) -> None:
         self._weight = self._n = self._nn = self._t = self._nt = self._long_n = self._long_t = 0.0
         self._last_answer = float("-inf")
+        self._idle_at: float | None = None  # since when nothing of ours is at the server (None: something is)
+
+    def busy(self, busy: bool, now: float) -> None:
+        """Requests of ours went to the server (``busy``) or none is left there: an idle server's silence is
+        no slow spell, so its estimate does not fade meanwhile."""
+        if busy and self._idle_at is not None:
+            self._last_answer += now - self._idle_at
+        self._idle_at = None if busy else now
 
     def answered(self, pairs: int, sent_at: float, now: float) -> None:
         interval = max(0.0, now - max(sent_at, self._last_answer))
@@ -89,7 +98,8 @@ class ServiceRate:
         return ServiceCost(fixed * fade, slope * fade)
 
     def _fade(self, now: float) -> float:
-        return 0.5 ** (max(0.0, now - self._last_answer) / FADE_HALF_LIFE_S)
+        silent = (now if self._idle_at is None else self._idle_at) - self._last_answer
+        return 0.5 ** (max(0.0, silent) / FADE_HALF_LIFE_S)
 
 
 @dataclass(eq=False)
@@ -112,8 +122,13 @@ class EndpointState:
     failure_at: float = 0.0  # when ``failure_score`` was last raised
     answered_at: float = 0.0  # when the speed was last measured
     service: ServiceRate = field(default_factory=ServiceRate)
+    queues: weakref.WeakSet[PendingQueue] = field(default_factory=weakref.WeakSet, repr=False)
     _latency_sum: float = field(default=0.0, repr=False)  # decayed sums behind ``seconds_per_pair``
     _pairs_sum: float = field(default=0.0, repr=False)
+
+    def queued_by(self, queue: PendingQueue) -> None:
+        """A batcher queues for this server (one per agent settings): the others' admissions count it too."""
+        self.queues.add(queue)
 
     def hold_off(self, until: float) -> None:
         self.not_before = max(self.not_before, until)  # a later Retry-After only extends it
@@ -147,6 +162,7 @@ class EndpointState:
         """A request goes out: in flight until ``end_request`` (however it ends), counted as sent."""
         if not self.outstanding_requests:
             self.busy_since = now
+            self.service.busy(True, now)
         self.outstanding_requests += 1
         self.outstanding_pairs += pairs
         self.pairs_sent += pairs
@@ -154,6 +170,8 @@ class EndpointState:
     def end_request(self, pairs: int) -> None:
         self.outstanding_requests -= 1
         self.outstanding_pairs -= pairs
+        if not self.outstanding_requests:
+            self.service.busy(False, clock.now())
 
     def busy_for(self, fixed_s: float, per_pair_s: float, now: float) -> float:
         """How much longer what is in flight should keep the server busy, served one after another."""

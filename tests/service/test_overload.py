@@ -73,3 +73,28 @@ async def test_a_timeout_counts_against_the_server_only_after_a_fair_chance(seco
         assert stats.breakers[server.url] == ("open" if held_against_it else "closed")
     finally:
         await server.close()
+
+
+async def test_an_agent_with_settings_of_its_own_is_shed_behind_another_agents_queue_at_the_same_server() -> None:
+    """Two agents whose settings differ (here the batch window) queue in batchers of their own, for the slots
+    of one server. Agent B's recalls already fill ``rerank_timeout`` of that server's work while it holds a
+    request: agent A's recalls behind them cannot be answered in time either, and must get their stock result
+    at once, not be admitted for only their own (empty) queue and then wait out most of their timeout."""
+    server = await start_server("vllm", scorer=encoding_scorer)
+    try:
+        agent_b = RerankerConfig(endpoint=server.url, api="rerank", timeout=5.0, max_concurrency=1)
+        agent_a = agent_b.replace(batch_window_ms=5.0)
+        await learn_pace(agent_b, server, 0.25)  # one request at a time, 0.25 s each: about 20 fit in 5 s
+        calls, stats = await held_burst(agent_b, server, 40)  # more than fit: B's queue reaches its horizon
+        shed_b = stats.fallbacks["overload"]
+        assert shed_b >= 5, stats
+        calls += [asyncio.create_task(runtime.rerank_async(*recall(60 + q, 4), config=agent_a)) for q in range(10)]
+        stats = await stats_until(lambda s: s.fallbacks.get("overload", 0) + s.queued_pairs // 4 + 1 == 50)
+        # (an estimate fades while the server holds its request: a slow machine may admit one or two)
+        assert stats.fallbacks["overload"] - shed_b >= 5, stats
+        server.gate.release()
+        await asyncio.gather(*calls)
+        stats = await stats_until(accounted)
+        assert stats.breakers[server.url] == "closed" and "timeout" not in stats.fallbacks
+    finally:
+        await server.close()
