@@ -95,7 +95,8 @@ class AnswerPlan:
     def expected_order(self, texts: Sequence[str]) -> list[int]:
         """Pool positions best first, as the client must rank a usable answer (ties keep pool order); a blank text
         is never sent and ranks last."""
-        return sorted(range(len(texts)), key=lambda i: (not texts[i].strip(), -self.scores[texts[i]], i))
+        blank = [not text.strip() for text in texts]
+        return sorted(range(len(texts)), key=lambda i: (blank[i], 0.0 if blank[i] else -self.scores[texts[i]], i))
 
     def body(self, documents: Sequence[str], kind: str) -> Any:
         container, score_name = SHAPES[kind]
