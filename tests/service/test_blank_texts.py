@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import math
+from typing import Any
 
 import pytest
 
-from support.servers import lexical_scorer, start_server
+from support.servers import RunningServer, lexical_scorer, start_server
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.service import runtime
 
@@ -19,22 +20,28 @@ pytestmark = pytest.mark.anyio
 QUERY = "rotate backup keys"
 
 
+async def in_one_request(server: RunningServer, config: RerankerConfig, *documents: list[str]) -> list[Any]:
+    """The rankings of recalls of ``QUERY`` over each of ``documents``, sent in one shared request: held behind
+    another recall's request at the server's gate until both have joined it."""
+    assert await runtime.rerank_async("warm up", ["a", "b"], config=config) is not None
+    server.reset()
+    server.gate.hold()
+    first = asyncio.create_task(runtime.rerank_async("other question", ["x", "y"], config=config))
+    await server.gate.wait_held(1)
+    recalls = [asyncio.create_task(runtime.rerank_async(QUERY, docs, config=config)) for docs in documents]
+    await server.gate.wait_held(2)  # the recalls' shared request reached the server
+    server.gate.release()
+    assert await first is not None
+    return list(await asyncio.gather(*recalls))
+
+
 async def test_a_blank_memory_costs_no_recall_sharing_its_request_the_ranking() -> None:
     server = await start_server("sglang")
     try:
         config = RerankerConfig(endpoint=server.url, timeout=10)
-        assert await runtime.rerank_async("warm up", ["a", "b"], config=config) is not None
-        server.reset()
-        server.gate.hold()
-        first = asyncio.create_task(runtime.rerank_async("other question", ["x", "y"], config=config))
-        await server.gate.wait_held(1)
         clean = ["cafeteria menu", "keys for the backup vault"]
         blank = [" \n\t", "backup keys rotate", "", "cafeteria menu"]
-        recalls = [asyncio.create_task(runtime.rerank_async(QUERY, docs, config=config)) for docs in (clean, blank)]
-        await server.gate.wait_held(2)  # the two recalls' shared request reached the server
-        server.gate.release()
-        assert await first is not None
-        clean_ranking, blank_ranking = await asyncio.gather(*recalls)
+        clean_ranking, blank_ranking = await in_one_request(server, config, clean, blank)
         assert clean_ranking is not None and blank_ranking is not None, runtime.statistics().last_error
         assert [i for i, _ in clean_ranking] == [1, 0]
         assert [i for i, _ in blank_ranking] == [1, 3, 0, 2]  # the blank memories last, in their stock order
@@ -62,17 +69,8 @@ async def test_a_lone_surrogate_costs_no_recall_sharing_its_request_the_ranking(
     server = await start_server("tei")
     try:
         config = RerankerConfig(endpoint=server.url, timeout=10)
-        assert await runtime.rerank_async("warm up", ["a", "b"], config=config) is not None
-        server.reset()
-        server.gate.hold()
-        first = asyncio.create_task(runtime.rerank_async("other question", ["x", "y"], config=config))
-        await server.gate.wait_held(1)
-        documents = (["cafeteria menu", "keys for the backup vault"], ["backup keys rotate \udcff", "cafeteria"])
-        recalls = [asyncio.create_task(runtime.rerank_async(QUERY, docs, config=config)) for docs in documents]
-        await server.gate.wait_held(2)  # the two recalls' shared request reached the server
-        server.gate.release()
-        assert await first is not None
-        clean, odd = await asyncio.gather(*recalls)
+        clean, odd = await in_one_request(server, config, ["cafeteria menu", "keys for the backup vault"],
+                                          ["backup keys rotate \udcff", "cafeteria"])
         assert clean is not None and odd is not None, runtime.statistics().last_error
         assert [i for i, _ in clean] == [1, 0] and [i for i, _ in odd] == [0, 1]
         shared = [r.json["texts"] for r in server.requests if r.json and r.json.get("query") == QUERY]
