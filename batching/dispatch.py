@@ -1,7 +1,7 @@
 """The dispatch step: carry out one request (a batch of pairs) by one or more attempts over a set of replicas,
 balanced by power of two choices on their cost (Finagle's and Envoy's least-request balancers); with hedging
 on, an attempt unanswered after the set's p95 latency (or the set delay) gets a duplicate. The batcher knows it
-only through ``Request`` and ``carry_out``; what follows a failed attempt is the ``retries.Retries`` it composes.
+only through ``carry_out``; what follows a failed attempt is the ``retries.Retries`` it composes.
 """
 
 from __future__ import annotations
@@ -11,16 +11,15 @@ import random
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Final
 
 from ..core import deadline as clock
-from ..core.dialects import ScoreBatch
 from ..core.errors import BreakerOpen, MalformedAnswer, RateLimited, RerankError
 from ..core.statistics import StatsRecorder
 from ..core.statistics import percentile as nearest_rank
 from .breaker import Permit, RetryBudget
 from .endpoint_state import MIN_SECONDS_PER_PAIR, Replica, ServiceCost, timeout_health
-from .queue import Lease
+from .queue import Lease, Plan
 from .retries import Retries
 
 MIN_SAMPLES: Final = 20  # fewer answers than this say nothing reliable about the tail
@@ -103,26 +102,6 @@ class ReplicaSet:
         return chosen, await chosen.state.limiter.acquire(holder, priority=priority)
 
 
-class Request(Protocol):
-    """What the dispatch step needs of a request; the batcher's ``Plan`` is one."""
-
-    batch: ScoreBatch
-    retries: int  # retries that went out
-    retry_unsent: str  # a retry's kind, from the budget taken for it until it goes out ("": none)
-    abandoned_at_deadline: bool
-    sent: bool  # its first attempt went out (the retry budget counts it then)
-    replica: Replica | None  # whose slot the request holds
-    lease: Lease | None  # that slot
-    first_replica: str  # the replica its first attempt went to
-    answered_by: str  # the replica that answered
-
-    @property
-    def deadline(self) -> float: ...
-
-    @property
-    def has_waiters(self) -> bool: ...
-
-
 @dataclass(frozen=True, kw_only=True)
 class DispatchPolicy:
     max_retries: int = 2
@@ -149,38 +128,35 @@ class Dispatch:
         self.policy = policy
         self._retries = Retries(replicas, events, policy, random.Random())
 
-    async def carry_out(self, request: Request) -> list[float] | None:
+    async def carry_out(self, request: Plan) -> list[float] | None:
         """The scores, or None when every waiter left first; raises the error that ended the request."""
         request.first_replica = request.replica.url if request.replica is not None else ""
+        last_error: RerankError | None = None
         try:
-            return await self._carry_out(request)
+            while request.has_waiters:
+                replica = request.replica
+                assert replica is not None, "a request reaches the dispatch step holding a slot"
+                if replica.state.rate_limited() and await self._retries.fail_over(request, replica):
+                    continue  # a Retry-After held it back: another took it, maybe under a Retry-After of its own
+                if await replica.state.wait_out_retry_after(request.deadline):
+                    self.events.on_rate_limit_wait()
+                try:
+                    permit = replica.state.breaker.attempt()
+                except BreakerOpen as refused:
+                    if await self._retries.fail_over(request, replica):
+                        continue
+                    raise (last_error or refused) from None
+                try:
+                    return await self._attempt_maybe_hedged(request, replica, permit)
+                except RerankError as exc:
+                    last_error = exc
+                    await self._retries.after_failure(exc, request, replica)
+            return None
         finally:  # however it ended (its callers left while it waited too): a retry never sent costs nothing
             if request.retry_unsent:  # (tested here: a warm recall stays out of the retries module)
                 self._retries.never_sent(request)
 
-    async def _carry_out(self, request: Request) -> list[float] | None:
-        last_error: RerankError | None = None
-        while request.has_waiters:
-            replica = request.replica
-            assert replica is not None, "a request reaches the dispatch step holding a slot"
-            if replica.state.rate_limited() and await self._retries.fail_over(request, replica):
-                continue  # a Retry-After held it back: another took it, maybe under a Retry-After of its own by now
-            if await replica.state.wait_out_retry_after(request.deadline):
-                self.events.on_rate_limit_wait()
-            try:
-                permit = replica.state.breaker.attempt()
-            except BreakerOpen as refused:
-                if await self._retries.fail_over(request, replica):
-                    continue
-                raise (last_error or refused) from None
-            try:
-                return await self._attempt_maybe_hedged(request, replica, permit)
-            except RerankError as exc:
-                last_error = exc
-                await self._retries.after_failure(exc, request, replica)
-        return None
-
-    async def _attempt(self, request: Request, replica: Replica, permit: Permit) -> list[float]:
+    async def _attempt(self, request: Plan, replica: Replica, permit: Permit) -> list[float]:
         batch = request.batch
         state = replica.state
         started = clock.now()
@@ -218,7 +194,7 @@ class Dispatch:
         request.answered_by = replica.url
         return scores
 
-    async def _hedge(self, request: Request, primary: Replica, sent: list[bool]) -> list[float]:
+    async def _hedge(self, request: Plan, primary: Replica, sent: list[bool]) -> list[float]:
         """The duplicate: another replica if one can take it (else the same, unless a Retry-After holds it back),
         the next free slot there (ahead of new batches), one attempt with its own permit (``sent`` says so)."""
         exclude = [primary] if self.replicas.ready(exclude=[primary]) else []
@@ -235,7 +211,7 @@ class Dispatch:
         finally:
             lease.release()
 
-    async def _attempt_maybe_hedged(self, request: Request, replica: Replica, permit: Permit) -> list[float]:
+    async def _attempt_maybe_hedged(self, request: Plan, replica: Replica, permit: Permit) -> list[float]:
         delay = self.policy.hedge_delay_s
         if self.policy.delay_from_latency:
             delay = self.replicas.latency.percentile(self.policy.hedge_percentile)

@@ -46,9 +46,9 @@ class ServiceCost:
 
 
 class ServiceRate:
-    """How fast one server gets through our pairs (its service intervals: not the wait behind our own), over the
-    last few answers and the last few dozen: admitting, the faster counts; judging a timeout, the slower. While
-    requests wait unanswered both fade toward fast, so no slow spell keeps recalls away for ever."""
+    """How fast one server gets through our pairs (its service intervals, not the wait behind our own), over the
+    last few answers and the last few dozen; both fade toward fast while requests wait unanswered, so no slow
+    spell keeps recalls away for ever."""
 
     __slots__ = ("_idle_at", "_last_answer", "_long_n", "_long_t", "_n", "_nn", "_nt", "_t", "_weight")
 
@@ -58,8 +58,7 @@ class ServiceRate:
         self._idle_at: float | None = None  # since when nothing of ours is at the server (None: something is)
 
     def busy(self, busy: bool, now: float) -> None:
-        """Requests of ours went to the server (``busy``) or none is left there: an idle server's silence is
-        no slow spell, so its estimate does not fade meanwhile."""
+        """Ours went to the server, or none is left there: an idle server's silence does not fade its estimate."""
         if busy and self._idle_at is not None:
             self._last_answer += now - self._idle_at
         self._idle_at = None if busy else now
@@ -76,7 +75,8 @@ class ServiceRate:
         self._last_answer = max(now, self._last_answer)
 
     def seconds_per_pair(self, now: float, *, worst: bool = False) -> float | None:
-        """The faster of the recent and the longer-run figure (``worst``: the slower); None before an answer."""
+        """The faster of the recent and the longer-run figure (admitting), or the slower (``worst``: judging a
+        timeout); None before an answer."""
         if not self._n:
             return None
         recent, longer = self._t / self._n, self._long_t / self._long_n
@@ -130,8 +130,8 @@ class EndpointState:
         """A batcher queues for this server (one per agent settings): the others' admissions count it too."""
         self.queues.add(queue)
 
-    def hold_off(self, until: float) -> None:
-        self.not_before = max(self.not_before, until)  # a later Retry-After only extends it
+    def hold_off(self, until: float) -> None:  # a later Retry-After only extends the hold
+        self.not_before = max(self.not_before, until)
 
     def rate_limited(self) -> bool:
         return self.not_before > clock.now()

@@ -69,14 +69,14 @@ class Plan:
     batch: ScoreBatch
     routes: dict[PairKey, list[Job]]
     task: asyncio.Task[None] | None = field(default=None, repr=False)
-    retries: int = 0  # the fields from here to ``sent`` are the dispatch step's ``Request``
+    retries: int = 0  # retries that went out; the fields from here on are the dispatch step's
     retry_unsent: str = ""  # the kind of a retry taken from the budget that has not gone out yet
-    replica: Replica | None = field(default=None, repr=False)
+    replica: Replica | None = field(default=None, repr=False)  # whose slot it holds: ``lease``
     lease: Lease | None = field(default=None, repr=False)
-    first_replica: str = ""
+    first_replica: str = ""  # where its first attempt went, and the replica that answered
     answered_by: str = ""
     abandoned_at_deadline: bool = False
-    sent: bool = False
+    sent: bool = False  # its first attempt went out (the retry budget counts it then)
     _abandoned: bool = field(default=False, repr=False)
 
     @property

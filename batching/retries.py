@@ -25,7 +25,8 @@ from .breaker import health_of
 from .endpoint_state import EndpointState, Replica, worth_sending
 
 if TYPE_CHECKING:  # types only: the dispatch step composes a ``Retries``
-    from .dispatch import DispatchEvents, DispatchPolicy, ReplicaSet, Request
+    from .dispatch import DispatchEvents, DispatchPolicy, ReplicaSet
+    from .queue import Plan
 
 RetryKind = Literal["now", "backoff", "retry_after", "never"]
 RETRYABLE_STATUSES: Final = frozenset({502, 503, 504})
@@ -54,7 +55,7 @@ class Retries:
     policy: DispatchPolicy
     rng: random.Random
 
-    async def after_failure(self, exc: RerankError, request: Request, replica: Replica) -> None:
+    async def after_failure(self, exc: RerankError, request: Plan, replica: Replica) -> None:
         """Go on to another replica at once, or wait for this one, or give up by raising ``exc``."""
         kind = retry_kind(exc)
         if kind == "never" or request.retries >= self.policy.max_retries:
@@ -62,7 +63,7 @@ class Retries:
         if self.replicas.ready(exclude=[replica]):
             if not self.spend_budget():
                 raise exc
-            self._take_retry(request, kind)
+            request.retry_unsent = kind  # counted by ``goes_out``, or refunded by ``never_sent``
             if not await self.fail_over(request, replica):  # a replica was ready just now: kept as a guard
                 raise exc
             return
@@ -77,26 +78,22 @@ class Retries:
         left = request.deadline - now - wait  # without an estimate, still no retry once the wait outlasts it
         if left <= 0 or not worth_sending(latency, left) or not self.spend_budget():
             raise exc
-        self._take_retry(request, kind)
+        request.retry_unsent = kind
         await asyncio.sleep(delay)
 
-    def _take_retry(self, request: Request, kind: RetryKind) -> None:
-        """The budget was spent on a retry: it is counted when it goes out (``goes_out``), and the budget given back
-        if it never does (``never_sent``: no slot before the deadline, a Retry-After, every caller left)."""
-        request.retry_unsent = kind
-
-    def goes_out(self, request: Request) -> None:
+    def goes_out(self, request: Plan) -> None:
         """An attempt of ``request`` goes out with the retry the budget was spent on: it is made."""
         request.retries += 1
         self.events.on_retry(request.retry_unsent)
         request.retry_unsent = ""
 
-    def never_sent(self, request: Request) -> None:
-        """``request`` ended with the retry the budget was spent on never sent: the budget gets it back."""
+    def never_sent(self, request: Plan) -> None:
+        """``request`` ended with the retry the budget was spent on never sent (no slot before the deadline, a
+        Retry-After, every caller left): the budget gets it back."""
         request.retry_unsent = ""
         self.replicas.budget.refund()
 
-    async def fail_over(self, request: Request, failed: Replica) -> bool:
+    async def fail_over(self, request: Plan, failed: Replica) -> bool:
         """Move the request (and its slot) to another replica that can take it; False if there is none."""
         if not self.replicas.ready(exclude=[failed]):
             return False
