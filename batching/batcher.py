@@ -164,25 +164,22 @@ class MicroBatcher:
                 self._fail_jobs([job], Overloaded(shed_message(latency or 0.0, job.deadline - now)))
 
     async def _wait_for_company(self, replica: Replica) -> None:
-        """Other requests are in flight: give more jobs until the window closes to join this one."""
-        if not self._queue:
+        """Other requests are in flight: give more jobs until the window closes to join this one. It closes after
+        ``window`` from the oldest queued job; never later than ``BATCH_WINDOW_SHARE`` of any queued job's time,
+        nor so late that the request could not be answered in time."""
+        jobs = self._queue.jobs
+        if not jobs:
             return
-        closes_at = self._window_closes_at(replica)
+        latency = replica.state.expected_latency(min(self._queue.pairs, self._max_pairs), clock.now()) or 0.0
+        closes_at = min(jobs[0].enqueued_at + self._window,
+                        *(job.enqueued_at + BATCH_WINDOW_SHARE * (job.deadline - job.enqueued_at) for job in jobs),
+                        *(job.deadline - latency * SEND_MARGIN for job in jobs))
         while self._queue and self._queue.pairs < self._max_pairs and (remaining := closes_at - clock.now()) > 0:
             self._arrived.clear()
             try:
                 await asyncio.wait_for(self._arrived.wait(), remaining)
             except TimeoutError:
                 return
-
-    def _window_closes_at(self, replica: Replica) -> float:
-        """From the oldest queued job; never more than ``BATCH_WINDOW_SHARE`` of any queued job's time, nor so
-        much that the request could not be answered in time."""
-        jobs = self._queue.jobs
-        latency = replica.state.expected_latency(min(self._queue.pairs, self._max_pairs), clock.now()) or 0.0
-        return min(jobs[0].enqueued_at + self._window,
-                   *(job.enqueued_at + BATCH_WINDOW_SHARE * (job.deadline - job.enqueued_at) for job in jobs),
-                   *(job.deadline - latency * SEND_MARGIN for job in jobs))
 
     def _start(self, plan: Plan) -> None:
         """Hand the plan, and the slot already taken for it, to a task of its own: first, so that its done
