@@ -102,8 +102,6 @@ def checked_text(text: str, where: str) -> str:
 
 
 def _looks_like_json(line: str) -> bool:
-    if not line.lstrip().startswith(("{", '"')):
-        return False
     try:
         return isinstance(json.loads(line), str | dict)
     except (ValueError, RecursionError):
