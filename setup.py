@@ -22,7 +22,5 @@ class BuildPy(build_py):
         return [module for module in modules if (module[0], module[1]) != ("a0_reranker", "setup")]
 
 
-setup(
-    cmdclass={"build_py": BuildPy},
-    options={"build": {"build_base": f"{SCRATCH}/build"}, "egg_info": {"egg_base": SCRATCH}},
-)
+setup(cmdclass={"build_py": BuildPy},
+      options={"build": {"build_base": f"{SCRATCH}/build"}, "egg_info": {"egg_base": SCRATCH}})

@@ -34,19 +34,14 @@ class DemoRun:
     embedded: bool
     probe: ProbeReport
     before: list[tuple[float, str]]  # (similarity, memory) in embedding order
-    after: list[tuple[float, int, str]]  # (score, position before, memory) of those the recall keeps
+    after: list[tuple[float, int, str]]  # (score, position before, memory) of the --limit kept, or all there are
     outcome: RecallOutcome[str]
     limit: int  # --limit, as given
     pool: PoolStatistics  # the engine's pool counters after the recall (what the status tool shows in A0)
 
     @property
-    def kept(self) -> int:
-        """Memories the recall keeps: ``limit``, or all of them when the sample holds no more."""
-        return len(self.after)
-
-    @property
     def keeps_all(self) -> bool:
-        return self.kept >= len(self.before)
+        return len(self.after) >= len(self.before)
 
 
 def add_parser(commands: Any) -> None:
@@ -123,12 +118,10 @@ def as_dict(demo: DemoRun) -> dict[str, Any]:
         "query": QUERY,
         "reranker": {"endpoint": demo.endpoint, "embedded": demo.embedded,
                      "scorer": LABEL if demo.embedded else None, "probe": demo.probe.as_dict(note=False)},
-        "limit": demo.limit,
-        "kept": demo.kept,
+        "limit": demo.limit, "kept": len(demo.after),
         "before": [{"position": p, "similarity": round(s, 4), "memory": m} for p, (s, m) in enumerate(demo.before, 1)],
         "after": [{"position": p, "score": s, "was": was, "memory": m} for p, (s, was, m) in enumerate(demo.after, 1)],
-        "rerank_ms": round(demo.outcome.elapsed_s * 1000, 1),
-        "pool": demo.pool.as_dict(),
+        "rerank_ms": round(demo.outcome.elapsed_s * 1000, 1), "pool": demo.pool.as_dict(),
     }
 
 
@@ -137,15 +130,14 @@ def render(demo: DemoRun) -> str:
     stock = [(f"{p}", f"{similarity:.3f}", memory) for p, (similarity, memory) in enumerate(demo.before, 1)]
     before = table(("#", "similarity", "memory"), stock, ">><", width - 2)
     if not demo.keeps_all:
-        before.insert(demo.kept + 1, f"{'-' * 4} the recall keeps the {demo.kept} above {'-' * 4}")
+        before.insert(len(demo.after) + 1, f"{'-' * 4} the recall keeps the {len(demo.after)} above {'-' * 4}")
     reranked = [(f"{p:2d}", f"{score:.3f}", f"#{was}", memory) for p, (score, was, memory) in enumerate(demo.after, 1)]
     after = table(("#", "score", "was", "memory"), reranked, ">>><", width - 2)
     lines = [bold("a0-reranker demo: one memory recall, before and after reranking"), "", *_setting(demo, width)]
-    lines += ["", bold("BEFORE") + "  plain embedding recall (stand-in: bag-of-words cosine, one vector per memory)"]
-    lines += [f"  {line}" for line in before]
+    lines += ["", bold("BEFORE") + "  plain embedding recall (stand-in: bag-of-words cosine, one vector per memory)",
+              *(f"  {line}" for line in before)]
     lines += ["", bold("AFTER") + f"   reranked by the plugin's recall path (rerank_pool over all {len(stock)} "
-              f"candidates, {demo.outcome.elapsed_s * 1000:.0f} ms)"]
-    lines += [f"  {line}" for line in after]
+              f"candidates, {demo.outcome.elapsed_s * 1000:.0f} ms)", *(f"  {line}" for line in after)]
     lines += ["", *textwrap.wrap(_verdict(demo), width)]
     if demo.embedded:
         lines += ["", "Try your own server:  a0-reranker demo --endpoint http://HOST:PORT   "
@@ -159,11 +151,10 @@ def _setting(demo: DemoRun, width: int) -> list[str]:
                   f"scorer: {LABEL}"]
     else:
         server = [f"your server at {demo.endpoint}"]
+    kept = f"the recall keeps the best {len(demo.after)}"
     if demo.keeps_all:
-        kept = (f"the recall keeps all {demo.kept}"
-                + (f" (--limit {demo.limit} is more than there are)" if demo.limit > demo.kept else ""))
-    else:
-        kept = f"the recall keeps the best {demo.kept}"
+        more = f" (--limit {demo.limit} is more than there are)" if demo.limit > len(demo.after) else ""
+        kept = f"the recall keeps all {len(demo.after)}{more}"
     rows = [("question", [QUERY]), ("memories", [f"{len(demo.before)} sample memories; {kept}"]),
             ("reranker", server), ("detected", [demo.probe.message])]
     return [f"  {name if i == 0 else '':<10}{line}" for name, texts in rows
@@ -177,7 +168,7 @@ def _verdict(demo: DemoRun) -> str:
     top_was = demo.after[0][1]
     top = "kept its top memory" if top_was == 1 else f"the new top memory was #{top_was} in embedding order"
     if demo.keeps_all:
-        return (f"{bold('Result:')} the recall keeps all {demo.kept} memories, so reranking could only reorder "
+        return (f"{bold('Result:')} the recall keeps all {len(demo.after)} memories, so reranking could only reorder "
                 f"them (try a lower --limit); {top}.")
     recalled = "recalled memory was" if change.limit == 1 else "recalled memories were"
     return (f"{bold('Result:')} {change.replaced} of the {change.limit} {recalled} replaced "

@@ -5,7 +5,6 @@ handlers are in place, so a Ctrl-C during that second of start-up is a stop like
 from __future__ import annotations
 
 import argparse
-import importlib
 import io
 import os
 import signal
@@ -18,7 +17,6 @@ from ..core.redaction import without_url_secrets
 from . import exits
 
 PROG = "a0-reranker"
-COMMANDS = ("demo", "probe", "rerank")
 
 
 class Parser(argparse.ArgumentParser):
@@ -35,8 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(title="commands", dest="command_name", metavar="COMMAND", required=True,
                                      parser_class=Parser)
-    for name in COMMANDS:
-        importlib.import_module(f"{__package__}.{name}").add_parser(commands)
+    from . import demo, probe, rerank  # here, not above: see the module docstring
+    for command in (demo, probe, rerank):
+        command.add_parser(commands)
     return parser
 
 

@@ -1,9 +1,8 @@
 """``rerank --endpoint URL QUERY [DOC ...]``: rank documents through the plugin's engine and print them.
 
 Documents come from the command line, a file, or stdin: one per line, or JSON Lines of strings or objects with
-a ``"text"`` string (``--format auto``: when the first non-empty line is one). Empty lines are skipped. Text
-that is not valid Unicode (a lone surrogate, from undecodable bytes or a ``"\ud800"`` escape) is refused.
-"""
+a ``"text"`` string (``--format auto``: when the first non-empty line is one). Text that is not valid Unicode
+(a lone surrogate, from undecodable bytes or a ``"\ud800"`` escape) is refused."""
 
 from __future__ import annotations
 
@@ -103,8 +102,6 @@ def checked_text(text: str, where: str) -> str:
 
 
 def _looks_like_json(line: str) -> bool:
-    if not line.lstrip().startswith(("{", '"')):
-        return False
     try:
         return isinstance(json.loads(line), str | dict)
     except (ValueError, RecursionError):

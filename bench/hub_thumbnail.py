@@ -1,7 +1,7 @@
 """Draw the Plugin Hub thumbnail, ``docs/hub/thumbnail.png``: four recalled memories as bars, the most relevant
 one (accent) moved from third place to the top. Square, a few KB (the Hub allows 20 KB).
 
-    .venv/bin/python scripts/make_hub_thumbnail.py      # needs Pillow (the bench extra brings it)
+    .venv/bin/python bench/hub_thumbnail.py      # needs Pillow (the bench extra brings it)
 """
 
 from __future__ import annotations
