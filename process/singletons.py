@@ -1,14 +1,12 @@
 """What is one per process: the anchor holding each such object where A0's module purges cannot split it,
 and the owner loop, the one daemon thread that runs our asyncio work.
 
-A0 drops every ``usr.plugins.*`` module when a plugin or extension changes and the next import builds fresh
-ones, so a module global would split in two (the memory wrapper reading the old copy, our fresh extensions
-writing the new). Each such object lives instead in one anchor module named outside ``usr.plugins``, reached
-through a ``PerProcess`` (``STATS: Final = PerProcess("stats", StatsRecorder)``); a forked child finds the
-anchor empty. An update in place or an uninstall (``forget_all``) also retires the code imported before it: a
-recall still running in it keeps nothing in the anchor and starts no runtime. Loop-bound objects (the aiohttp
-session, batchers, detection cache) live on the owner loop only. Standard library only at import:
-``a0_hooks.memory_patch`` uses ``PerProcess`` and uninstall must work when our dependencies do not.
+A0 drops every ``usr.plugins.*`` module when a plugin changes, so a module global would split in two (the
+memory wrapper reading the old copy, fresh extensions writing the new). Each such object lives instead in one
+anchor module named outside ``usr.plugins``, reached through a ``PerProcess``; a forked child finds it empty.
+An update in place or an uninstall (``forget_all``) retires the code imported before it: a recall still running
+in it keeps nothing in the anchor and starts no runtime. Standard library only at import: uninstall uses
+``PerProcess`` (``a0_hooks.memory_patch``) and must work when our dependencies do not.
 """
 
 from __future__ import annotations
@@ -16,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import functools
 import logging
 import os
 import sys
@@ -61,9 +58,8 @@ def _anchor() -> _Anchor:
 
 
 def forget_all() -> dict[str, object]:
-    """Drop every process-wide object before an update in place or an uninstall, and retire the code imported so
-    far: new code must not use the old classes' objects, nor a recall still running in the old code make new ones.
-    Returns what it dropped (for the caller to stop what was started while it stopped the old objects)."""
+    """Drop every process-wide object and retire the code imported so far (update in place, uninstall): new code
+    must not use the old classes' objects, nor old code still running make new ones. Returns what it dropped."""
     anchor = _anchor()
     with anchor.lock:
         dropped = dict(anchor.values)
@@ -98,8 +94,7 @@ class PerProcess(Generic[T]):
         self._factory = factory
 
     def get(self, factory: Callable[[], T] | None = None) -> T:
-        """The object, made by ``factory`` (by default the declared one) if there is none yet (for retired code,
-        a new one each time, kept nowhere)."""
+        """The object, made by ``factory`` (or the declared one) if there is none yet; retired code keeps none."""
         lock, values = _store()
         with lock:
             if self.name not in values:
@@ -107,13 +102,13 @@ class PerProcess(Generic[T]):
             return cast(T, values[self.name])
 
     def peek(self) -> T | None:
-        """The object if it exists, without making it (none, for retired code)."""
+        """The object if it exists, without making it."""
         lock, values = _store()
         with lock:
             return cast("T | None", values.get(self.name))
 
     def discard(self) -> T | None:
-        """Remove and return the object (shutdown and tests use this to start afresh); retired code has none."""
+        """Remove and return the object (shutdown and tests use this to start afresh)."""
         lock, values = _store()
         with lock:
             return cast("T | None", values.pop(self.name, None))
@@ -121,9 +116,8 @@ class PerProcess(Generic[T]):
 
 class OwnerLoop:
     """One daemon thread running asyncio (anyio's blocking portal) until ``stop``; cancelling a future that
-    ``submit`` returned cancels its task on the owner loop, whatever instant the cancel arrives. What lives on the
-    loop and must be closed with it (the HTTP session) is handed to ``close_with``: ``stop`` closes it, however
-    and by whomever the loop is stopped."""
+    ``submit`` returned cancels its task on the owner loop, whatever instant the cancel arrives. ``stop`` runs the
+    closers handed to ``close_with`` (the HTTP session), however and by whomever the loop is stopped."""
 
     def __init__(self) -> None:
         self._stack = contextlib.ExitStack()
@@ -166,13 +160,12 @@ class OwnerLoop:
         finally:
             self._running.discard(task)
 
-    async def cancel_running(self, wait_s: float) -> None:
-        """Cancel the work still running (``wait_s`` to unwind) so none opens a session after the old one closed."""
+    async def _cancel_running(self) -> None:
         tasks = [task for task in self._running if not task.done()]
         for task in tasks:
             task.cancel()
         if tasks:
-            await asyncio.wait(tasks, timeout=wait_s)
+            await asyncio.wait(tasks, timeout=CANCEL_WAIT_S)
 
     def call(self, func: Callable[..., Awaitable[T]], *args: Any) -> T:
         """Run ``func(*args)`` on the owner loop and block for its result (never from the owner thread)."""
@@ -180,19 +173,16 @@ class OwnerLoop:
         return self._portal.call(func, *args)
 
     def close_with(self, closer: Callable[[], Awaitable[None]]) -> None:
-        """Run ``closer()`` on the loop when it stops, after the work still running was cancelled."""
         self._closers.append(closer)
 
-    def stop(self, wait_s: float = CANCEL_WAIT_S) -> None:
-        """Cancel the work still running (``wait_s`` to unwind, so none opens a session after the closers ran),
-        run the closers, stop the loop; safe to call twice or from atexit. Not from the owner thread."""
+    def stop(self) -> None:
+        """Cancel the work still running (so none opens a session after the closers ran), run the closers, stop
+        the loop; safe to call twice or from atexit. Not from the owner thread."""
         portal = self._portal
         if portal is None:
             return
         if self.alive:
-            steps: list[Callable[[], Awaitable[None]]] = [functools.partial(self.cancel_running, wait_s),
-                                                          *self._closers]
-            for step in steps:
+            for step in [self._cancel_running, *self._closers]:
                 try:
                     portal.call(step)
                 except Exception:  # stopping: nothing useful to do with the error but go on to the next step

@@ -1,7 +1,7 @@
 """The caller's side of the hop: the process's counters and owner loop with its service, the one wait for work
 handed to that loop (``Handover``), and the rerank calls, which count the outcome they return. A call computes
 its deadline once and the owner loop enforces it; the caller waits one grace longer as a backstop and returns
-instead of raising. ``runtime`` is the public API; the demo and the CLI use ``rerank_pool`` too.
+instead of raising. ``runtime`` is the public API.
 """
 
 from __future__ import annotations
@@ -77,7 +77,6 @@ def runtime() -> Runtime:
 
 
 def stop(current: Runtime) -> None:
-    """Cancel the work still running, close the service and stop the owner loop (``OwnerLoop.stop``)."""
     if not current.owner.is_current_thread():
         current.owner.stop()
 
@@ -119,8 +118,7 @@ class Handover(Generic[T]):
     def _stopped(self) -> T:
         return self.late if self.stopped is None else self.stopped
 
-    def _delivered_or_late(self) -> T:
-        """What the owner loop delivered just as the backstop fired, else ``late`` (its work is cancelled)."""
+    def _delivered_or_late(self) -> T:  # what the owner loop delivered just as the backstop fired
         future = self.future
         if future.cancel() or future.cancelled() or future.exception() is not None:
             return self.late
@@ -253,7 +251,6 @@ async def rerank_pool(query: str, pool: Sequence[D], *, limit: int, config: Rera
 
 
 def _counted(outcome: RecallOutcome[D]) -> RecallOutcome[D]:
-    """Record the pool behind ``outcome`` (how many the stock answer has is what a recall returns)."""
-    returned = outcome.floor_dropped + len(outcome.documents)
+    returned = outcome.floor_dropped + len(outcome.documents)  # the stock answer's count: what a recall returns
     stats_recorder().pool(outcome.candidates, returned, outcome.rescued, outcome.floor_dropped)
     return outcome

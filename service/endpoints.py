@@ -1,11 +1,10 @@
 """What the service keeps of each server between recalls (``EndpointRegistry``, owner loop only), and the
 HTTP transport every request goes out on (``HttpTransport``, the only code that touches aiohttp).
 
-One ``Endpoint`` per base URL, API key and the settings its state is built from (a 401 or a per-key rate
-limit says nothing of the server for another key); one batcher group per route. Changed settings get new
-state; the old drains and is forgotten, least recently used first. Redirects are refused (a POST must not
-become a GET elsewhere), answers are capped, and a request whose pooled connection the server had closed is
-sent once more at once on a fresh one.
+One ``Endpoint`` per base URL, API key and the settings its state is built from (a 401 or a per-key rate limit
+says nothing of the server for another key); changed settings get new state, the old drains and is forgotten.
+Redirects are refused (a POST must not become a GET elsewhere), answers are capped, and a request whose pooled
+connection the server had closed is sent once more at once on a fresh one.
 """
 
 from __future__ import annotations
@@ -107,8 +106,7 @@ class EndpointRegistry:
             self._groups.move_to_end(key)
         return batcher
 
-    def _trim_groups(self) -> None:
-        """A batcher went idle: keep the groups within their bound now, not when the next one is made."""
+    def _trim_groups(self) -> None:  # a batcher went idle: keep the bound now, not when the next one is made
         _forget(self._groups, MAX_GROUPS, lambda b: b.idle)
 
     def live_state(self) -> dict[str, object]:
@@ -172,7 +170,7 @@ async def _on_reuse(session: object, context: SimpleNamespace, params: object) -
 
 
 class HttpTransport:
-    """Create and use it on one event loop (the owner loop); ``on_stale_resend`` counts stale resends."""
+    """Create and use it on one event loop (the owner loop)."""
 
     def __init__(self, *, on_stale_resend: Callable[[], None] = lambda: None) -> None:
         self._on_stale_resend = on_stale_resend
@@ -221,8 +219,7 @@ class HttpTransport:
             raise translate(exc, endpoint, remaining, reused=exchange.reused) from exc
 
     async def close(self) -> None:
-        """Close the sessions; a request after this is refused, none opens a session nothing would close."""
-        self._closed = True
+        self._closed = True  # a request after this is refused: none opens a session nothing would close
         sessions, self._sessions = self._sessions, {}
         for session in sessions.values():
             await session.close()

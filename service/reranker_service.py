@@ -10,6 +10,7 @@ a task or a turn of the loop, so a burst reaches its queue together.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 from collections.abc import Callable, Sequence
@@ -86,13 +87,10 @@ class RerankService:
         """Fail what is queued, stop the detections, close the HTTP sessions: each step whatever the one before did,
         the sessions last. A call arriving during or after it is refused (none may open a session once closed)."""
         self._closed = True
-        try:
-            try:
-                await self._registry.close()
-            finally:
-                await self._routes.close()
-        finally:
-            await self._transport.close()
+        async with contextlib.AsyncExitStack() as steps:  # run last-in first-out, each whatever the others raise
+            steps.push_async_callback(self._transport.close)
+            steps.push_async_callback(self._routes.close)
+            await self._registry.close()
 
     async def _rerank(self, query: str, documents: Sequence[str], config: RerankerConfig, deadline: float, *,
                       detect_again: bool = True) -> RerankResult:
@@ -199,7 +197,7 @@ class RouteBook:
         return self._detect.cache_info().currsize
 
     @property
-    def running(self) -> int:  # detections under way (each ends by its deadline at the latest)
+    def running(self) -> int:  # each ends by its deadline at the latest
         return len(self._running)
 
     async def routes(self, config: RerankerConfig, deadline: float, endpoints: Sequence[Endpoint]) -> dict[str, Route]:

@@ -36,7 +36,7 @@ async def test_closing_the_service_stops_a_detection_whose_route_was_forgotten()
         await server.gate.wait_held(len(det.IDENTIFYING_GETS))  # the recall's detection is under way
         report = await service.probe(config, time.monotonic())  # no time left: fails, and forgets the route
         assert not report.ok
-        caller.cancel()  # what stop() does first to the work still running (cancel_running)
+        caller.cancel()  # what stop() does first to the work still running
         with pytest.raises(asyncio.CancelledError):
             await caller
         running = _detections()
