@@ -1,12 +1,11 @@
 """Where a recall enters from A0, and what it reads there (state: the recall scope, the stores tapped, the
-parsed defaults and the configs kept for settings seen before); ``memory_patch`` puts the wrapper and tap on.
+parsed defaults and cached configs); ``memory_patch`` puts the wrapper and tap on.
 
-The wrapper on ``Memory.search_similarity_threshold`` looks up ``recall_search`` by name on every call, so
-one made before a purge runs the code imported after it, and the original alone once the plugin is gone.
-The tap on the store's ``_aembed_query`` lets the pool search reuse the query vector of A0's own call.
-Our extensions open the recall scope just before A0's ``_50_recall_memories`` and close it just after: the
-task ``_50`` starts keeps a copy, and deletion, consolidation and memorize run stock. A0 does not catch
-what extensions raise, so every seam logs its own errors.
+The wrapper looks ``recall_search`` up by name on every call, so one made before a purge runs the code
+imported after it, and the original alone once the plugin is gone. The tap on the store's ``_aembed_query``
+lets the pool search reuse the query vector of A0's own call. The recall scope is open only around A0's
+``_50_recall_memories`` (whose task keeps a copy), so deletion, consolidation and memorize run stock. A0
+does not catch what extensions raise, so every seam logs its own errors.
 """
 
 from __future__ import annotations
@@ -63,11 +62,10 @@ def is_current(func: Any) -> bool:
 
 
 def ensure_installed() -> bool:
-    """Wrap the ``Memory`` class A0 uses now unless this copy's wrapper is on top. True when it is."""
+    """Wrap the ``Memory`` class A0 uses now unless this copy's wrapper is on top (a recall's case: nothing
+    to do). True when it is."""
     cls = getattr(sys.modules.get(memory_patch.MEMORY_MODULE), "Memory", None)
-    if is_current(getattr(cls, METHOD, None)):
-        return True  # the recall's case: nothing to do
-    return memory_patch.install(make_wrapper, is_current)
+    return is_current(getattr(cls, METHOD, None)) or memory_patch.install(make_wrapper, is_current)
 
 
 def _memo_of(store: Any) -> ContextVar[dict[str, Any] | None] | None:
@@ -165,8 +163,7 @@ def before_recall(agent: Any) -> None:  # message_loop_prompts_after/_49
 
 
 def after_recall(agent: Any) -> None:
-    """``_51``: close the scope in the loop's own context, so tasks started later at ``monologue_end`` do not
-    inherit it (the recall task kept its copy)."""
+    """``_51``: close it in the loop's context, so tasks started at ``monologue_end`` do not inherit it."""
     end()
 
 
