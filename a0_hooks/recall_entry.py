@@ -17,7 +17,7 @@ import json
 import logging
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeVar
@@ -92,22 +92,23 @@ def _memo_of(store: Any) -> ContextVar[dict[str, Any] | None] | None:
     return memo
 
 
-@contextmanager
-def shared_query_embedding(memory: Any) -> Iterator[None]:
+def shared_query_embedding(memory: Any) -> AbstractContextManager[None]:
     """Inside the block, the store of ``memory`` embeds each query text once. Never raises of its own."""
     try:
         memo = _memo_of(getattr(memory, "db", None))
     except Exception:  # a store that takes no attribute, or a descriptor that fails: embed as usual
         log.debug("a0_reranker: cannot share the query embedding on this store", exc_info=True)
         memo = None
-    if memo is None:
-        yield
-        return
-    token = memo.set({})
+    return nullcontext() if memo is None else _set_within(memo, {})
+
+
+@contextmanager
+def _set_within(var: ContextVar[T], value: T) -> Iterator[None]:
+    token = var.set(value)
     try:
         yield
     finally:
-        memo.reset(token)
+        var.reset(token)
 
 
 # --- the recall scope, and the seams our A0 extensions call --------------------------------------------
@@ -145,15 +146,9 @@ def end() -> None:
         log.exception("a0_reranker: could not close the recall scope")
 
 
-@contextmanager
-def suspended() -> Iterator[None]:
+def suspended() -> AbstractContextManager[None]:
     """No scope inside the block: the pool fetch must not be reranked by a nested wrapper."""
-    var = _RECALL.get()
-    token = var.set(None)
-    try:
-        yield
-    finally:
-        var.reset(token)
+    return _set_within(_RECALL.get(), None)
 
 
 # The seams our extension files call. Their names are a contract across versions: after an update without a
