@@ -1,7 +1,7 @@
-"""What the settings panel asks the server: Test connection and live status, for the modal's scope (a
-project and an agent profile, sent with each request). Each answers, never raises, never returns the API
-key; state: none. Test probes the form's unsaved settings over the defaults: validated first (one message
-per bad key), then probed live, never from the detection cache, so a URL just fixed tests right at once.
+"""What the settings panel asks the server, for the modal's scope (a project and an agent profile): Test
+connection and live status. Each answers, never raises, never returns the API key; state: none. Test
+probes the form's unsaved settings over the defaults live, never from the detection cache, so a URL just
+fixed tests right at once.
 """
 
 from __future__ import annotations

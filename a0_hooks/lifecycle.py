@@ -1,8 +1,8 @@
-"""Install, uninstall and update, as ``hooks.py`` runs them, and wrapping the memory search at startup and
-for each new agent (state: none). ``install`` pip-installs only the missing dependencies; when pip fails, the
-error (A0's only explanation) names each requirement and the command to run. An update in place purges no
-module, so ``pre_update`` stops and unwraps the old code and drops our modules: ``install`` then wraps the
-search with the pulled code. The top imports only the standard library and PyYAML (A0 ships it).
+"""Install, uninstall and update as ``hooks.py`` runs them, and wrapping the memory search at startup and
+for each new agent (state: none). A failed pip install's error, A0's only explanation, names each
+requirement and the command to run. An update in place purges no module, so ``pre_update`` unwraps, stops
+and drops our modules, and ``install`` wraps with the pulled code. Imports only the stdlib and PyYAML (A0
+ships it).
 """
 
 from __future__ import annotations
@@ -69,9 +69,8 @@ def wrap(seam: str) -> None:
 
 
 def uninstall() -> None:
-    """Restore the original memory search, stop our runtime (thread, HTTP session) and retire this code: a recall
-    another agent still runs in it returns its stock order and starts no runtime again (left running, and kept
-    where a later install of the plugin would find the old classes' runtime)."""
+    """Restore the memory search, stop our runtime (thread, HTTP session) and retire this code, so a recall
+    still running in it returns stock and starts no runtime a later install would find."""
     log.info("a0_reranker: memory search restored on %d class(es)", memory_patch.uninstall())
     try:
         runtime = importlib.import_module(PACKAGE + ".service.runtime")

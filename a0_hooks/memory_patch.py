@@ -1,10 +1,8 @@
-"""Putting our patches on A0's memory and taking them off (state: the classes wrapped): the wrapper on
-``Memory.search_similarity_threshold`` and the tap on each store's query embedding, both made in
-``recall_entry``. Standard library only, so ``uninstall`` works without our dependencies.
-
-A purge creates a new ``Memory`` class or a new copy of our code: ``install`` wraps the class A0 uses now,
-replacing an older copy's wrapper but keeping its original. Ours are known by a marker attribute and their
-code's name, which survives ``functools.wraps`` (another plugin copying our attributes is not ours).
+"""Putting ``recall_entry``'s wrapper on ``Memory.search_similarity_threshold`` and taking it and the store
+taps off (state: the classes wrapped). Standard library only, so ``uninstall`` needs none of our
+dependencies. A purge makes a new ``Memory`` class or a new copy of our code: ``install`` wraps the class
+A0 uses now, replacing an older copy's wrapper but keeping its original. Ours are known by a marker and
+their code's name, which survives ``functools.wraps`` (another plugin copying our attributes is not ours).
 """
 
 from __future__ import annotations
@@ -82,8 +80,7 @@ def is_installed() -> bool:
 
 
 def uninstall() -> int:
-    """Put the original back wherever ours is on top and untap every patched class's stores; returns how
-    many classes were restored."""
+    """Put the original back wherever ours is on top, untap the stores; returns the classes restored."""
     restored = 0
     with _LOCK.get():
         now = memory_class()

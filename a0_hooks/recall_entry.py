@@ -1,12 +1,11 @@
 """Where a recall enters from A0, and what it reads there (state: the recall scope, the stores tapped, the
-parsed defaults and the configs kept for settings seen before); ``memory_patch`` puts the wrapper and tap on.
+parsed defaults and cached configs); ``memory_patch`` puts the wrapper and tap on.
 
-The wrapper on ``Memory.search_similarity_threshold`` looks up ``recall_search`` by name on every call, so
-one made before a purge runs the code imported after it, and the original alone once the plugin is gone.
-The tap on the store's ``_aembed_query`` lets the pool search reuse the query vector of A0's own call.
-Our extensions open the recall scope just before A0's ``_50_recall_memories`` and close it just after: the
-task ``_50`` starts keeps a copy, and deletion, consolidation and memorize run stock. A0 does not catch
-what extensions raise, so every seam logs its own errors.
+The wrapper looks ``recall_search`` up by name on every call, so one made before a purge runs the code
+imported after it, and the original alone once the plugin is gone. The tap on the store's ``_aembed_query``
+lets the pool search reuse the query vector of A0's own call. The recall scope is open only around A0's
+``_50_recall_memories`` (whose task keeps a copy), so deletion, consolidation and memorize run stock. A0
+does not catch what extensions raise, so every seam logs its own errors.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ import json
 import logging
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeVar
@@ -63,11 +62,10 @@ def is_current(func: Any) -> bool:
 
 
 def ensure_installed() -> bool:
-    """Wrap the ``Memory`` class A0 uses now unless this copy's wrapper is on top. True when it is."""
+    """Wrap the ``Memory`` class A0 uses now unless this copy's wrapper is on top (a recall's case: nothing
+    to do). True when it is."""
     cls = getattr(sys.modules.get(memory_patch.MEMORY_MODULE), "Memory", None)
-    if is_current(getattr(cls, METHOD, None)):
-        return True  # the recall's case: nothing to do
-    return memory_patch.install(make_wrapper, is_current)
+    return is_current(getattr(cls, METHOD, None)) or memory_patch.install(make_wrapper, is_current)
 
 
 def _memo_of(store: Any) -> ContextVar[dict[str, Any] | None] | None:
@@ -94,22 +92,23 @@ def _memo_of(store: Any) -> ContextVar[dict[str, Any] | None] | None:
     return memo
 
 
-@contextmanager
-def shared_query_embedding(memory: Any) -> Iterator[None]:
+def shared_query_embedding(memory: Any) -> AbstractContextManager[None]:
     """Inside the block, the store of ``memory`` embeds each query text once. Never raises of its own."""
     try:
         memo = _memo_of(getattr(memory, "db", None))
     except Exception:  # a store that takes no attribute, or a descriptor that fails: embed as usual
         log.debug("a0_reranker: cannot share the query embedding on this store", exc_info=True)
         memo = None
-    if memo is None:
-        yield
-        return
-    token = memo.set({})
+    return nullcontext() if memo is None else _set_within(memo, {})
+
+
+@contextmanager
+def _set_within(var: ContextVar[T], value: T) -> Iterator[None]:
+    token = var.set(value)
     try:
         yield
     finally:
-        memo.reset(token)
+        var.reset(token)
 
 
 # --- the recall scope, and the seams our A0 extensions call --------------------------------------------
@@ -147,15 +146,9 @@ def end() -> None:
         log.exception("a0_reranker: could not close the recall scope")
 
 
-@contextmanager
-def suspended() -> Iterator[None]:
+def suspended() -> AbstractContextManager[None]:
     """No scope inside the block: the pool fetch must not be reranked by a nested wrapper."""
-    var = _RECALL.get()
-    token = var.set(None)
-    try:
-        yield
-    finally:
-        var.reset(token)
+    return _set_within(_RECALL.get(), None)
 
 
 # The seams our extension files call. Their names are a contract across versions: after an update without a
@@ -165,8 +158,7 @@ def before_recall(agent: Any) -> None:  # message_loop_prompts_after/_49
 
 
 def after_recall(agent: Any) -> None:
-    """``_51``: close the scope in the loop's own context, so tasks started later at ``monologue_end`` do not
-    inherit it (the recall task kept its copy)."""
+    """``_51``: close it in the loop's context, so tasks started at ``monologue_end`` do not inherit it."""
     end()
 
 

@@ -1,15 +1,12 @@
 """What the memory wrapper does with one search (state: none): pass it through, or rerank a recall.
 
-Outside the recall scope the original runs alone. Inside it, when the plugin is on and configured, the
-caller's own call runs unchanged first: A0's answer, which is also the fallback, so the fallback is stock
-by construction. Then the pool search: the same call asking for ``max(limit, rerank_candidates)`` memories
-at ``rerank_pool_threshold`` (never above the caller's), reusing the first one's query embedding. All the
-plugin adds fits in ``rerank_timeout``, so a hanging store or API cannot hold a recall whose stock answer
-is ready; as many memories come back as A0's call returned. Every failure returns A0's answer: exceptions
-the store raises in the first search propagate, nothing of ours does. ``SearchCall`` binds the caller's
-call to the original's signature and changes only ``limit`` and ``threshold`` (newer A0 adds keywords).
-One line per reranked, shadow-scored or fallen-back recall goes to the agent's A0 log: never document text,
-never the key.
+Inside the recall scope, with the plugin on and configured, the caller's call runs unchanged first: A0's
+answer is also the fallback, so the fallback is stock by construction. Then the pool search, the same call
+for ``max(limit, rerank_candidates)`` at ``rerank_pool_threshold`` (never above the caller's), reusing its
+query embedding. All the plugin adds fits in ``rerank_timeout``, so a hanging store or API cannot hold a
+recall whose stock answer is ready; as many memories come back as A0's call returned. Every failure
+returns A0's answer: only the store's errors in the first search propagate. One line per reranked,
+shadow-scored or fallen-back recall goes to the agent's A0 log: never document text, never the key.
 """
 
 from __future__ import annotations
@@ -35,8 +32,7 @@ log = logging.getLogger("a0_reranker")
 
 @dataclass(frozen=True)
 class AddedTime:
-    """The time the plugin adds to one search, before A0's call and after its answer: together they fit in
-    ``rerank_timeout``, of which ``deadline`` is what is left once A0 answered."""
+    """The plugin's time before A0's call and after its answer, which together fit in ``rerank_timeout``."""
 
     origin: float  # monotonic: when A0 answered, less our work before its call
     deadline: float
@@ -127,7 +123,8 @@ def _note_bad_settings(scope: RecallScope, exc: ConfigError) -> None:
 
 @dataclass(frozen=True)
 class SearchCall:
-    """One call of ``search_similarity_threshold``, read and repeated in the caller's own shape."""
+    """One call of ``search_similarity_threshold``, repeated in the caller's own shape (newer A0 adds
+    keywords): only ``limit`` and ``threshold`` change."""
 
     args: tuple[Any, ...]  # without ``self``
     kwargs: dict[str, Any]
@@ -203,8 +200,7 @@ async def fetch_pool(original: Callable[..., Any], memory: Any, call: SearchCall
 
 
 def stock_first(stock: Sequence[Any], found: Sequence[Any]) -> list[Any]:
-    """A0's answer, then the pool's other memories in embedding order (by identity: Documents compare by
-    value)."""
+    """A0's answer, then the pool's others (by identity: Documents compare by value)."""
     seen = {id(document) for document in stock}
     return [*stock, *(document for document in found if id(document) not in seen)]
 

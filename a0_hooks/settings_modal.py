@@ -1,8 +1,7 @@
-"""The settings A0's plugin-settings modal loads, completed (our extension of A0's ``Plugins._get_config``):
-a saved ``config.json`` may lack newer keys or hold values in another form than the panel's (a list of
-replicas where the field holds text, ``"yes"`` for a toggle), so the modal gets the settings the plugin
-uses and Save writes every key. A0 runs this for every plugin's modal, so it imports only core: a missing
-aiohttp or async-lru must not break another plugin's. State: none.
+"""The settings A0's plugin-settings modal loads, completed (our end of A0's ``Plugins._get_config``): a
+saved ``config.json`` may lack newer keys or hold values in another form than the panel's, so the modal
+gets the settings the plugin uses and Save writes every key. A0 runs this for every plugin's modal, so it
+imports only core: a missing aiohttp must not break another plugin's. State: none.
 """
 
 from __future__ import annotations
@@ -29,9 +28,8 @@ def complete_loaded(data: MutableMapping[str, Any]) -> None:
 
 
 def completed(saved: Mapping[str, Any]) -> dict[str, Any]:
-    """The defaults, then every saved key that has a value (the file's order after the defaults' own), each
-    as the plugin reads it: a hand-edited ``"AUTO"``, ``"yes"`` or list of replicas the plugin takes would
-    otherwise show as a blank choice, a refused toggle or a field the panel cannot check."""
+    """The defaults, then every saved key with a value, each as the plugin reads it: a hand-edited ``"AUTO"``,
+    ``"yes"`` or list of replicas would otherwise show as a blank choice, a refused toggle or a bad field."""
     return canonical_settings({**load_default_settings(),
                                **{key: value for key, value in saved.items() if value is not None}})
 
