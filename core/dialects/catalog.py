@@ -86,11 +86,8 @@ TEI: Final = RerankDialect("tei", "/rerank", documents_key="texts", max_pairs=32
                            score_keys=("score",), extra={"truncate": True, "raw_scores": False, "return_text": False})
 
 # Servers we could not identify: the plain body every member of the family accepts, on each route.
-GENERIC_RERANK: Final = (
-    RerankDialect("rerank", "/v1/rerank", max_pairs=UNLIMITED, score_scale=RAW),
-    RerankDialect("rerank", "/rerank", max_pairs=UNLIMITED, score_scale=RAW),
-    RerankDialect("rerank", "/v2/rerank", max_pairs=UNLIMITED, score_scale=RAW),
-)
+GENERIC_RERANK: Final = tuple(RerankDialect("rerank", path, max_pairs=UNLIMITED, score_scale=RAW)
+                              for path in ("/v1/rerank", "/rerank", "/v2/rerank"))
 
 
 def infinity_dialect(url_prefix: str = "") -> RerankDialect:
