@@ -24,6 +24,7 @@ PREFIX: Final = (
     'Instruct provided. Note that the answer can only be "yes" or "no".<|im_end|>\n<|im_start|>user\n'
 )
 SUFFIX: Final = "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+UNLIMITED: Final = 100_000  # servers without a documented per-request limit; the batcher's setting governs
 
 
 def query_text(query: str, instruction: str) -> str:
@@ -41,7 +42,7 @@ class Qwen3ScoreDialect:
     instruction: str
     name: str = "qwen3_score"
     path: str = "/score"
-    max_pairs: int = 100_000
+    max_pairs: int = UNLIMITED
     api: str = "qwen3_score"
     mixes_queries: bool = True
     score_scale: ScoreScale = PROBABILITY  # P(yes): vLLM's sigmoid of the (yes - no) logit
@@ -65,8 +66,6 @@ class Qwen3ScoreDialect:
 
 
 Dialect = RerankDialect | Qwen3ScoreDialect  # how one family of servers wants pairs sent and how it answers
-
-UNLIMITED: Final = 100_000  # servers without a documented per-request limit; the batcher's setting governs
 
 COHERE_V2: Final = RerankDialect("cohere-v2", "/v2/rerank", max_pairs=1000, requires_model=True)
 COHERE_V1: Final = RerankDialect("cohere-v1", "/v1/rerank", extra={"return_documents": False}, max_pairs=1000)
