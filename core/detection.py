@@ -73,7 +73,7 @@ def _identify(gets: Mapping[str, Any]) -> ServerIdentity:
         return _identify_tei(info)
     listed: tuple[str, ...] = ()
     for path, prefix in (("/v1/models", "/v1"), ("/models", "")):
-        identity = _identify_listing(_entries(gets.get(path)), prefix)
+        identity = _identify_listing(gets.get(path), prefix)
         if identity.kind != "unknown":
             return identity
         listed = listed or identity.models
@@ -93,7 +93,9 @@ def _identify_tei(info: dict[str, Any]) -> ServerIdentity:
                           max_client_batch=batch if isinstance(batch, int) and batch > 0 else None, problem=problem)
 
 
-def _identify_listing(entries: list[dict[str, Any]], prefix: str) -> ServerIdentity:
+def _identify_listing(listing: Any, prefix: str) -> ServerIdentity:
+    data = listing.get("data") if isinstance(listing, dict) else None
+    entries = [m for m in data if isinstance(m, dict)] if isinstance(data, list) else []
     owners = {owner.lower() if isinstance(owner := m.get("owned_by"), str) else "" for m in entries}
     models = tuple(m["id"] for m in entries if _is_model_id(m.get("id")))
     rerankers = tuple(m["id"] for m in entries if _is_model_id(m.get("id")) and _may_rerank(m))
@@ -102,12 +104,6 @@ def _identify_listing(entries: list[dict[str, Any]], prefix: str) -> ServerIdent
         return ServerIdentity(kind, rerankers or models)
     problem = "" if rerankers else "Infinity serves no model with the rerank capability"
     return ServerIdentity("infinity", rerankers or models, url_prefix=prefix, problem=problem)
-
-
-def _entries(listing: Any) -> list[dict[str, Any]]:
-    if not isinstance(listing, dict) or not isinstance(listing.get("data"), list):
-        return []
-    return [m for m in listing["data"] if isinstance(m, dict)]
 
 
 def _is_model_id(value: Any) -> TypeGuard[str]:
