@@ -1,4 +1,1 @@
-"""Pure building blocks: configuration, wire dialects, the Qwen3 template, detection logic, ranking.
-
-Nothing in ``core`` performs I/O or imports Agent Zero.
-"""
+"""Pure building blocks (settings, wire dialects, the Qwen3 template, detection, ranking): no I/O, no Agent Zero."""

@@ -23,7 +23,6 @@ PROBE_RELEVANT: Final = ("Paris is the capital of France.", "The capital city of
 PROBE_IRRELEVANT: Final = ("Bananas are rich in potassium.", "The Nile is a long river in Africa.")
 PROBE_DOCUMENTS: Final = PROBE_RELEVANT + PROBE_IRRELEVANT
 MIN_MARGIN: Final = 0.05  # on the probability scale; logits are passed through a sigmoid first
-ROUTE_MISSING_STATUSES: Final = frozenset({404, 405})
 
 # Hosted APIs are known by their host name; no GET is needed to identify them.
 HOSTED: Final[Mapping[str, str]] = {
@@ -74,7 +73,7 @@ def _identify(gets: Mapping[str, Any]) -> ServerIdentity:
         return _identify_tei(info)
     listed: tuple[str, ...] = ()
     for path, prefix in (("/v1/models", "/v1"), ("/models", "")):
-        identity = _identify_listing(_entries(gets.get(path)), prefix)
+        identity = _identify_listing(gets.get(path), prefix)
         if identity.kind != "unknown":
             return identity
         listed = listed or identity.models
@@ -94,7 +93,9 @@ def _identify_tei(info: dict[str, Any]) -> ServerIdentity:
                           max_client_batch=batch if isinstance(batch, int) and batch > 0 else None, problem=problem)
 
 
-def _identify_listing(entries: list[dict[str, Any]], prefix: str) -> ServerIdentity:
+def _identify_listing(listing: Any, prefix: str) -> ServerIdentity:
+    data = listing.get("data") if isinstance(listing, dict) else None
+    entries = [m for m in data if isinstance(m, dict)] if isinstance(data, list) else []
     owners = {owner.lower() if isinstance(owner := m.get("owned_by"), str) else "" for m in entries}
     models = tuple(m["id"] for m in entries if _is_model_id(m.get("id")))
     rerankers = tuple(m["id"] for m in entries if _is_model_id(m.get("id")) and _may_rerank(m))
@@ -103,12 +104,6 @@ def _identify_listing(entries: list[dict[str, Any]], prefix: str) -> ServerIdent
         return ServerIdentity(kind, rerankers or models)
     problem = "" if rerankers else "Infinity serves no model with the rerank capability"
     return ServerIdentity("infinity", rerankers or models, url_prefix=prefix, problem=problem)
-
-
-def _entries(listing: Any) -> list[dict[str, Any]]:
-    if not isinstance(listing, dict) or not isinstance(listing.get("data"), list):
-        return []
-    return [m for m in listing["data"] if isinstance(m, dict)]
 
 
 def _is_model_id(value: Any) -> TypeGuard[str]:
@@ -144,7 +139,7 @@ def _rerank_dialects(identity: ServerIdentity, instruction: str) -> list[Dialect
         "cohere": [cat.COHERE_V2, cat.COHERE_V1], "jina": [cat.JINA], "voyage": [cat.VOYAGE],
         "mixedbread": [cat.MIXEDBREAD],
     }
-    return known.get(identity.kind, [*cat.GENERIC_RERANK, cat.tei_dialect(None), cat.MIXEDBREAD])
+    return known.get(identity.kind, [*cat.GENERIC_RERANK, cat.TEI, cat.MIXEDBREAD])
 
 
 def is_known(identity: ServerIdentity) -> bool:
@@ -164,11 +159,6 @@ class ProbeOutcome:
     retry_after: float | None = None  # a 429's Retry-After, when the failure was ``rate_limited``
     status: int | None = None  # the HTTP status of a failed answer
     sent: bool = True  # False: passed over without a request (a route that needs a model id, none set)
-
-    @property
-    def route_missing(self) -> bool:
-        """The server has no such route (404, 405): says only that this candidate was not its API."""
-        return self.status in ROUTE_MISSING_STATUSES
 
     @property
     def answered(self) -> bool:
@@ -211,9 +201,9 @@ def best(outcomes: Sequence[ProbeOutcome], *, forced: bool = False) -> ProbeOutc
     """The answer to report: a forced API's first, else the preferred one or the widest margin. DetectionFailed,
     naming the first failure of a route the server has, when none answered."""
     answered = [o for o in outcomes if o.answered]
-    if not answered:  # what the server said on a route it has (a 401), not a 404 of one it lacks nor a route
-        # passed over: the first of the most telling
-        telling = min(outcomes, key=lambda o: (not o.sent, o.route_missing)) if outcomes else None
+    if not answered:  # what the server said on a route it has (a 401), not a 404 or 405 of one it lacks (which
+        # says only that this candidate was not its API) nor a route passed over: the first of the most telling
+        telling = min(outcomes, key=lambda o: (not o.sent, o.status in (404, 405))) if outcomes else None
         said = telling.error if telling else "no candidate API to try"
         raise DetectionFailed(f"no reranker API answered ({said})", tuple(o.describe() for o in outcomes))
     return answered[0] if forced else (preferred(answered) or max(answered, key=lambda o: o.margin))

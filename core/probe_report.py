@@ -62,11 +62,10 @@ class ProbeReport:
     @classmethod
     def of_replicas(cls, endpoint: str, reports: Sequence[ProbeReport]) -> ProbeReport:
         """Its latency is the slowest replica's, its margin the smallest."""
-        margins = [r.margin for r in reports if r.margin is not None]
-        latencies = [r.latency_ms for r in reports if r.latency_ms is not None]
-        return cls(ok=all(r.ok for r in reports), endpoint=endpoint, message=_set_message(reports),
-                   latency_ms=max(latencies, default=None), margin=min(margins, default=None),
-                   replicas=tuple(reports))
+        slowest = max((r.latency_ms for r in reports if r.latency_ms is not None), default=None)
+        margin = min((r.margin for r in reports if r.margin is not None), default=None)
+        return cls(ok=all(r.ok for r in reports), endpoint=endpoint, message=_set_message(reports, slowest, margin),
+                   latency_ms=slowest, margin=margin, replicas=tuple(reports))
 
     def redacted(self, *secrets: str) -> ProbeReport:
         """Every text but the endpoint (ours) masked: servers write into all of them, and may echo a secret."""
@@ -87,12 +86,11 @@ class ProbeReport:
         return data
 
 
-def _set_message(reports: Sequence[ProbeReport]) -> str:
+def _set_message(reports: Sequence[ProbeReport], slowest: float | None, margin: float | None) -> str:
     good = sum(r.ok for r in reports)
     if good == len(reports):
-        slowest = max(r.latency_ms or 0.0 for r in reports)
-        margin = min(r.margin or 0.0 for r in reports)
-        return f"All {len(reports)} replicas rank correctly (smallest margin {margin:+.2f}, slowest {slowest:.0f} ms)."
+        return (f"All {len(reports)} replicas rank correctly (smallest margin {margin or 0.0:+.2f}, "
+                f"slowest {slowest or 0.0:.0f} ms).")
     failing = ", ".join(f"replica {i} {r.endpoint} ({'ranks wrongly' if r.api else 'not working'})"
                         for i, r in enumerate(reports, 1) if not r.ok)
     if good == 0:

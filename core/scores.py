@@ -25,10 +25,8 @@ D = TypeVar("D")
 
 def settled(declared: ScoreScale, probe_scores: Sequence[float] | None) -> ScoreScale:
     """What the dialect declares, or for ``raw`` what the probe's scores show (``raw`` when none answered)."""
-    if declared != RAW:
+    if declared != RAW or not probe_scores:
         return declared
-    if not probe_scores:
-        return RAW
     return PROBABILITY if _all_in_unit_range(probe_scores) else LOGIT
 
 

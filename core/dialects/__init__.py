@@ -1,6 +1,6 @@
 """Wire dialects: build a request for a batch of pairs, parse the answer into one score per pair."""
 
 from .catalog import Dialect
-from .wire import RerankDialect, ScoreBatch, WireAnswer, WireRequest
+from .wire import ScoreBatch, WireAnswer, WireRequest
 
-__all__ = ["Dialect", "RerankDialect", "ScoreBatch", "WireAnswer", "WireRequest"]
+__all__ = ["Dialect", "ScoreBatch", "WireAnswer", "WireRequest"]

@@ -24,6 +24,7 @@ PREFIX: Final = (
     'Instruct provided. Note that the answer can only be "yes" or "no".<|im_end|>\n<|im_start|>user\n'
 )
 SUFFIX: Final = "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+UNLIMITED: Final = 100_000  # servers without a documented per-request limit; the batcher's setting governs
 
 
 def query_text(query: str, instruction: str) -> str:
@@ -41,7 +42,7 @@ class Qwen3ScoreDialect:
     instruction: str
     name: str = "qwen3_score"
     path: str = "/score"
-    max_pairs: int = 100_000
+    max_pairs: int = UNLIMITED
     api: str = "qwen3_score"
     mixes_queries: bool = True
     score_scale: ScoreScale = PROBABILITY  # P(yes): vLLM's sigmoid of the (yes - no) logit
@@ -66,8 +67,6 @@ class Qwen3ScoreDialect:
 
 Dialect = RerankDialect | Qwen3ScoreDialect  # how one family of servers wants pairs sent and how it answers
 
-UNLIMITED: Final = 100_000  # servers without a documented per-request limit; the batcher's setting governs
-
 COHERE_V2: Final = RerankDialect("cohere-v2", "/v2/rerank", max_pairs=1000, requires_model=True)
 COHERE_V1: Final = RerankDialect("cohere-v1", "/v1/rerank", extra={"return_documents": False}, max_pairs=1000)
 JINA: Final = RerankDialect("jina", "/v1/rerank", extra={"return_documents": False}, max_pairs=1000)
@@ -86,11 +85,8 @@ TEI: Final = RerankDialect("tei", "/rerank", documents_key="texts", max_pairs=32
                            score_keys=("score",), extra={"truncate": True, "raw_scores": False, "return_text": False})
 
 # Servers we could not identify: the plain body every member of the family accepts, on each route.
-GENERIC_RERANK: Final = (
-    RerankDialect("rerank", "/v1/rerank", max_pairs=UNLIMITED, score_scale=RAW),
-    RerankDialect("rerank", "/rerank", max_pairs=UNLIMITED, score_scale=RAW),
-    RerankDialect("rerank", "/v2/rerank", max_pairs=UNLIMITED, score_scale=RAW),
-)
+GENERIC_RERANK: Final = tuple(RerankDialect("rerank", path, max_pairs=UNLIMITED, score_scale=RAW)
+                              for path in ("/v1/rerank", "/rerank", "/v2/rerank"))
 
 
 def infinity_dialect(url_prefix: str = "") -> RerankDialect:

@@ -62,21 +62,19 @@ def error_message(answer: WireAnswer) -> str:
 
 
 def _message_from_json(data: Any) -> str:
-    if isinstance(data, dict):
-        error = data.get("error")
-        if isinstance(error, dict):
-            return _text(error.get("message")) or _text(error.get("type"))
-        if isinstance(error, str):
-            kind = _text(data.get("error_type"))
-            return f"{error} ({kind})" if kind else error
-        if "message" in data:
-            return _text(data.get("message"))
-        detail = data.get("detail")
-        if isinstance(detail, str):
-            return detail
-        if isinstance(detail, list):
-            return "; ".join(_fastapi_problem(d) for d in detail[:3] if isinstance(d, dict))
-    return ""
+    if not isinstance(data, dict):
+        return ""
+    error, detail = data.get("error"), data.get("detail")
+    if isinstance(error, dict):
+        return _text(error.get("message")) or _text(error.get("type"))
+    if isinstance(error, str):
+        kind = _text(data.get("error_type"))
+        return f"{error} ({kind})" if kind else error
+    if "message" in data:
+        return _text(data.get("message"))
+    if isinstance(detail, list):
+        return "; ".join(_fastapi_problem(d) for d in detail[:3] if isinstance(d, dict))
+    return detail if isinstance(detail, str) else ""
 
 
 def _fastapi_problem(problem: dict[str, Any]) -> str:

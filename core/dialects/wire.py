@@ -176,18 +176,14 @@ class RerankDialect:
         return WireRequest("POST", self.path, body | dict(self.extra))
 
     def parse(self, answer: WireAnswer, batch: ScoreBatch) -> list[float]:
-        items = _result_items(read_success_json(answer), self.results_keys)
-        return scores_from_items(items, len(batch), self.score_keys)
-
-
-def _result_items(data: Any, keys: tuple[str, ...]) -> Any:
-    """The results under one of ``keys`` (Cohere's ``results``, Voyage's ``data``), or the answer itself (SGLang;
-    TEI, whose answer must be a list)."""
-    if isinstance(data, dict) and keys:
-        for key in keys:
-            if key in data:
-                return data[key]
-        raise MalformedAnswer(f"the answer has neither {' nor '.join(map(repr, keys))}")
-    if isinstance(data, list) or not keys:
-        return data  # ``scores_from_items`` refuses anything but a list
-    raise MalformedAnswer(f"unexpected answer of type {type(data).__name__}")
+        """The results under one of ``results_keys`` (Cohere's ``results``, Voyage's ``data``), or the answer itself
+        (SGLang; TEI, whose answer must be a list): ``scores_from_items`` refuses anything but a list."""
+        data, keys = read_success_json(answer), self.results_keys
+        if isinstance(data, dict) and keys:
+            found = next((key for key in keys if key in data), None)
+            if found is None:
+                raise MalformedAnswer(f"the answer has neither {' nor '.join(map(repr, keys))}")
+            data = data[found]
+        elif not isinstance(data, list) and keys:
+            raise MalformedAnswer(f"unexpected answer of type {type(data).__name__}")
+        return scores_from_items(data, len(batch), self.score_keys)
