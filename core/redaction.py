@@ -45,7 +45,8 @@ def redact(text: str, *secrets: str) -> str:
     than the text only its ends are read, so a megabyte memory costs no more."""
     flat, starts, ends = _flatten(text)
     escaped = "\\" in flat
-    spans = sorted(span for secret in _with_bare_tokens(secrets) for form in _forms(secret, escaped, len(flat))
+    bare = [secret[prefix.end():] for secret in secrets if (prefix := TYPED_AUTH_SCHEME.match(secret)) is not None]
+    spans = sorted(span for secret in (*secrets, *bare) for form in _forms(secret, escaped, len(flat))
                    for span in _quotes(flat, form))
     if not spans:
         return text
@@ -90,11 +91,9 @@ def without_url_secrets(text: str, *, all_urls: bool = False) -> str:
 
 
 def _spans_masked(text: str) -> str:
-    pieces, kept_from = [], 0
-    for first, last in userinfo_spans(text):
-        pieces += [text[kept_from:first], MASK, "@"]
-        kept_from = last
-    return "".join([*pieces, text[kept_from:]])
+    """``text`` with each of its ``userinfo_spans`` masked."""
+    end = text.rfind("@") + 1
+    return _USERINFO.sub(f"{MASK}@", text[:end]) + text[end:]
 
 
 def _run_without_userinfo(run: str) -> str:
@@ -143,12 +142,6 @@ class _MaskedRepr(reprlib.Repr):
 _REPR: Final = _MaskedRepr()
 _REPR.maxstring = _REPR.maxother = 60
 _REPR.maxlevel = 3
-
-
-def _with_bare_tokens(secrets: tuple[str, ...]) -> list[str]:
-    """Each secret, and a key typed with its ``Bearer`` prefix also as the token alone."""
-    bare = [secret[prefix.end():] for secret in secrets if (prefix := TYPED_AUTH_SCHEME.match(secret)) is not None]
-    return [*secrets, *bare]
 
 
 def _flatten(text: str) -> tuple[str, list[int], list[int]]:
