@@ -79,19 +79,17 @@ class RerankerConfig:
         problems: list[str] = []
         for name, coerce in _COERCE.items():
             key = setting_key(name)
-            value = (settings or {}).get(key)
-            if value is None:
-                continue
-            try:
-                values[name] = coerce(value)
-            except (TypeError, ValueError) as exc:
-                problems.append(f"{key}: {exc}")
-        if not problems:
-            return cls(**values)
+            if (value := (settings or {}).get(key)) is not None:
+                try:
+                    values[name] = coerce(value)
+                except (TypeError, ValueError) as exc:
+                    problems.append(f"{key}: {exc}")
         try:  # the values that did coerce are checked too: one error names every bad key
-            cls(**values)
+            config = cls(**values)
         except ConfigError as exc:
             problems += exc.problems
+        if not problems:
+            return config
         order = {key: position for position, key in enumerate(settings_keys())}
         raise ConfigError(sorted(problems, key=lambda problem: order.get(problem.partition(":")[0], len(order))))
 
@@ -172,9 +170,7 @@ _FALSE = {"false", "0", "no", "off"}
 
 
 def to_bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
+    if isinstance(value, int) and value in (0, 1):  # True and False too
         return bool(value)
     if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
         return value.strip().lower() in _TRUE
