@@ -250,8 +250,7 @@ SINGLE_LINE_FIELDS: Final = frozenset({"api_key", "ca_bundle"})  # a header valu
 
 
 def _check_field(name: str, value: Any) -> str | None:
-    """What is wrong with one field's value; the value is rendered only when there is a problem (``{shown}``),
-    and a key's never."""
+    """What is wrong with one field's value; ``{shown}`` is the value, rendered only then (a key's never)."""
     expected: Any = _TYPES[name]
     if isinstance(value, bool) and expected is not bool:
         problem = f"expected {'a number' if name in NUMERIC_RANGES else 'text'}, got {{shown}}"
