@@ -79,19 +79,17 @@ class RerankerConfig:
         problems: list[str] = []
         for name, coerce in _COERCE.items():
             key = setting_key(name)
-            value = (settings or {}).get(key)
-            if value is None:
-                continue
-            try:
-                values[name] = coerce(value)
-            except (TypeError, ValueError) as exc:
-                problems.append(f"{key}: {exc}")
-        if not problems:
-            return cls(**values)
+            if (value := (settings or {}).get(key)) is not None:
+                try:
+                    values[name] = coerce(value)
+                except (TypeError, ValueError) as exc:
+                    problems.append(f"{key}: {exc}")
         try:  # the values that did coerce are checked too: one error names every bad key
-            cls(**values)
+            config = cls(**values)
         except ConfigError as exc:
             problems += exc.problems
+        if not problems:
+            return config
         order = {key: position for position, key in enumerate(settings_keys())}
         raise ConfigError(sorted(problems, key=lambda problem: order.get(problem.partition(":")[0], len(order))))
 
@@ -157,7 +155,7 @@ def load_default_settings() -> dict[str, Any]:
     return data
 
 
-# Inclusive ranges; the panel shows the same limits.
+# Inclusive ranges, written as a user types them (errors repeat them); the panel shows the same limits.
 NUMERIC_RANGES: Final[dict[str, tuple[float, float]]] = {
     "candidates": (1, 1000), "pool_threshold": (0, 1), "min_score": (0, 1), "max_doc_chars": (16, 1_000_000),
     "max_query_chars": (16, 1_000_000), "timeout": (0.05, 600), "batch_window_ms": (0, 1000),
@@ -172,9 +170,7 @@ _FALSE = {"false", "0", "no", "off"}
 
 
 def to_bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
+    if isinstance(value, int) and value in (0, 1):  # True and False too
         return bool(value)
     if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
         return value.strip().lower() in _TRUE
@@ -254,34 +250,21 @@ SINGLE_LINE_FIELDS: Final = frozenset({"api_key", "ca_bundle"})  # a header valu
 
 
 def _check_field(name: str, value: Any) -> str | None:
-    """What is wrong with one field's value; the value is rendered only when there is a problem."""
-    problem = _field_problem(name, value)
-    if problem is None:
-        return None
-    shown = f"a {type(value).__name__}" if name in _SECRET_FIELDS else shown_value(value)  # never echo a key
-    return f"{setting_key(name)}: {problem.replace('{shown}', shown)}"
-
-
-def _limit(bound: float) -> str:
-    """A range's end as a user types it: 1000000, not 1e+06."""
-    return str(int(bound)) if float(bound).is_integer() else f"{bound:g}"
-
-
-def _field_problem(name: str, value: Any) -> str | None:
-    """The problem as a template (``{shown}`` is the value, rendered safely)."""
+    """What is wrong with one field's value; ``{shown}`` is the value, rendered only then (a key's never)."""
     expected: Any = _TYPES[name]
     if isinstance(value, bool) and expected is not bool:
-        return f"expected {'a number' if name in NUMERIC_RANGES else 'text'}, got {{shown}}"
-    if not isinstance(value, expected):
-        return f"expected {getattr(expected, '__name__', 'a number')}, got {{shown}}"
-    if name in NUMERIC_RANGES:
-        low, high = NUMERIC_RANGES[name]
-        if not (low <= value <= high) or (isinstance(value, float) and not math.isfinite(value)):
-            return f"must be between {_limit(low)} and {_limit(high)}, got {{shown}}"
-    if (choices := _CHOICES.get(name)) is not None and value not in choices:
-        return f"expected one of {', '.join(choices)}, got {{shown}}"
-    if name in SINGLE_LINE_FIELDS and UNPRINTABLE.search(value):
-        return "must not contain a line break or other control character"
-    if name == "endpoint" and (problem := endpoints_problem(value)):
-        return f"the URL {problem}"
-    return None
+        problem = f"expected {'a number' if name in NUMERIC_RANGES else 'text'}, got {{shown}}"
+    elif not isinstance(value, expected):
+        problem = f"expected {getattr(expected, '__name__', 'a number')}, got {{shown}}"
+    elif (limits := NUMERIC_RANGES.get(name)) and not limits[0] <= value <= limits[1]:  # NaN too
+        problem = f"must be between {limits[0]} and {limits[1]}, got {{shown}}"
+    elif name in _CHOICES and value not in _CHOICES[name]:
+        problem = f"expected one of {', '.join(_CHOICES[name])}, got {{shown}}"
+    elif name in SINGLE_LINE_FIELDS and UNPRINTABLE.search(value):
+        problem = "must not contain a line break or other control character"
+    elif name == "endpoint" and (url_problem := endpoints_problem(value)):
+        problem = f"the URL {url_problem}"
+    else:
+        return None
+    shown = f"a {type(value).__name__}" if name in _SECRET_FIELDS else shown_value(value)
+    return f"{setting_key(name)}: {problem.replace('{shown}', shown)}"

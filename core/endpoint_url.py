@@ -21,7 +21,7 @@ _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 _ORIGIN: Final = re.compile(
     r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<host>\[[^\]/?#@]*\]|[^:/?#@\[\]]*)(?::(?P<port>\d{0,5}))?(?=[/?#]|$)"
 )
-_AUTHORITY_END: Final = re.compile(r"[/?#]")
+_BEFORE_PATH: Final = re.compile(r".*?://[^/?#]*", re.DOTALL)  # anything up to ``://``, then the authority
 _SEPARATORS: Final = re.compile(r"[,\s]+")
 LIST_SEPARATOR: Final = ", "
 _NOT_IN_URLS: Final = re.compile(r"[\s\x00-\x1f\x7f-\x9f\ud800-\udfff]")
@@ -31,7 +31,8 @@ def normalize_endpoint(endpoint: str) -> str:
     """Trim spaces, trailing slashes and pasted API paths, and spell the server one way (scheme and host in lower
     case, no default port): one server written two ways is one replica. Idempotent, as ``replace`` needs."""
     text = endpoint.strip().rstrip("/")
-    path_start = _path_start(text)  # a host named ``rerank`` (a compose service on port 80) is no pasted path
+    before_path = _BEFORE_PATH.match(text)  # a host named ``rerank`` (a compose service on port 80) is no path
+    path_start = before_path.end() if before_path else 0
     while suffix := next((s for s in _PASTED_API_SUFFIXES
                           if text.lower().endswith(s) and len(text) - len(s) >= path_start), ""):
         text = text[: -len(suffix)].rstrip("/")
@@ -42,15 +43,6 @@ def normalize_endpoint(endpoint: str) -> str:
     digits = origin["port"]
     port = "" if not digits or int(digits) == _DEFAULT_PORTS.get(scheme) else f":{int(digits)}"
     return f"{scheme}://{address.lower()}{percent}{zone}{port}{text[origin.end():]}"
-
-
-def _path_start(text: str) -> int:
-    """Where the URL's path starts: after ``scheme://`` and the authority (the whole text when it has no path)."""
-    scheme_end = text.find("://")
-    if scheme_end < 0:
-        return 0
-    authority_end = _AUTHORITY_END.search(text, scheme_end + 3)
-    return authority_end.start() if authority_end else len(text)
 
 
 def split_endpoints(text: str) -> tuple[str, ...]:

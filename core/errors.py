@@ -7,8 +7,7 @@ from .redaction import redact
 
 
 class RerankError(Exception):
-    """Base of every error the engine raises internally (never past the public API); each class names the
-    ``reason`` it is counted under in its class line."""
+    """Base of every error the engine raises internally (never past the public API), counted by ``reason``."""
 
     reason = "error"
     # The text may quote a server or a library, and so the key, the query or a memory. The engine's own
@@ -110,8 +109,7 @@ class DetectionFailed(RerankError, reason="detection"):
 
 
 class BlankQuery(RerankError, reason="bad_input", quotes_server_text=False):
-    """The query is blank (empty or whitespace only) as cut: there is nothing to rank against, and some servers
-    refuse it."""
+    """The query is blank as cut: there is nothing to rank against, and some servers refuse it."""
 
 
 class QueueFull(RerankError, reason="queue_full", quotes_server_text=False):

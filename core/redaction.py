@@ -43,17 +43,18 @@ Span = tuple[int, int]
 def redact(text: str, *secrets: str) -> str:
     """``text`` with every quote of each (non-trivial) secret masked, the rest in its layout. Of a secret longer
     than the text only its ends are read, so a megabyte memory costs no more."""
-    flat, starts, ends = _flatten(text)
+    flat, places = _flatten(text)
     escaped = "\\" in flat
-    spans = sorted(span for secret in _with_bare_tokens(secrets) for form in _forms(secret, escaped, len(flat))
+    bare = [secret[prefix.end():] for secret in secrets if (prefix := TYPED_AUTH_SCHEME.match(secret)) is not None]
+    spans = sorted(span for secret in (*secrets, *bare) for form in _forms(secret, escaped, len(flat))
                    for span in _quotes(flat, form))
     if not spans:
         return text
     pieces, kept_from = [], 0
     for first, last in _merged(spans):
         first, last = first + (flat[first] == " "), last - (flat[last - 1] == " ")  # mask words, not a gap
-        pieces += [text[kept_from : starts[first]], MASK]
-        kept_from = ends[last - 1]
+        pieces += [text[kept_from : places[first]], MASK]
+        kept_from = places[last - 1] + 1
     return "".join([*pieces, text[kept_from:]])
 
 
@@ -90,11 +91,9 @@ def without_url_secrets(text: str, *, all_urls: bool = False) -> str:
 
 
 def _spans_masked(text: str) -> str:
-    pieces, kept_from = [], 0
-    for first, last in userinfo_spans(text):
-        pieces += [text[kept_from:first], MASK, "@"]
-        kept_from = last
-    return "".join([*pieces, text[kept_from:]])
+    """``text`` with each of its ``userinfo_spans`` masked."""
+    end = text.rfind("@") + 1
+    return _USERINFO.sub(f"{MASK}@", text[:end]) + text[end:]
 
 
 def _run_without_userinfo(run: str) -> str:
@@ -145,27 +144,14 @@ _REPR.maxstring = _REPR.maxother = 60
 _REPR.maxlevel = 3
 
 
-def _with_bare_tokens(secrets: tuple[str, ...]) -> list[str]:
-    """Each secret, and a key typed with its ``Bearer`` prefix also as the token alone."""
-    bare = [secret[prefix.end():] for secret in secrets if (prefix := TYPED_AUTH_SCHEME.match(secret)) is not None]
-    return [*secrets, *bare]
-
-
-def _flatten(text: str) -> tuple[str, list[int], list[int]]:
-    """``text`` with each whitespace run as one space, and where each of its characters starts and ends in it."""
-    parts: list[str] = []
-    starts: list[int] = []
-    ends: list[int] = []
-    for word in _WORD.finditer(text):
-        first, last = word.span()
-        if parts:
-            parts.append(" ")
-            starts.append(ends[-1])
-            ends.append(first)
-        parts.append(word.group())
-        starts.extend(range(first, last))
-        ends.extend(range(first + 1, last + 1))
-    return "".join(parts), starts, ends
+def _flatten(text: str) -> tuple[str, list[int]]:
+    """``text`` with each whitespace run as one space, and where in ``text`` each of its characters stands (a
+    space: at its run's last character, one before the next word)."""
+    words = list(_WORD.finditer(text))
+    places: list[int] = []
+    for word in words:
+        places.extend(range(word.start() - 1, word.end()))  # the space before the word, then the word
+    return " ".join(word.group() for word in words), places[1:]  # the first word has no space before it
 
 
 def _forms(secret: str, escaped: bool, room: int) -> set[str]:
