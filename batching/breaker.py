@@ -71,14 +71,15 @@ class Permit:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        if exc is None:
-            self.report("success")
-        elif isinstance(exc, asyncio.CancelledError):
-            self.report(self.on_cancel())
-        elif isinstance(exc, DeadlineExceeded):
-            self.report(self.timeout_health)
-        else:
-            self.report(health_of(exc))
+        self.report("success" if exc is None else self.verdict(exc))
+
+    def verdict(self, exc: BaseException) -> Health:
+        """What this attempt ending in ``exc`` says about the server: the breaker hears it, and the balancer too."""
+        if isinstance(exc, asyncio.CancelledError):
+            return self.on_cancel()
+        if isinstance(exc, DeadlineExceeded):
+            return self.timeout_health
+        return health_of(exc)
 
 
 class CircuitBreaker:

@@ -18,7 +18,7 @@ from ..core.errors import BreakerOpen, MalformedAnswer, RateLimited, RerankError
 from ..core.statistics import StatsRecorder
 from ..core.statistics import percentile as nearest_rank
 from .breaker import Permit, RetryBudget
-from .endpoint_state import MIN_SECONDS_PER_PAIR, Replica, ServiceCost, timeout_health
+from .endpoint_state import MIN_SECONDS_PER_PAIR, EndpointState, Replica, ServiceCost, timeout_health
 from .queue import Lease, Plan
 from .retries import Retries
 
@@ -160,10 +160,7 @@ class Dispatch:
         batch = request.batch
         state = replica.state
         started = clock.now()
-        # a timeout counts only with a fair chance; cancelled, only when its last caller left at the deadline
-        permit.timeout_health = timeout_health(state.expected_latency(len(batch), started, worst=True),
-                                               request.deadline - started)
-        permit.on_cancel = lambda: permit.timeout_health if request.abandoned_at_deadline else "neutral"
+        judge_timeouts(request, state, permit, started)
         self.events.on_request(len(batch))
         if request.retry_unsent:
             self._retries.goes_out(request)
@@ -177,8 +174,8 @@ class Dispatch:
                 scores = await replica.send(batch, request.deadline, lambda: self._retries.may_resend(resent, replica))
                 if len(scores) != len(batch):
                     raise MalformedAnswer(f"expected {len(batch)} scores, got {len(scores)}")
-        except RerankError as exc:
-            self._retries.record_failure(state, exc)
+        except (RerankError, asyncio.CancelledError) as exc:  # the balancer hears what the breaker heard
+            self._retries.record_failure(state, exc, permit.verdict(exc))
             raise
         except Exception as exc:  # a bug in building or parsing: a failed attempt, never a stranded request
             state.failed()
@@ -232,6 +229,13 @@ class Dispatch:
             return hedge
 
         return await race(first, start_hedge, delay=delay, hedges=self.policy.hedges)
+
+
+def judge_timeouts(request: Plan, state: EndpointState, permit: Permit, started: float) -> None:
+    """A timeout counts only with a fair chance; cancelled, only when its last caller left at the deadline."""
+    permit.timeout_health = timeout_health(state.expected_latency(len(request.batch), started, worst=True),
+                                           request.deadline - started)
+    permit.on_cancel = lambda: permit.timeout_health if request.abandoned_at_deadline else "neutral"
 
 
 class LatencyWindow(deque[float]):

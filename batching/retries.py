@@ -21,7 +21,7 @@ from ..core.errors import (
     StaleConnection,
     TransportError,
 )
-from .breaker import health_of
+from .breaker import Health
 from .endpoint_state import EndpointState, Replica, worth_sending
 
 if TYPE_CHECKING:  # types only: the dispatch step composes a ``Retries``
@@ -117,9 +117,10 @@ class Retries:
         resent.append(True)
         return True
 
-    def record_failure(self, state: EndpointState, exc: RerankError) -> None:
-        """What a failed attempt tells the balancer, and a 429's hold on the replica."""
-        if health_of(exc) in ("down", "failure"):
+    def record_failure(self, state: EndpointState, exc: BaseException, verdict: Health) -> None:
+        """What a failed attempt tells the balancer (``verdict``: its permit's, as the breaker heard it: a timeout
+        without a fair chance says nothing), and a 429's hold on the replica."""
+        if verdict in ("down", "failure"):
             state.failed()
         if isinstance(exc, RateLimited):
             state.hold_off(clock.now() + (exc.retry_after if exc.retry_after is not None else self._backoff(0)))
