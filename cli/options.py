@@ -15,6 +15,10 @@ from .exits import CliError
 DEFAULT_TIMEOUT: Final = RerankerConfig().timeout
 # how environment variables are named by convention; anything else given to --key-env may be the key itself
 _VARIABLE_NAME: Final = re.compile(r"[A-Z_][A-Z0-9_]*")
+# the plugin's settings a command line sets, each by the option that sets it
+OPTION_OF: Final = {"rerank_timeout": "--timeout", "rerank_model": "--model", "rerank_api": "--api",
+                    "rerank_api_key": "--key-env", "rerank_max_queued_pairs": "--max-queued-pairs"}
+_SETTING: Final = re.compile(r"\brerank_\w+")
 
 
 def add_server_options(parser: argparse.ArgumentParser) -> None:
@@ -56,11 +60,14 @@ def server_config(args: argparse.Namespace, endpoint: str, **settings: Any) -> R
 
 def config_problem(error: ConfigError, endpoint: str) -> str:
     """ConfigError's lines, each setting named as the option that sets it (the endpoint less its passwords)."""
-    names = {"rerank_endpoint": f"endpoint {shown_endpoints(endpoint)!r}", "rerank_timeout": "--timeout",
-             "rerank_model": "--model", "rerank_api": "--api", "rerank_api_key": "--key-env",
-             "rerank_max_queued_pairs": "--max-queued-pairs"}
+    names = {"rerank_endpoint": f"endpoint {shown_endpoints(endpoint)!r}", **OPTION_OF}
     parts = (problem.partition(": ") for problem in error.problems)
     return "; ".join(f"{names[key]}: {text}" if key in names and text else key + sep + text for key, sep, text in parts)
+
+
+def as_options(text: str) -> str:
+    """``text`` (written for A0's users) with each setting a command line sets named as its option."""
+    return _SETTING.sub(lambda found: OPTION_OF.get(found[0], found[0]), text)
 
 
 def positive_int(text: str) -> int:

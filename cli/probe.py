@@ -4,6 +4,7 @@ one model) are probed at once, one line each. Exit 0 only when every one ranks c
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from typing import Any
 
@@ -12,7 +13,7 @@ from ..core.probe_report import ProbeReport
 from ..service import runtime
 from .exits import FAILED, CliError
 from .formatting import bold, number
-from .options import add_server_options, server_config
+from .options import add_server_options, as_options, server_config
 
 
 def add_parser(commands: Any) -> None:
@@ -30,7 +31,7 @@ def add_parser(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """When nothing answered, one line on stderr says why; else the report shows what the server did."""
-    report = runtime.probe(server_config(args, LIST_SEPARATOR.join(args.endpoints)))
+    report = for_cli(runtime.probe(server_config(args, LIST_SEPARATOR.join(args.endpoints))))
     if args.json:
         print(json.dumps(report.as_dict(note=False), indent=2))
     elif not report.ok and not report.api and not report.replicas:
@@ -39,6 +40,13 @@ def run(args: argparse.Namespace) -> int:
         facts = replica_lines(report) if report.replicas else report_lines(report)
         print("\n".join([f"{bold('OK' if report.ok else 'FAIL')}  {report.message}", *facts]))
     return 0 if report.ok else FAILED
+
+
+def for_cli(report: ProbeReport) -> ProbeReport:
+    """The report naming each setting as the option a CLI user types (``rerank_api auto``: ``--api auto``)."""
+    return dataclasses.replace(report, message=as_options(report.message),
+                               attempts=tuple(as_options(attempt) for attempt in report.attempts),
+                               replicas=tuple(for_cli(replica) for replica in report.replicas))
 
 
 def report_lines(report: ProbeReport) -> list[str]:

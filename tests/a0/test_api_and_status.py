@@ -76,6 +76,14 @@ def test_test_connection_to_a_dead_endpoint_says_so_clearly(a0: A0) -> None:
     assert re.search(r"connect|refused|reach", reply["message"], re.IGNORECASE)
 
 
+def test_test_connection_with_a_forced_api_that_ranks_wrongly_hints_at_the_setting(a0: A0) -> None:
+    """The panel's user sets ``rerank_api``: the hint names that setting, not the CLI's ``--api``."""
+    with serve_in_thread("vllm_qwen3") as server:
+        reply = post(a0, "test_connection", {"config": {"rerank_endpoint": server.url, "rerank_api": "rerank"}}).json()
+    assert reply["ok"] is False and "ranks wrongly" in reply["message"]
+    assert reply["message"].endswith("Try rerank_api auto.") and "--api" not in reply["message"]
+
+
 def test_test_connection_validates_the_form_key_by_key(a0: A0) -> None:
     form = {"rerank_endpoint": "ftp://host", "rerank_timeout": "soon", "rerank_candidates": 0,
             "rerank_api_key": SECRET_KEY}

@@ -57,6 +57,19 @@ def test_a_server_that_ranks_wrongly_fails_with_its_report(cli) -> None:
     assert "ranks wrongly" in result.stdout
 
 
+def test_a_forced_api_that_ranks_wrongly_hints_at_the_option_to_type(cli, unused_port) -> None:
+    """The hint names ``--api auto``, what a CLI user types, not the A0 setting, in text, JSON and replicas."""
+    with serve_in_thread("vllm_qwen3") as server:
+        text = cli("probe", server.url, "--api", "rerank")
+        data = cli("probe", server.url, "--api", "rerank", "--json")
+        replicas = cli("probe", f"{server.url},http://127.0.0.1:{unused_port}", "--api", "rerank", "--timeout", "5")
+    assert "Try --api auto." in text.stdout.splitlines()[0], text.stdout
+    assert json.loads(data.stdout)["message"].endswith("Try --api auto.")
+    assert "Try --api auto." in replicas.stdout.splitlines()[1], replicas.stdout
+    for result in (text, data, replicas):
+        assert result.returncode == 1 and "rerank_api" not in result.stdout + result.stderr
+
+
 def test_probe_at_a_dead_port_is_one_line(cli, unused_port, one_error_line) -> None:
     result = cli("probe", f"http://127.0.0.1:{unused_port}", "--timeout", "3")
     assert result.returncode == 1
