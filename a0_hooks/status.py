@@ -52,12 +52,17 @@ def snapshot(agent: Any = None, read: Read | None = None, scope: Mapping[str, st
         "timeout_s": config.timeout if config else None,
         "settings_problems": problems,
         "settings_warnings": recall_budget.warnings(config, steps) if config else [],
-        "recall_budget": recall_budget.budget_line(config, steps) if config else "",
+        "recall_budget": _recall_budget(config, steps),
         "statistics": statistics,
         "hints": [*overload_hints(statistics.get("load") or {}, config),
                   *pool_hints(statistics.get("pool") or {}, config)],
     }
     return scrub(info, key)
+
+
+def _recall_budget(config: RerankerConfig | None, steps: RecallSteps) -> str:
+    """The budget line only where recalls wait for the reranker: off or without an endpoint, none applies."""
+    return recall_budget.budget_line(config, steps) if config and config.enabled and config.configured else ""
 
 
 def _shown_endpoint(raw: Mapping[str, Any]) -> str:

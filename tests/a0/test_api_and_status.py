@@ -401,6 +401,19 @@ async def test_a0s_llm_recall_steps_leave_the_reranker_less_and_status_and_test_
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize(("settings", "mode"), [({"enabled": False, "endpoint": "http://127.0.0.1:9"}, "off"),
+                                                ({"endpoint": ""}, "not configured")])
+async def test_no_recall_budget_is_shown_while_the_reranker_takes_no_part(a0: A0, settings: dict[str, Any],
+                                                                          mode: str) -> None:
+    """Off or without an endpoint, a recall never waits for the reranker: no budget line in the API or tool."""
+    a0.configure_global(**settings)
+    reply = (await asyncio.to_thread(post, a0, "status", {})).json()
+    tool = (await a0.new_agent(profile="").call_tool("reranker_status", {})).message
+    assert reply["mode"] == mode and reply["recall_budget"] == ""
+    assert "Recall budget" not in tool and "recall limit" not in tool, tool
+
+
+@pytest.mark.anyio
 async def test_status_tool_when_not_configured(a0: A0) -> None:
     response = await a0.new_agent().call_tool("reranker_status", {})
     assert "inert: no endpoint is set" in response.message and "Live test" not in response.message
