@@ -12,7 +12,7 @@ from ..core.deadline import deadline_in
 from ..core.probe_report import ProbeReport
 from ..core.scores import Ranking
 from ..core.statistics import RerankerStatistics
-from .calls import RUNTIME, Runtime, on_owner, on_owner_async, start, stop
+from .calls import RUNTIME, Retired, Runtime, on_owner, on_owner_async, start, stop
 from .calls import rerank_pool as rerank_pool
 from .calls import rerank_result as rerank_result
 from .calls import rerank_result_async as rerank_result_async
@@ -36,6 +36,9 @@ def rerank(query: str, documents: Sequence[str], *, config: RerankerConfig) -> R
 
 
 def _probe_failed(config: RerankerConfig, exc: Exception) -> ProbeReport:
+    if isinstance(exc, Retired):  # expected during an update, as on the recall path: one line, no traceback
+        log.info("a0_reranker: %s (retired code): connection not tested", exc)
+        return ProbeReport.failure(config.endpoint, str(exc))
     log.exception("a0_reranker: connection test failed unexpectedly")
     return ProbeReport.failure(config.endpoint, f"unexpected error: {type(exc).__name__}")
 

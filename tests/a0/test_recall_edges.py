@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from support.servers import RunningServer, start_server
+from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.process.singletons import ANCHOR_MODULE, OWNER_THREAD
 from usr.plugins.a0_reranker.service import runtime
 
@@ -93,3 +94,20 @@ async def test_a_recall_in_flight_during_an_update_or_uninstall_starts_no_runtim
     logged = our_log(caplog)  # expected, so one line saying so, not an error with its traceback
     assert "Traceback" not in logged and "ERROR" not in logged, logged
     assert "retired" in logged, logged
+
+
+@pytest.mark.parametrize("form", ["probe", "probe_async"])
+async def test_a_connection_test_of_retired_code_says_so_in_one_line(
+        a0: A0, server: RunningServer, caplog: pytest.LogCaptureFixture, form: str) -> None:
+    """The status tool of a chat that runs the old code during an update tests the connection: that code starts
+    nothing, which is expected, so its report says why and the log has one INFO line, no error or traceback."""
+    caplog.set_level(logging.INFO)
+    config = RerankerConfig(endpoint=server.url)
+    a0.plugins.call_plugin_hook("a0_reranker", "pre_update")
+    report = runtime.probe(config) if form == "probe" else await runtime.probe_async(config)
+    assert not report.ok and "updated or uninstalled" in report.message, report.message
+    assert "unexpected" not in report.message
+    assert not owner_threads()
+    logged = our_log(caplog)
+    assert "Traceback" not in logged and "ERROR" not in logged and "unexpected" not in logged, logged
+    assert [r.levelno for r in caplog.records if "retired" in r.getMessage()] == [logging.INFO], logged
