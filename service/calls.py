@@ -161,6 +161,17 @@ def _refusal(query: Any, documents: Any, config: Any) -> RerankResult | None:
     return RerankResult([]) if empty else None  # nothing to rank: no rerank to count (nor its API or latency)
 
 
+def _copied(documents: Sequence[str]) -> list[str] | RerankResult:
+    """The caller's documents, iterated again after ``_refusal``: a sequence that fails now is the caller's bad
+    input (counted), not ours. Only the exception's type is told: its text may quote a memory."""
+    try:
+        return list(documents)
+    except Exception as exc:
+        log.warning("a0_reranker: rerank() could not read its documents (%s)", type(exc).__name__)
+        return _settled(RerankResult(None, reason="bad_input",
+                                     message=f"the documents raised {type(exc).__name__} when read again"))
+
+
 def _settled(result: RerankResult, started: float = 0.0) -> RerankResult:
     """Count the outcome where the caller returns it (the one place), so the counters agree with what callers
     got however late a busy owner loop answers."""
@@ -178,11 +189,12 @@ async def rerank_result_async(query: str, documents: Sequence[str], *, config: R
     from now). Awaitable from any event loop; raises nothing but cancellation."""
     if (refused := _refusal(query, documents, config)) is not None:
         return refused
+    if isinstance(texts := _copied(documents), RerankResult):
+        return texts
     due = deadline_in(config.timeout) if deadline is None else deadline
     stats_recorder().rerank_started()
     started = clock.now()
     try:
-        texts = list(documents)  # the caller's sequence, iterated again: it may fail this time
         result = await on_owner_async(lambda service: service.rerank(query, texts, config, due), due, TIMED_OUT,
                                       STOPPED)
     except asyncio.CancelledError:
@@ -200,10 +212,11 @@ def rerank_result(query: str, documents: Sequence[str], *, config: RerankerConfi
     """Blocking form for threads (also one running its own loop); raises only what interrupts it (cancelled)."""
     if (refused := _refusal(query, documents, config)) is not None:
         return refused
+    if isinstance(texts := _copied(documents), RerankResult):
+        return texts
     stats_recorder().rerank_started()
     deadline, started = deadline_in(config.timeout), clock.now()
     try:
-        texts = list(documents)
         result = on_owner(lambda service: service.rerank(query, texts, config, deadline), deadline, TIMED_OUT,
                           STOPPED)
     except Retired as exc:

@@ -288,6 +288,41 @@ async def test_a_documents_sequence_whose_iteration_raises_gives_none(serve: Any
     assert tracebacks(everything_logged.records) == []
 
 
+class FailsWhenReadAgain(Sequence[str]):
+    """Documents that pass the first look and fail when iterated again, as a one-shot source might."""
+
+    def __init__(self) -> None:
+        self.iterations = 0
+
+    def __len__(self) -> int:
+        return 2
+
+    def __getitem__(self, index: Any) -> Any:
+        return ["a memory", "another memory"][index]
+
+    def __iter__(self) -> Any:
+        self.iterations += 1
+        if self.iterations > 1:
+            raise RuntimeError("the store went away")
+        return iter(["a memory", "another memory"])
+
+
+async def test_documents_that_fail_when_read_again_are_the_callers_bad_input(serve: Any,
+                                                                               everything_logged: Any) -> None:
+    """Not "the reranker's event loop is not available": the caller's documents failed, in both forms."""
+    server = serve("vllm")
+    config = config_for("vllm", server.url, timeout=5)
+    blocking = await asyncio.to_thread(runtime.rerank_result, QUERY, FailsWhenReadAgain(), config=config)
+    awaited = await runtime.rerank_result_async(QUERY, FailsWhenReadAgain(), config=config)
+    for result in (blocking, awaited):
+        assert (result.ranking, result.reason) == (None, "bad_input"), result
+        assert "documents" in result.message and "event loop" not in result.message, result.message
+    assert fallbacks() == {"bad_input": 2} and server.requests == []
+    logged = " ".join(r.getMessage() for r in everything_logged.records if r.name == "a0_reranker")
+    assert "event loop" not in logged and "unexpected" not in logged, logged
+    assert tracebacks(everything_logged.records) == []
+
+
 async def test_one_call_larger_than_the_queue_bound_goes_through_on_an_idle_engine(serve: Any) -> None:
     server = serve("vllm")
     config = config_for("vllm", server.url, timeout=5, max_queued_pairs=4)

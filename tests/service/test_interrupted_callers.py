@@ -141,10 +141,11 @@ class _OnceOnly(list[str]):
 @pytest.mark.anyio
 async def test_a_sequence_that_fails_when_read_again_is_a_counted_fallback_not_an_error_raised() -> None:
     """Found in review: the documents were copied after the start was counted and outside the guard, so
-    this raised out of a call that raises nothing but cancellation, with a start never settled."""
+    this raised out of a call that raises nothing but cancellation, with a start never settled. It is the
+    caller's bad input, refused before any start is counted, as a first reading that fails is."""
     runtime.stats_recorder().reset()
     config = RerankerConfig(endpoint="http://127.0.0.1:9", timeout=1.0)
     result = await runtime.rerank_result_async("q", _OnceOnly(["a", "b"]), config=config)
-    assert result.ranking is None and result.reason == "error"
+    assert result.ranking is None and result.reason == "bad_input"
     stats = runtime.stats_recorder().snapshot()
-    assert stats.reranks == 1 and stats.fallback_total == 1 and stats.cancelled == 0
+    assert stats.reranks == 0 and stats.fallback_total == 1 and stats.cancelled == 0
