@@ -85,12 +85,13 @@ def _identify(gets: Mapping[str, Any]) -> ServerIdentity:
 
 def _identify_tei(info: dict[str, Any]) -> ServerIdentity:
     model_type, batch = info.get("model_type"), info.get("max_client_batch_size")
+    usable = isinstance(batch, int) and not isinstance(batch, bool) and batch > 0  # JSON true is no limit of 1
     name = info.get("served_model_name") or info.get("model_id")
     served = ", ".join(model_type) if isinstance(model_type, dict) else "unknown"
     reranks = isinstance(model_type, dict) and "reranker" in model_type
     problem = "" if reranks else f"TEI is serving a {served} model, not a reranker"
     return ServerIdentity("tei", (name,) if _is_model_id(name) else (),
-                          max_client_batch=batch if isinstance(batch, int) and batch > 0 else None, problem=problem)
+                          max_client_batch=batch if usable else None, problem=problem)
 
 
 def _identify_listing(listing: Any, prefix: str) -> ServerIdentity:

@@ -24,6 +24,15 @@ def test_tei_is_known_by_its_info_and_its_limit_is_read() -> None:
     assert (dialect.name, dialect.path, dialect.max_pairs) == ("tei", "/rerank", 16)
 
 
+@pytest.mark.parametrize("limit", [True, False, 0, -16, 16.0, "16", None])
+def test_a_tei_batch_limit_that_is_no_positive_whole_number_is_ignored(limit: object) -> None:
+    """JSON ``true`` is an int in Python: read as 1, it capped every request at one pair."""
+    identity = det.identify({"/info": {**TEI_INFO, "max_client_batch_size": limit}})
+    assert (identity.kind, identity.max_client_batch) == ("tei", None)
+    [[dialect]] = det.candidates(identity, "auto", "i")
+    assert dialect.max_pairs == cat.tei_dialect(None).max_pairs
+
+
 def test_tei_serving_an_embedding_model_is_refused_with_a_reason() -> None:
     info = {**TEI_INFO, "model_type": {"embedding": {"pooling": "cls"}}}
     with pytest.raises(DetectionFailed, match="embedding model, not a reranker"):
