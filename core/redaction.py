@@ -32,11 +32,14 @@ TYPED_AUTH_SCHEME: Final = re.compile(r"\A\s*(?:authorization\s*:\s*)?bearer\s+(
 # commas, ``?`` and ``#`` are allowed in it (a password may hold them, though a URL parser then ends the
 # authority early), ``/`` and spaces end it, unless ``user:`` comes first and what follows the colon is no port:
 # then it runs to the next ``@``. Across words: after a scheme's ``//`` (or at the text's start), ``user:`` and
-# no port run to the next ``@`` over spaces and commas too, as a password typed raw (``pa ss``) may hold them.
+# no port run to the next ``@`` over spaces and commas too, as a password typed raw (``pa ss``) may hold them;
+# such a span then runs on to the last ``@`` before the next URL, as the password may hold an ``@`` too.
 _NO_PORT: Final = r":(?![0-9]*(?:[/?#,\s]|$))"
 _USERINFO: Final = re.compile(
     rf"(?:^|(?<=//)|(?<=\s))(?:[^/\s]*@|[^/?#\s@:]*{_NO_PORT}[^\s@]*@)|(?:^|(?<=//))[^/?#@:]*{_NO_PORT}[^@]*@"
 )
+_USER_NO_PORT: Final = re.compile(rf"[^/?#@:]*{_NO_PORT}")
+_NEXT_URL: Final = re.compile(r"""(?<=[\s,])['"(<\[]*[A-Za-z][A-Za-z0-9+.-]*:/""")  # a word that starts as a URL
 Span = tuple[int, int]
 
 
@@ -71,7 +74,22 @@ def clipped(text: str, limit: int) -> str:
 def userinfo_spans(text: str) -> list[Span]:
     """Where ``text`` holds a URL's ``user:password@`` (see ``_USERINFO``), each span ending at its ``@``. Only
     the text up to its last ``@`` is searched: no span ends later, and a long text without one costs one pass."""
-    return [match.span() for match in _USERINFO.finditer(text, 0, text.rfind("@") + 1)]
+    spans: list[Span] = []
+    for first, last in (match.span() for match in _USERINFO.finditer(text, 0, text.rfind("@") + 1)):
+        if spans and first < spans[-1][1]:  # within the one before, run on past its first @
+            spans[-1] = (spans[-1][0], max(spans[-1][1], last))
+        else:
+            spans.append((first, _to_last_at(text, first, last)))
+    return spans
+
+
+def _to_last_at(text: str, first: int, last: int) -> int:
+    """Where a span of ``user:`` (no port) after a scheme's ``//`` or at the text's start ends: at the last ``@``
+    before the next URL, as a password typed raw (``p@ss w``) may hold an ``@`` and a space. Else ``last``."""
+    if not (first == 0 or text[first - 2 : first] == "//") or _USER_NO_PORT.match(text, first, last) is None:
+        return last
+    following = _NEXT_URL.search(text, last)
+    return max(last, text.rfind("@", last, following.start() if following else len(text)) + 1)
 
 
 def without_userinfo(text: str) -> str:

@@ -18,6 +18,7 @@ import logging
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -55,7 +56,9 @@ def post(a0: A0, handler: str, body: Any) -> Any:
 
 def cli(*args: str) -> str:
     """The command line, as a user runs it: both its outputs."""
-    env = {**os.environ, "A0R_TEST_KEY": SECRET_KEY}
+    plugins = Path(runtime.__file__).parents[2]  # the layout's usr/plugins: its a0_reranker is this checkout,
+    env = {**os.environ, "A0R_TEST_KEY": SECRET_KEY,  # not the one the environment installed
+           "PYTHONPATH": os.pathsep.join([str(plugins), *filter(None, [os.environ.get("PYTHONPATH")])])}
     done = subprocess.run([sys.executable, "-m", "a0_reranker", *args], env=env, capture_output=True, text=True,
                           timeout=120, check=False)
     return done.stdout + done.stderr
@@ -107,8 +110,9 @@ async def test_a_key_and_the_memories_of_a_shared_request_show_nowhere(
         assert SECRET_KEY not in text and MARK not in text, text
 
 
-# typed raw, a password may hold a space or a comma: still one entry, masked whole
-PASSWORDS = {"plain": "hunter2-c9d4", "a space": "hunter2 c9d4", "a comma and a space": "hunter2, c9d4"}
+# typed raw, a password may hold a space, a comma or an @: still one entry, masked whole
+PASSWORDS = {"plain": "hunter2-c9d4", "a space": "hunter2 c9d4", "a comma and a space": "hunter2, c9d4",
+             "an @ and a space": "hunter2@c9d4 x"}
 ENTRIES = ["http://127.0.0.1:1", "http://127.0.0.1:2", "http://127.0.0.1:3"]
 
 

@@ -27,6 +27,9 @@ LISTS = {
                                 f"'{A}, http://***@127.0.0.1:2'"),
     "spaces in a lone URL's password": (f"http://{USER}:hun ter2 x@127.0.0.1:2",
                                         "must not contain a user name or password", "'http://***@127.0.0.1:2'"),
+    "an @ and a space in the password": (f"{A} http://{USER}:hun@ter2 x@127.0.0.1:2",
+                                         "entry 2 of 2 must not contain a user name or password",
+                                         f"'{A}, http://***@127.0.0.1:2'"),
 }
 
 # each command that echoes an endpoint, given the list; ``--json`` where the command has it ("bench" is

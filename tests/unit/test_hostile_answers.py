@@ -331,6 +331,23 @@ def test_a_password_typed_raw_with_spaces_or_commas_is_one_entry_masked_whole(ty
                              "must not contain @ (a user name or password goes in no URL: put a key in rerank_api_key)"))
 
 
+@pytest.mark.parametrize(("typed", "shown"), [
+    ("http://u:p7@zq9 w4@h", "http://***@h"),
+    ("http://u:p7@zq9, w4@h:8000", "http://***@h:8000"),
+    ("http://h1:1 http://ops3:p7@zq9 w4@h2:8000", "http://h1:1, http://***@h2:8000"),
+    ("http://ops3:p7@zq9 w4@h1 http://h2:2", "http://***@h1, http://h2:2"),
+    ("http://u:p7@h1 http://x:zq9@h2", "http://***@h1, http://***@h2"),  # two entries, each with its password
+])
+def test_a_password_typed_raw_with_an_at_sign_and_a_space_is_masked_to_its_last_at(typed: str, shown: str) -> None:
+    """A raw password may hold both: the URL's ``user:`` then runs to its last ``@`` before the next URL, and
+    the rest of the password is no entry of its own."""
+    assert shown_endpoints(typed) == shown
+    assert without_userinfo(typed).replace(" ", ", ").replace(",,", ",") == shown
+    problem = endpoints_problem(typed)
+    assert problem is not None and not any(part in problem for part in ("p7", "zq9", "w4")), problem
+    assert f"of {shown.count(', ') + 1}" in problem or "entry" not in problem, problem
+
+
 @pytest.mark.parametrize("unit", ["//a:b", "//a:b ", "//a:1 ", "x:"])
 def test_masking_a_long_text_takes_one_pass(unit: str) -> None:
     """A server's answer quoted in an error is masked before it is cut: however it is built, that is fast. Ten
