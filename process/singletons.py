@@ -37,6 +37,7 @@ class _Anchor(types.ModuleType):
     def __init__(self) -> None:
         super().__init__(ANCHOR_MODULE, "a0_reranker's process-wide state (see process/singletons.py)")
         self.generation = 0  # of the code: ``forget_all`` retires the copies imported before it (kept by ``reset``)
+        self.stops_at_exit = False  # the one exit hook is registered (kept by ``reset``: a forked child inherits it)
         self.reset()
 
     def reset(self) -> None:
@@ -121,7 +122,7 @@ def _live_owners() -> set[OwnerLoop]:
     no stopped loop, where one hook per runtime kept every runtime ever started (an update each) until exit."""
     anchor = _anchor()
     with anchor.lock:
-        if not getattr(anchor, "stops_at_exit", False):  # kept by ``reset``: a forked child inherits the hook
+        if not getattr(anchor, "stops_at_exit", False):  # an anchor of an older version has no such flag
             anchor.stops_at_exit = True
             atexit.register(_stop_live_owners)
         return cast("set[OwnerLoop]", anchor.__dict__.setdefault("owners", set()))  # none in an older anchor
