@@ -192,11 +192,17 @@ _MODE_TEXTS: Final = {
 }
 
 
+# the settings are the asking agent's, the counters its whole process's: an agent read others' fallbacks as its own
+COUNTERS_SCOPE: Final = ("- Counters below: every agent's recalls in this Agent Zero process, not only this "
+                         "agent's; the mode, endpoint and live test above are this agent's settings")
+
+
 def _counter_lines(stats: Mapping[str, Any]) -> list[str]:
     if not stats:
         return []
     fallbacks = ", ".join(f"{reason} {count}" for reason, count in sorted(stats["fallbacks"].items())) or "none"
     lines = [
+        COUNTERS_SCOPE,
         f"- Reranks: {stats['reranked']} of {stats['reranks']} succeeded; fallbacks: {fallbacks}",
         f"- Latency p50/p95: {_ms(stats['latency_p50_ms'])} / {_ms(stats['latency_p95_ms'])}; HTTP requests "
         f"{stats['http_requests']} ({stats['mean_pairs_per_request'] or 0} pairs each on average); API "

@@ -3,6 +3,8 @@ each, so the service names a fallback reason without knowing aiohttp or any wire
 
 from __future__ import annotations
 
+from typing import Final
+
 from .redaction import redact
 
 
@@ -65,6 +67,11 @@ class DeadlineExceeded(RerankError, reason="timeout"):
     """No answer before the deadline."""
 
 
+# Statuses saying the route no longer holds (the API moved, the key or model changed; 498 is Cohere's 401 for
+# an invalid token).
+ROUTE_GONE_STATUSES: Final = frozenset({401, 403, 404, 405, 498, 501})
+
+
 class ServerError(RerankError, reason="http_status"):
     """The server answered with a non-success status; ``message`` is its own error text, trimmed."""
 
@@ -72,6 +79,12 @@ class ServerError(RerankError, reason="http_status"):
         self.status = status
         self.message = message
         super().__init__(f"HTTP {status}: {message}" if message else f"HTTP {status}")
+
+    @property
+    def route_gone(self) -> bool:
+        """The route no longer holds: detect again. Not on 5xx: a crashing server still speaks the same API, and
+        forgetting its route would send every waiting recall to detect again."""
+        return self.status in ROUTE_GONE_STATUSES
 
 
 class RateLimited(ServerError, reason="rate_limited"):
@@ -89,6 +102,10 @@ class InputTooLong(ServerError, reason="input_too_long"):
 class TooManyTexts(ServerError):
     """The server takes fewer texts a request than its detected route sends (TEI restarted with a smaller
     ``--max-client-batch-size``): the route is detected again; says nothing of the server's health."""
+
+    @property
+    def route_gone(self) -> bool:
+        return True
 
 
 class MalformedAnswer(RerankError, reason="malformed"):

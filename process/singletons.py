@@ -12,6 +12,7 @@ in it keeps nothing in the anchor and starts no runtime. Standard library only a
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import contextlib
 import logging
@@ -36,11 +37,13 @@ class _Anchor(types.ModuleType):
     def __init__(self) -> None:
         super().__init__(ANCHOR_MODULE, "a0_reranker's process-wide state (see process/singletons.py)")
         self.generation = 0  # of the code: ``forget_all`` retires the copies imported before it (kept by ``reset``)
+        self.stops_at_exit = False  # the one exit hook is registered (kept by ``reset``: a forked child inherits it)
         self.reset()
 
     def reset(self) -> None:
         self.lock = threading.RLock()
         self.values: dict[str, object] = {}
+        self.owners: set[OwnerLoop] = set()  # started and not yet stopped, of any copy: the exit hook stops these
         self.pid = os.getpid()
 
 
@@ -114,6 +117,23 @@ class PerProcess(Generic[T]):
             return cast("T | None", values.pop(self.name, None))
 
 
+def _live_owners() -> set[OwnerLoop]:
+    """The owner loops running (a retired copy's too), which exit stops: one exit hook a process, which holds
+    no stopped loop, where one hook per runtime kept every runtime ever started (an update each) until exit."""
+    anchor = _anchor()
+    with anchor.lock:
+        if not getattr(anchor, "stops_at_exit", False):  # an anchor of an older version has no such flag
+            anchor.stops_at_exit = True
+            atexit.register(_stop_live_owners)
+        return cast("set[OwnerLoop]", anchor.__dict__.setdefault("owners", set()))  # none in an older anchor
+
+
+def _stop_live_owners() -> None:
+    """At exit: stop every owner loop still running, its closers closing the HTTP sessions."""
+    for owner in list(_live_owners()):
+        owner.stop()
+
+
 class OwnerLoop:
     """One daemon thread running asyncio (anyio's blocking portal) until ``stop``; cancelling a future that
     ``submit`` returned cancels its task on the owner loop, whatever instant the cancel arrives. ``stop`` runs the
@@ -137,6 +157,7 @@ class OwnerLoop:
             self._portal = None
             self._stack.close()  # a loop that cannot be adopted leaves no thread behind
             raise
+        _live_owners().add(self)
         return self
 
     @property
@@ -179,6 +200,7 @@ class OwnerLoop:
         """Cancel the work still running (so none opens a session after the closers ran), run the closers, stop
         the loop; safe to call twice or from atexit. Not from the owner thread."""
         portal = self._portal
+        _live_owners().discard(self)
         if portal is None:
             return
         if self.alive:

@@ -7,7 +7,6 @@ instead of raising. ``runtime`` is the public API.
 from __future__ import annotations
 
 import asyncio
-import atexit
 import concurrent.futures
 import dataclasses
 import logging
@@ -59,8 +58,7 @@ def start(clock: Callable[[], float] = clock.now) -> Runtime:
     except BaseException:
         owner.stop()  # a service that cannot be built leaves no loop thread behind
         raise
-    owner.close_with(current.service.close)  # its HTTP session, however the loop comes to stop
-    atexit.register(stop, current)
+    owner.close_with(current.service.close)  # its HTTP session, however the loop comes to stop (at exit too)
     return current
 
 

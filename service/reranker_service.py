@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -110,8 +110,8 @@ class RerankService:
         try:
             scored = await self._score(batcher, config, query, documents, deadline)
         except ServerError as exc:
-            if exc.status in _ROUTE_GONE_STATUSES or isinstance(exc, TooManyTexts):
-                self._routes.forget(config)
+            if exc.route_gone:
+                await self._routes.forget_refused(config, routes)
             if isinstance(exc, TooManyTexts) and detect_again:  # detection reads the new limit; the batch is split
                 log.info("a0_reranker: the server takes fewer texts a request than detected; detecting again")
                 return await self._rerank(query, documents, config, deadline, detect_again=False)
@@ -161,12 +161,6 @@ class RerankService:
             return normalize(scores, route.scale) if to_probability else scores
 
         return send
-
-
-# Statuses saying the route no longer holds (the API moved, the key or model changed; 498 is Cohere's 401 for
-# an invalid token). Not 5xx: a crashing server still speaks the same API, and forgetting its route would send
-# every waiting recall to detect again.
-_ROUTE_GONE_STATUSES: Final = frozenset({401, 403, 404, 405, 498, 501})
 
 
 @dataclass(frozen=True)
@@ -240,6 +234,15 @@ class RouteBook:
         """Every replica's cached route (a status said a route no longer holds, or a probe failed)."""
         for url in config.endpoints:
             self._forget_key(_Detection.of(config.replicas[url]).key)
+
+    async def forget_refused(self, config: RerankerConfig, refused: Mapping[str, Route]) -> None:
+        """Forget each refused route still known: the recalls it refused later join the one detection again."""
+        for url, route in refused.items():
+            detection = _Detection.of(config.replicas[url])
+            if detection.key not in self._running and self._detect.cache_contains(detection):  # else: forgotten
+                with contextlib.suppress(Exception):  # a failed detection again, not yet evicted: not that route
+                    if await self._detect(detection) is route:  # finished: no wait
+                        self._forget_key(detection.key)
 
     def forget_endpoint(self, endpoint: Endpoint) -> None:
         """The endpoint's breaker opened: when the server is back, detect again (it may be another now)."""

@@ -4,15 +4,19 @@ recall keeps being reranked after A0 purges our modules (or replaces the Memory 
 
 from __future__ import annotations
 
+import atexit
+import gc
 import inspect
 import subprocess
 import sys
+import weakref
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from support.servers import RunningServer
+from usr.plugins.a0_reranker.process.singletons import ANCHOR_MODULE
 
 from .conftest import A0, memory_text
 
@@ -78,6 +82,32 @@ async def test_pre_update_unwraps_and_next_use_rewraps(a0: A0, server: RunningSe
     assert a0.Memory.__dict__[METHOD] is original
     assert is_reranked(await recalled(a0, agent, "alpha beta"))  # _49 re-checked and wrapped again
     assert a0.Memory.__dict__[METHOD].__wrapped__ is original
+
+
+UPDATES = 3
+
+
+async def test_updates_in_place_leave_no_old_runtime_alive(a0: A0, server: RunningServer) -> None:
+    """Each update in place stops the old runtime and the new code starts its own. Every runtime ever started
+    was once kept until exit (an exit hook apiece, holding its owner loop, service, detection cache and
+    counters): a long-lived A0 updated often kept them all. The old ones must be collectable, with one exit hook
+    for the process, not one more per update."""
+    agent = a0.new_agent()
+    await a0.seed(agent, 16)
+    anchor = sys.modules[ANCHOR_MODULE]
+    started: list[weakref.ref[Any]] = []
+    hooks = atexit._ncallbacks()
+    for _ in range(UPDATES):
+        assert is_reranked(await recalled(a0, a0.new_agent(), "alpha beta"))
+        started.append(weakref.ref(anchor.values["runtime"]))
+        a0.plugins.call_plugin_hook("a0_reranker", "pre_update")  # A0's update_from_git, less the git pull
+        a0.plugins.after_plugin_change(["a0_reranker"])
+    assert is_reranked(await recalled(a0, a0.new_agent(), "alpha beta"))  # the current code's runtime
+    current = anchor.values["runtime"]
+    gc.collect()
+    assert [ref() is None for ref in started] == [True] * UPDATES, "a retired runtime is still referenced"
+    assert current.owner.alive
+    assert atexit._ncallbacks() - hooks <= 1, "an exit hook per runtime started"
 
 
 async def test_recall_is_still_reranked_after_a_purge_of_our_modules(a0: A0, server: RunningServer) -> None:
