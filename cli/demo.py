@@ -25,7 +25,7 @@ from ..service import runtime
 from . import exits
 from .exits import FAILED, CliError
 from .formatting import bold, table, terminal_width
-from .options import add_server_options, port_number, positive_int, server_config, server_options_given
+from .options import add_server_options, as_options, port_number, positive_int, server_config, server_options_given
 
 
 @dataclass(frozen=True)
@@ -103,11 +103,11 @@ async def recall(args: argparse.Namespace, given: RerankerConfig | None) -> Demo
             config = server_config(args, await stack.enter_async_context(demo_server()))
         report = await runtime.probe_async(config)
         if not report.ok:
-            raise CliError(f"the reranker at {config.endpoint} is not usable: {report.message}", FAILED)
+            raise CliError(f"the reranker at {config.endpoint} is not usable: {as_options(report.message)}", FAILED)
         before = [(similarity, MEMORIES[index]) for index, similarity in embedding_order(QUERY, MEMORIES)]
         outcome = await runtime.rerank_pool(QUERY, [memory for _, memory in before], limit=args.limit, config=config)
         if not outcome.applied or outcome.ranking is None:
-            raise CliError(f"the recall kept its stock order ({outcome.reason}: {outcome.message})", FAILED)
+            raise CliError(f"the recall kept its stock order ({outcome.reason}: {as_options(outcome.message)})", FAILED)
         after = [(score, index + 1, before[index][1]) for index, score in outcome.ranking[: args.limit]]
         return DemoRun(config.endpoint, given is None, report, before, after, outcome, args.limit,
                        runtime.statistics().pool)

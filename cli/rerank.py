@@ -21,7 +21,7 @@ from ..service import runtime
 from . import exits
 from .exits import FAILED, CliError
 from .formatting import table, terminal_width
-from .options import add_server_options, positive_int, server_config
+from .options import add_server_options, as_options, positive_int, server_config
 
 FORMATS = ("auto", "lines", "jsonl")
 
@@ -59,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
     elapsed_ms = (time.monotonic() - started) * 1000
     if result.ranking is None:
         hint = " (see --max-queued-pairs)" if result.reason == "queue_full" else ""
-        raise CliError(f"no ranking from {config.endpoint}: {result.message or result.reason}{hint}", FAILED)
+        why = as_options(result.message) or result.reason
+        raise CliError(f"no ranking from {config.endpoint}: {why}{hint}", FAILED)
     # a blank document's score (never sent, below every other) is -inf: null in JSON, which has no infinity
     rows: list[dict[str, Any]] = [{"rank": rank, "score": score if math.isfinite(score) else None, "index": index,
                                    "document": documents[index]}

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 
+from support.servers import serve_in_thread
 from usr.plugins.a0_reranker.demo import MEMORIES, QUERY
 
 from .conftest import cli_env
@@ -84,6 +85,15 @@ def test_demo_at_a_dead_server_is_one_line(cli, unused_port, one_error_line) -> 
     result = cli("demo", "--endpoint", f"http://127.0.0.1:{unused_port}", "--timeout", "3")
     assert result.returncode == 1
     assert "not usable" in one_error_line(result)
+
+
+def test_a_forced_api_that_ranks_wrongly_hints_at_the_option_to_type(cli, one_error_line) -> None:
+    """The probe's hint names A0's setting (``rerank_api``); a terminal user types ``--api``."""
+    with serve_in_thread("vllm_qwen3") as server:
+        result = cli("demo", "--endpoint", server.url, "--api", "rerank")
+    assert result.returncode == 1
+    line = one_error_line(result)
+    assert "Try --api auto." in line and "rerank_" not in line, line
 
 
 # --- issue 23: a demo server that keeps running, for probe and rerank to point at -----------------------------
