@@ -22,11 +22,12 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeVar
 
-from ..core.config import DEFAULT_CONFIG_FILE, RerankerConfig, load_default_settings, settings_keys
+from ..core.config import RerankerConfig, settings_keys
 from ..core.errors import ConfigError
 from ..process.singletons import PerProcess
 from . import PLUGIN_NAME, memory_patch
 from .memory_patch import EMBED_METHOD, MARKER, MEMO, METHOD, OWN, WRAPPER_CODE_NAME
+from .settings_modal import DEFAULT_CONFIG_FILE, load_default_settings
 
 log = logging.getLogger("a0_reranker")
 T = TypeVar("T")

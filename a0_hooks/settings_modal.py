@@ -8,12 +8,26 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, MutableMapping
-from typing import Any
+from pathlib import Path
+from typing import Any, Final
 
-from ..core.config import canonical_settings, load_default_settings
+import yaml
+
+from ..core.config import canonical_settings
+from ..core.errors import ConfigError
 from . import PLUGIN_NAME
 
 log = logging.getLogger("a0_reranker")
+DEFAULT_CONFIG_FILE: Final = Path(__file__).resolve().parent.parent / "default_config.yaml"
+
+
+def load_default_settings() -> dict[str, Any]:
+    """The plugin folder's ``default_config.yaml`` (core reads no files: it is read here, on the A0 side)."""
+    with DEFAULT_CONFIG_FILE.open(encoding="utf-8") as handle:
+        data = yaml.safe_load(handle) or {}
+    if not isinstance(data, dict):
+        raise ConfigError([f"{DEFAULT_CONFIG_FILE.name}: expected a mapping of settings"])
+    return data
 
 
 def complete_loaded(data: MutableMapping[str, Any]) -> None:

@@ -12,11 +12,8 @@ import functools
 import hashlib
 import math
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final, Literal, get_args, get_origin, get_type_hints
-
-import yaml
 
 from .endpoint_url import LIST_SEPARATOR, endpoints_problem, split_endpoints
 from .errors import ConfigError
@@ -28,7 +25,6 @@ HedgeMode = Literal["auto", "on", "off"]
 HEDGE_MODES: Final = get_args(HedgeMode)  # auto: on with two replicas or more
 QWEN3_DEFAULT_INSTRUCTION: Final = "Given a web search query, retrieve relevant passages that answer the query"
 BATCH_WINDOW_SHARE: Final = 0.1  # of a recall's timeout: the most of it its request waits for others to join
-DEFAULT_CONFIG_FILE: Final = Path(__file__).resolve().parent.parent / "default_config.yaml"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -145,14 +141,6 @@ def canonical_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
             with contextlib.suppress(TypeError, ValueError):
                 canonical[key] = coerce(canonical[key])
     return canonical
-
-
-def load_default_settings() -> dict[str, Any]:
-    with DEFAULT_CONFIG_FILE.open(encoding="utf-8") as handle:
-        data = yaml.safe_load(handle) or {}
-    if not isinstance(data, dict):
-        raise ConfigError([f"{DEFAULT_CONFIG_FILE.name}: expected a mapping of settings"])
-    return data
 
 
 # Inclusive ranges, written as a user types them (errors repeat them); the panel shows the same limits.

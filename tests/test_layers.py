@@ -227,6 +227,21 @@ def test_core_and_batching_import_nothing_above_them_and_know_no_a0() -> None:
                 and (i.part in above_core - {"batching"} or i.is_a0)]
 
 
+# What reads or writes files, sockets or processes: ``core`` is pure, so its modules use none of it.
+IO_MODULES: Final = frozenset({"aiohttp", "yaml", "socket", "ssl", "subprocess", "urllib.request", "http", "io",
+                               "shutil", "tempfile"})
+IO_CALLS: Final = frozenset({"open", "read_text", "read_bytes", "write_text", "write_bytes"})
+
+
+def test_core_does_no_io() -> None:
+    """``core`` builds requests and reads answers as data; the A0 side reads the settings file."""
+    imports = [str(i) for i in all_imports() if part_of(Path(i.file)) == "core" and i.module in IO_MODULES]
+    calls = [f"{path}:{node.lineno}" for path in source_files() if part_of(path) == "core"
+             for node in ast.walk(ast.parse((REPO / path).read_text(encoding="utf-8")))
+             if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) in IO_CALLS]
+    assert not imports and not calls, imports + calls
+
+
 def test_each_exemption_is_still_needed() -> None:
     imports = all_imports()
     for file in EXEMPT:

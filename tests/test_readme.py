@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from support.servers import serve_in_thread
-from usr.plugins.a0_reranker.core.config import load_default_settings
+from usr.plugins.a0_reranker.a0_hooks.settings_modal import load_default_settings
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text(encoding="utf-8")

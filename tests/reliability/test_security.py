@@ -24,7 +24,8 @@ from reliability.tls_server import tls_server, write_ca_bundle
 
 from support.deadlines import PATIENT_S
 from support.servers import Hang, InvalidJson, Respond, RunningServer
-from usr.plugins.a0_reranker.core.config import RerankerConfig, load_default_settings
+from usr.plugins.a0_reranker.a0_hooks.settings_modal import load_default_settings
+from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.core.errors import ConfigError
 from usr.plugins.a0_reranker.core.redaction import redact
 from usr.plugins.a0_reranker.helpers import reranker

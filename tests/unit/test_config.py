@@ -5,12 +5,8 @@ from __future__ import annotations
 import pytest
 
 from usr.plugins.a0_reranker.a0_hooks.recall_entry import config_from_settings
-from usr.plugins.a0_reranker.core.config import (
-    QWEN3_DEFAULT_INSTRUCTION,
-    RerankerConfig,
-    load_default_settings,
-    settings_keys,
-)
+from usr.plugins.a0_reranker.a0_hooks.settings_modal import load_default_settings
+from usr.plugins.a0_reranker.core.config import QWEN3_DEFAULT_INSTRUCTION, RerankerConfig, settings_keys
 from usr.plugins.a0_reranker.core.endpoint_url import normalize_endpoint
 from usr.plugins.a0_reranker.core.errors import ConfigError
 
