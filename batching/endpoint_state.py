@@ -133,6 +133,12 @@ class EndpointState:
     def hold_off(self, until: float) -> None:  # a later Retry-After only extends the hold
         self.not_before = max(self.not_before, until)
 
+    def carry_over(self, previous: EndpointState) -> None:
+        """Made for changed settings of the same server and key: what the server said of itself still holds (its
+        Retry-After, its breaker open); our own measures (slots, speed) start afresh with the new settings."""
+        self.hold_off(previous.not_before)
+        self.breaker.carry_over(previous.breaker)
+
     def rate_limited(self) -> bool:
         return self.not_before > clock.now()
 

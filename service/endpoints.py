@@ -81,9 +81,13 @@ class EndpointRegistry:
         if found is not None:
             self._endpoints.move_to_end(key)
             return found
+        # the same server and key under other settings (a changed max_concurrency or breaker): the latest kept
+        previous = next((e for k, e in reversed(self._endpoints.items()) if k[:2] == key[:2]), None)
         _forget(self._endpoints, self._max_endpoints - 1, lambda e: e.state.forgettable, lambda e: e.state.idle)
         breaker = CircuitBreaker(breaker_policy(config), clock=self._clock, on_open=lambda: self._on_open(made))
         made = self._endpoints[key] = Endpoint(url, EndpointState(EndpointLimiter(config.max_concurrency), breaker))
+        if previous is not None:
+            made.state.carry_over(previous.state)
         return made
 
     def group(self, config: RerankerConfig, to_probability: bool, bound_to: Sequence[tuple[str, object, object]],
