@@ -133,6 +133,13 @@ class CircuitBreaker:
         self._probes_out += 1
         return Permit(self, self._epoch, True, now)
 
+    def carry_over(self, previous: CircuitBreaker) -> None:
+        """Made for changed settings of the same server and key: open from the instant ``previous`` opened if it
+        is open or probing, so that a change of our settings opens no way to a server known to be down."""
+        if previous._state != "closed":
+            self._enter("open")
+            self._opened_at = previous._opened_at
+
     def _probe_room(self) -> bool:
         return self._probes_out < self.policy.probes - self._probe_successes
 

@@ -80,14 +80,14 @@ class ServiceRate:
         if not self._n:
             return None
         recent, longer = self._t / self._n, self._long_t / self._long_n
-        return (max(recent, longer) if worst else min(recent, longer)) * self._fade(now)
+        return (max(recent, longer) if worst else min(recent, longer)) * self.fade(now)
 
     def cost(self, now: float) -> ServiceCost | None:
         """The fixed and per-pair cost of a request, from a weighted least-squares line through the recent answers;
         all per pair when their sizes hardly vary or the line would have a negative part. None before an answer."""
         if not self._n:
             return None
-        fade = self._fade(now)
+        fade = self.fade(now)
         per_pair = self._t / self._n * fade
         mean_n, mean_t = self._n / self._weight, self._t / self._weight
         variance = self._nn / self._weight - mean_n * mean_n
@@ -97,7 +97,8 @@ class ServiceRate:
             return ServiceCost(0.0, per_pair)
         return ServiceCost(fixed * fade, slope * fade)
 
-    def _fade(self, now: float) -> float:
+    def fade(self, now: float) -> float:
+        """Halves for each ``FADE_HALF_LIFE_S`` of silence while ours waited at the server (idle time aside)."""
         silent = (now if self._idle_at is None else self._idle_at) - self._last_answer
         return 0.5 ** (max(0.0, silent) / FADE_HALF_LIFE_S)
 
@@ -132,6 +133,12 @@ class EndpointState:
 
     def hold_off(self, until: float) -> None:  # a later Retry-After only extends the hold
         self.not_before = max(self.not_before, until)
+
+    def carry_over(self, previous: EndpointState) -> None:
+        """Made for changed settings of the same server and key: what the server said of itself still holds (its
+        Retry-After, its breaker open); our own measures (slots, speed) start afresh with the new settings."""
+        self.hold_off(previous.not_before)
+        self.breaker.carry_over(previous.breaker)
 
     def rate_limited(self) -> bool:
         return self.not_before > clock.now()
@@ -181,13 +188,14 @@ class EndpointState:
     def expected_latency(self, pairs: int, now: float, *, worst: bool = False) -> float | None:
         """How long a request of ``pairs`` sent now should take: the shorter (``worst``: the longer, at the slower
         pace) of behind the pairs in flight at the server's pace (one pass at a time) and at its recent answers'
-        latency per pair (serving side by side). None before an answer."""
+        latency per pair (serving side by side). None before an answer. Both fade while requests go unanswered
+        (``worst`` too: a slow spell before a server hung must not judge its timeouts unfair for ever)."""
         per_pair = self.service.seconds_per_pair(now, worst=worst)
         if per_pair is None:
             return None
         readings = [(self.outstanding_pairs + pairs) * per_pair]
         if self.seconds_per_pair is not None:
-            readings.append(self.seconds_per_pair * pairs)
+            readings.append(self.seconds_per_pair * pairs * (self.service.fade(now) if worst else 1.0))
         return max(readings) if worst else min(readings)
 
     def failed(self) -> None:

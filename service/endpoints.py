@@ -9,6 +9,7 @@ connection the server had closed is sent once more at once on a fresh one.
 
 from __future__ import annotations
 
+import os
 import ssl
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
@@ -80,9 +81,13 @@ class EndpointRegistry:
         if found is not None:
             self._endpoints.move_to_end(key)
             return found
+        # the same server and key under other settings (a changed max_concurrency or breaker): the latest kept
+        previous = next((e for k, e in reversed(self._endpoints.items()) if k[:2] == key[:2]), None)
         _forget(self._endpoints, self._max_endpoints - 1, lambda e: e.state.forgettable, lambda e: e.state.idle)
         breaker = CircuitBreaker(breaker_policy(config), clock=self._clock, on_open=lambda: self._on_open(made))
         made = self._endpoints[key] = Endpoint(url, EndpointState(EndpointLimiter(config.max_concurrency), breaker))
+        if previous is not None:
+            made.state.carry_over(previous.state)
         return made
 
     def group(self, config: RerankerConfig, to_probability: bool, bound_to: Sequence[tuple[str, object, object]],
@@ -175,7 +180,8 @@ class HttpTransport:
     def __init__(self, *, on_stale_resend: Callable[[], None] = lambda: None) -> None:
         self._on_stale_resend = on_stale_resend
         self._sessions: dict[bool, aiohttp.ClientSession] = {}  # fresh -> session
-        self._ssl_contexts: dict[TlsSettings, ssl.SSLContext | bool] = {}
+        # settings -> (the CA bundle file's version read, what ``ssl`` takes): a bundle rotated in place is read again
+        self._ssl_contexts: dict[TlsSettings, tuple[object, ssl.SSLContext | bool]] = {}
         self._closed = False
 
     async def send(self, endpoint: str, request: WireRequest, *, deadline: float, api_key: str = "",
@@ -242,14 +248,28 @@ class HttpTransport:
         return session
 
     def _ssl_for(self, tls: TlsSettings) -> ssl.SSLContext | bool:
-        """What aiohttp's ``ssl`` takes: no verification, the system's trust store, or the user's CA bundle."""
-        if tls not in self._ssl_contexts:
-            bundle = tls.ca_bundle if tls.verify else ""
-            try:
-                self._ssl_contexts[tls] = ssl.create_default_context(cafile=bundle) if bundle else tls.verify
-            except (OSError, ssl.SSLError) as exc:
-                raise ConfigError([f"rerank_ca_bundle: cannot load {tls.ca_bundle!r}: {exc}"]) from None
-        return self._ssl_contexts[tls]
+        """What aiohttp's ``ssl`` takes: no verification, the system's trust store, or the user's CA bundle, read
+        again when its file changed (a CA rotated in place under settings that stay the same)."""
+        bundle = tls.ca_bundle if tls.verify else ""
+        version = _file_version(bundle) if bundle else None
+        cached = self._ssl_contexts.get(tls)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        try:
+            context = ssl.create_default_context(cafile=bundle) if bundle else tls.verify
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError([f"rerank_ca_bundle: cannot load {tls.ca_bundle!r}: {exc}"]) from None
+        self._ssl_contexts[tls] = (version, context)
+        return context
+
+
+def _file_version(path: str) -> object:
+    """What changes when a file is rewritten or replaced (None when it cannot be read: loading it says why)."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_ino, found.st_size, found.st_mtime_ns
 
 
 async def _read_capped(response: aiohttp.ClientResponse) -> bytes:

@@ -216,9 +216,10 @@ def test_status_shows_the_breaker_of_the_settings_last_used_for_each_key() -> No
     registry = EndpointRegistry(StatsRecorder())
     config = RerankerConfig(endpoint="http://h:1", breaker_failures=1)
     old = registry.endpoint(config, "http://h:1")
-    old.state.breaker.attempt().report("down")
+    changed = registry.endpoint(config.replace(max_concurrency=3), "http://h:1")  # settings changed: a breaker of its own
+    changed.state.breaker.attempt().report("down")
     assert registry.live_state()["breakers"] == {"http://h:1": "open"}
-    registry.endpoint(config.replace(breaker_failures=2), "http://h:1")  # settings changed: a fresh breaker
+    assert registry.endpoint(config, "http://h:1") is old  # the old settings again: their breaker is closed
     assert registry.live_state()["breakers"] == {"http://h:1": "closed"}
     other_key = registry.endpoint(config.replace(api_key="k2"), "http://h:1")
     other_key.state.breaker.attempt().report("down")  # another key's view of the server: the worst shows
