@@ -71,15 +71,10 @@ class MicroBatcher:
         pairs = len(set(documents))
         if self._queue and self._queue.pairs + pairs > self._max_queued_pairs:
             raise QueueFull(f"more than {self._max_queued_pairs} pairs are already waiting")
-        if self._shed:  # shed a recall the servers, at their observed pace, cannot answer in time
-            now = clock.now()
-            wait = self._slots.expected_wait(self._slots.queued_pairs(due_by=deadline), pairs, now)
-            if not admits(wait, deadline - now):
-                raise Overloaded(shed_message(wait or 0.0, deadline - now))
+        if self._shed:
+            self._admit(deadline, pairs)
         job = Job(query=query, documents=documents, deadline=deadline, future=loop.create_future())
         self._queue.add(job)
-        if self._shed:
-            self._shed_displaced(job)
         self._arrived.set()
         if self._dispatcher is None or self._dispatcher.done():
             self._dispatcher = loop.create_task(self._dispatch())
@@ -157,21 +152,26 @@ class MicroBatcher:
             plan.replica = target
             self._start(plan)
 
-    def _shed_displaced(self, job: Job) -> None:
-        """Shed the recalls due after ``job`` (queued by any batcher for these servers) that it pushes past their
-        deadline: served earliest deadline first, they now wait for its pairs too. None is, with one timeout."""
+    def _admit(self, deadline: float, pairs: int) -> None:
+        """Shed (raise ``Overloaded``) a recall the servers, at their observed pace, cannot answer in time, or one
+        that, served first as it is due sooner, would make a recall already queued with a longer timeout miss its
+        deadline: an admitted recall keeps its answer, and a shed one gets its stock result at once."""
+        now = clock.now()
+        wait = self._slots.expected_wait(self._slots.queued_pairs(due_by=deadline), pairs, now)
+        if not admits(wait, deadline - now):
+            raise Overloaded(shed_message(wait or 0.0, deadline - now))
         queues = self._slots.queues()
-        if all(queue.latest() <= job.deadline for queue in queues):
-            return
-        now, ahead = clock.now(), 0
-        for queued, queue in by_deadline(queues):
-            pairs = len(queued.unsent)
-            if queued.deadline > job.deadline and not queued.sent:
-                wait = self._slots.expected_wait(ahead, pairs, now)
-                if not admits(wait, queued.deadline - now):
-                    queue.shed(queued, Overloaded(shed_message(wait or 0.0, queued.deadline - now)))
-                    continue
-            ahead += pairs
+        if all(queue.latest() <= deadline for queue in queues):
+            return  # nothing queued is due later: with one timeout, always
+        ahead = 0
+        for queued, _ in by_deadline(queues):
+            if queued.deadline > deadline and not queued.sent:
+                room = queued.deadline - now
+                if admits(self._slots.expected_wait(ahead, len(queued.unsent), now), room) and not admits(
+                        self._slots.expected_wait(ahead + pairs, len(queued.unsent), now), room):
+                    raise Overloaded("the reranker is overloaded: served first, this recall would make one queued "
+                                     "with a longer timeout miss its deadline")
+            ahead += len(queued.unsent)
 
     def _shed_hopeless(self, replica: Replica) -> None:
         """Shed the queued recalls that a request sent to ``replica`` now could no longer answer in time."""

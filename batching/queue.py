@@ -150,11 +150,6 @@ class PendingQueue:
         if job.unsent:
             bisect.insort_right(self._jobs, job, key=lambda queued: queued.deadline)
 
-    def shed(self, job: Job, error: BaseException) -> None:
-        """Fail a queued job that can no longer be answered in time (its caller's batcher then finishes it)."""
-        job.fail(error)
-        self.discard(job)
-
     def discard(self, job: Job) -> None:
         """Forget a finished job's unsent pairs."""
         if job in self._jobs:
