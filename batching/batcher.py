@@ -17,7 +17,7 @@ from ..core.errors import BlankQuery, DeadlineExceeded, Overloaded, QueueFull, R
 from ..core.scores import RerankResult, ranked, sent_ranking
 from .dispatch import Dispatch
 from .endpoint_state import PIPELINE_DEPTH, SEND_MARGIN, Replica, admits, balanced_shares, shed_message, worth_sending
-from .queue import Job, Lease, PendingQueue, Plan
+from .queue import Job, Lease, PendingQueue, Plan, by_deadline
 
 
 class MicroBatcher:
@@ -71,11 +71,8 @@ class MicroBatcher:
         pairs = len(set(documents))
         if self._queue and self._queue.pairs + pairs > self._max_queued_pairs:
             raise QueueFull(f"more than {self._max_queued_pairs} pairs are already waiting")
-        if self._shed:  # shed a recall the servers, at their observed pace, cannot answer in time
-            now = clock.now()
-            wait = self._slots.expected_wait(self._slots.queued_pairs(), pairs, now)
-            if not admits(wait, deadline - now):
-                raise Overloaded(shed_message(wait or 0.0, deadline - now))
+        if self._shed:
+            self._admit(deadline, pairs)
         job = Job(query=query, documents=documents, deadline=deadline, future=loop.create_future())
         self._queue.add(job)
         self._arrived.set()
@@ -121,7 +118,7 @@ class MicroBatcher:
                 self._fail_jobs(self._queue.drain(), RerankError(f"internal batching error: {type(exc).__name__}"))
 
     async def _dispatch_one(self) -> None:
-        replica, lease = await self._slots.acquire(self)
+        replica, lease = await self._slots.acquire(self, due=self._queue.most_urgent)
         try:
             if replica.state.limiter.in_flight > 1:
                 await self._wait_for_company(replica)
@@ -155,6 +152,27 @@ class MicroBatcher:
             plan.replica = target
             self._start(plan)
 
+    def _admit(self, deadline: float, pairs: int) -> None:
+        """Shed (raise ``Overloaded``) a recall the servers, at their observed pace, cannot answer in time, or one
+        that, served first as it is due sooner, would make a recall already queued with a longer timeout miss its
+        deadline: an admitted recall keeps its answer, and a shed one gets its stock result at once."""
+        now = clock.now()
+        wait = self._slots.expected_wait(self._slots.queued_pairs(due_by=deadline), pairs, now)
+        if not admits(wait, deadline - now):
+            raise Overloaded(shed_message(wait or 0.0, deadline - now))
+        queues = self._slots.queues()
+        if all(queue.latest() <= deadline for queue in queues):
+            return  # nothing queued is due later: with one timeout, always
+        ahead = 0
+        for queued, _ in by_deadline(queues):
+            if queued.deadline > deadline and not queued.sent:
+                room = queued.deadline - now
+                if admits(self._slots.expected_wait(ahead, len(queued.unsent), now), room) and not admits(
+                        self._slots.expected_wait(ahead + pairs, len(queued.unsent), now), room):
+                    raise Overloaded("the reranker is overloaded: served first, this recall would make one queued "
+                                     "with a longer timeout miss its deadline")
+            ahead += len(queued.unsent)
+
     def _shed_hopeless(self, replica: Replica) -> None:
         """Shed the queued recalls that a request sent to ``replica`` now could no longer answer in time."""
         now = clock.now()
@@ -171,7 +189,7 @@ class MicroBatcher:
         if not jobs:
             return
         latency = replica.state.expected_latency(min(self._queue.pairs, self._max_pairs), clock.now()) or 0.0
-        closes_at = min(jobs[0].enqueued_at + self._window,
+        closes_at = min(min(job.enqueued_at for job in jobs) + self._window,
                         *(job.enqueued_at + BATCH_WINDOW_SHARE * (job.deadline - job.enqueued_at) for job in jobs),
                         *(job.deadline - latency * SEND_MARGIN for job in jobs))
         while self._queue and self._queue.pairs < self._max_pairs and (remaining := closes_at - clock.now()) > 0:

@@ -7,6 +7,7 @@ only through ``carry_out``; what follows a failed attempt is the ``retries.Retri
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -19,7 +20,7 @@ from ..core.statistics import StatsRecorder
 from ..core.statistics import percentile as nearest_rank
 from .breaker import Permit, RetryBudget
 from .endpoint_state import MIN_SECONDS_PER_PAIR, EndpointState, Replica, ServiceCost, timeout_health
-from .queue import Lease, Plan
+from .queue import Lease, PendingQueue, Plan
 from .retries import Retries
 
 MIN_SAMPLES: Final = 20  # fewer answers than this say nothing reliable about the tail
@@ -69,9 +70,13 @@ class ReplicaSet:
             busy.append(state.busy_for(cost.fixed_s, cost.per_pair_s, now) + cost.fixed_s)
         return per_pair, busy
 
-    def queued_pairs(self) -> int:
-        """The pairs queued for these members by every batcher (agents whose settings differ have their own)."""
-        return sum(queue.pairs for queue in set().union(*(r.state.queues for r in self.replicas)))
+    def queues(self) -> set[PendingQueue]:
+        """Every batcher's queue for these members (agents whose settings differ have their own)."""
+        return set().union(*(r.state.queues for r in self.replicas))
+
+    def queued_pairs(self, due_by: float = math.inf) -> int:
+        """The pairs queued for these members, of recalls due by ``due_by``: served first, earliest deadline first."""
+        return sum(queue.pairs_due_by(due_by) for queue in self.queues())
 
     def expected_wait(self, queued_pairs: int, pairs: int, now: float) -> float | None:
         """When a recall of ``pairs`` behind ``queued_pairs`` should be answered: the queue at the ready members'
@@ -89,8 +94,8 @@ class ReplicaSet:
         pairs_per_s = sum(1.0 / max(pace or fastest, MIN_SECONDS_PER_PAIR) for pace in paces)
         return queued_pairs / pairs_per_s + min(latencies)
 
-    async def acquire(self, holder: object, *, exclude: Iterable[Replica] = (), priority: bool = False
-                      ) -> tuple[Replica, Lease]:
+    async def acquire(self, holder: object, *, exclude: Iterable[Replica] = (), priority: bool = False,
+                      due: Callable[[], float] = lambda: math.inf) -> tuple[Replica, Lease]:
         """A slot for ``holder`` on the cheaper of two ready replicas drawn, waiting for it if need be; with none
         ready, any member (its attempt is then refused at once, not queued)."""
         left_out = {r.url for r in exclude}
@@ -99,7 +104,7 @@ class ReplicaSet:
         if len(candidates) > 1:
             first, second = self._rng.sample(candidates, 2)
             chosen = first if self.cost(first) <= self.cost(second) else second
-        return chosen, await chosen.state.limiter.acquire(holder, priority=priority)
+        return chosen, await chosen.state.limiter.acquire(holder, priority=priority, due=due)
 
 
 @dataclass(frozen=True, kw_only=True)

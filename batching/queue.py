@@ -2,13 +2,19 @@
 request each, coalesced by ``take``), and the endpoint's slots they hold. The queue alone changes a job's
 ``unsent``, so the queued-pairs figure cannot drift; the limiter's ``Lease``s know their holder, so giving back
 one not held raises ``SlotNotHeld`` instead of freeing someone else's slot (as anyio's ``CapacityLimiter`` would).
+Both serve the earliest deadline first: agents whose ``rerank_timeout`` differs share a server, and a recall with
+seconds of slack must not hold up one due sooner (with one timeout, deadlines come in order: first come, first
+served).
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
+import heapq
+import math
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
@@ -111,7 +117,7 @@ class Plan:
 
 
 class PendingQueue:
-    """Jobs with unsent pairs, oldest first."""
+    """Jobs with unsent pairs, earliest deadline first (in the order they came on a tie)."""
 
     def __init__(self) -> None:
         self._jobs: list[Job] = []
@@ -128,9 +134,21 @@ class PendingQueue:
         """A copy: the caller may discard them as it goes."""
         return tuple(self._jobs)
 
+    def pairs_due_by(self, deadline: float) -> int:
+        """The unsent pairs served before a recall due at ``deadline`` would be."""
+        return sum(len(job.unsent) for job in self._jobs if job.deadline <= deadline)
+
+    def most_urgent(self) -> float:
+        """The deadline of the job served next (infinity when none waits)."""
+        return self._jobs[0].deadline if self._jobs else math.inf
+
+    def latest(self) -> float:
+        """The deadline of the job served last (minus infinity when none waits)."""
+        return self._jobs[-1].deadline if self._jobs else -math.inf
+
     def add(self, job: Job) -> None:
         if job.unsent:
-            self._jobs.append(job)
+            bisect.insort_right(self._jobs, job, key=lambda queued: queued.deadline)
 
     def discard(self, job: Job) -> None:
         """Forget a finished job's unsent pairs."""
@@ -145,9 +163,9 @@ class PendingQueue:
         return jobs
 
     def take(self, *, max_pairs: int, mixes_queries: bool, share: float | None = None) -> Plan | None:
-        """Up to ``max_pairs`` distinct pairs from the oldest jobs on (of the oldest's query unless a request may mix
-        queries), each once for all jobs waiting for it. With ``share``, whole jobs while they fit, then the part of
-        the next that fills it; a first job larger than the share is taken whole (a lone recall is never split)."""
+        """Up to ``max_pairs`` distinct pairs from the most urgent jobs on (of the first's query unless a request may
+        mix queries), each once for all jobs waiting for it. With ``share``, whole jobs while they fit, then the part
+        of the next that fills it; a first job larger than the share is taken whole (a lone recall is never split)."""
         if not self._jobs:
             return None
         first_query = self._jobs[0].query
@@ -181,6 +199,11 @@ class PendingQueue:
         return Plan(batch=ScoreBatch(queries=tuple(queries), pairs=tuple(pairs)), routes=routes)
 
 
+def by_deadline(queues: Iterable[PendingQueue]) -> Iterator[tuple[Job, PendingQueue]]:
+    """Every job of ``queues`` with its queue, in the order a server they share serves them."""
+    return heapq.merge(*([(job, queue) for job in queue.jobs] for queue in queues), key=lambda entry: entry[0].deadline)
+
+
 class SlotNotHeld(RuntimeError):
     """A lease was given back that the limiter does not hold: a bug in whoever gave it back."""
 
@@ -204,13 +227,22 @@ class Lease:
         self._limiter.release(self)
 
 
+@dataclass(eq=False, slots=True)
+class _Waiting:
+    future: asyncio.Future[None]
+    lease: Lease
+    priority: bool
+    due: Callable[[], float]  # read when a slot frees: the waiter's queue changes while it waits
+
+
 class EndpointLimiter:
-    """At most ``capacity`` requests in flight to one endpoint; a hedge or a failover asks with priority."""
+    """At most ``capacity`` requests in flight to one endpoint. A free slot goes to a hedge or a failover first (they
+    ask with priority), else to the waiter whose most urgent recall is due soonest (the oldest on a tie)."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity: Final = capacity
         self._leases: set[Lease] = set()
-        self._waiters: deque[tuple[asyncio.Future[None], Lease]] = deque()
+        self._waiters: deque[_Waiting] = deque()
 
     @property
     def in_flight(self) -> int:
@@ -218,7 +250,7 @@ class EndpointLimiter:
 
     def has_room(self) -> bool:
         """A slot is free and nobody queued before us wants it."""
-        return self.in_flight < self.capacity and all(w.done() for w, _ in self._waiters)
+        return self.in_flight < self.capacity and all(w.future.done() for w in self._waiters)
 
     def take(self, holder: object) -> Lease:
         """A slot at once (the caller has checked ``has_room``)."""
@@ -226,32 +258,38 @@ class EndpointLimiter:
         self._leases.add(lease)
         return lease
 
-    async def acquire(self, holder: object, *, priority: bool = False) -> Lease:
-        """Wait for a slot and take it for ``holder``. Cancelled while waiting it takes nothing, also when a slot
-        was handed over in the same instant."""
+    async def acquire(self, holder: object, *, priority: bool = False,
+                      due: Callable[[], float] = lambda: math.inf) -> Lease:
+        """Wait for a slot and take it for ``holder``, whose most urgent recall is due at ``due()``. Cancelled
+        while waiting it takes nothing, also when a slot was handed over in the same instant."""
         if self.has_room():
             return self.take(holder)
         waiter = asyncio.get_running_loop().create_future()
-        entry = (waiter, Lease(self, holder))
+        entry = _Waiting(waiter, Lease(self, holder), priority, due)
         (self._waiters.appendleft if priority else self._waiters.append)(entry)
         try:
             await waiter  # resolved only together with taking the slot for us (see release)
         except asyncio.CancelledError:
             if waiter.done() and not waiter.cancelled():
-                entry[1].release()  # granted as we were cancelled: give it back
+                entry.lease.release()  # granted as we were cancelled: give it back
             raise
         finally:
             if entry in self._waiters:
                 self._waiters.remove(entry)
-        return entry[1]
+        return entry.lease
 
     def release(self, lease: Lease) -> None:
-        """Give ``lease`` back and hand free slots to the waiters in order, each taken in the same step."""
+        """Give ``lease`` back and hand free slots to the next waiters, each taken in the same step."""
         if lease not in self._leases:
             raise SlotNotHeld(f"a slot was given back that is not held (by a {type(lease.holder).__name__})")
         self._leases.remove(lease)
         while self._waiters and self.in_flight < self.capacity:
-            waiter, granted = self._waiters.popleft()
-            if not waiter.done():
-                self._leases.add(granted)
-                waiter.set_result(None)
+            entry = self._next_waiter()
+            self._waiters.remove(entry)
+            if not entry.future.done():
+                self._leases.add(entry.lease)
+                entry.future.set_result(None)
+
+    def _next_waiter(self) -> _Waiting:
+        """The latest hedge or failover, else the most urgent waiter (``min`` keeps the oldest of a tie)."""
+        return next((w for w in self._waiters if w.priority), None) or min(self._waiters, key=lambda w: w.due())

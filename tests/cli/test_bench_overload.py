@@ -6,8 +6,13 @@ the commands run short and what they print and write is checked for its shape an
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
+
+from .conftest import cli_env
 
 SHORT_OVERLOAD = ("--overload", "--loads", "2", "--timeouts", "1.5", "--seeds", "4", "--seconds", "3")
 
@@ -26,6 +31,18 @@ def test_overload_runs_shedding_on_and_off_side_by_side_and_writes_them(bench_cl
     assert not shedding["breaker_opened"] and not shedding["problems"] and shedding["late"] == 0
     assert shedding["outcomes"].get("overload", 0) > 0  # twice the capacity: some were shed
     assert shedding["recovery_reranked"] == shedding["recovery_recalls"] == 50
+
+
+def test_mixed_timeouts_prints_each_agents_share_reranked_and_the_capacity_used(package_path: Path) -> None:
+    command = [sys.executable, "-m", "a0_reranker.bench.mixed_timeouts", "--seconds", "3", "--own-batchers"]
+    result = subprocess.run(command, env=cli_env(package_path), capture_output=True, text=True, timeout=180,
+                            check=False)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("two agents, 0.75x capacity each (1.5x together), own batchers"), result.stdout
+    assert lines[1].startswith("short-timeout agent (1 s): ") and lines[2].startswith("long-timeout agent (5 s): ")
+    assert all("recalls reranked" in line and "late 0, problems 0" in line for line in lines[1:3]), result.stdout
+    assert lines[3].startswith("capacity used: ") and "'closed'" in lines[3], result.stdout
 
 
 def test_burst_measures_one_replica_against_several(bench_cli, tmp_path) -> None:

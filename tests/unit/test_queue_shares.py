@@ -94,3 +94,18 @@ async def test_peers_short_of_work_are_the_ready_members_with_under_two_in_fligh
     assert [r.state.short_of_work for r in (idle, one, two)] == [True, True, False]
     assert failing.state.recent_failures() > 0.1 and not failing.state.short_of_work  # failing, not short of work
     assert members.peers_short_of_work(chosen, pairs=100) == [idle, one]  # the queue would cost more on chosen
+
+
+async def test_the_queue_serves_the_earliest_deadline_first_and_counts_what_is_due_before_a_recall() -> None:
+    """A 5 s agent's recalls, then a 1 s agent's: the short one goes out first, and admitting a recall counts
+    only the pairs due no later than it (with one timeout, deadlines come in order: first come, first served)."""
+    queue = PendingQueue()
+    loop = asyncio.get_running_loop()
+    for n, deadline in enumerate((105.0, 105.5, 101.0, 105.5)):
+        queue.add(Job(query=f"q{n}", documents=[f"d{n}.{k}" for k in range(n + 1)], deadline=deadline,
+                      future=loop.create_future()))
+    assert (queue.pairs_due_by(101.0), queue.pairs_due_by(105.0), queue.pairs_due_by(200.0)) == (3, 4, 10)
+    taken = []
+    while (plan := queue.take(max_pairs=64, mixes_queries=False)) is not None:
+        taken.append(plan.batch.queries[0])
+    assert taken == ["q2", "q0", "q1", "q3"]

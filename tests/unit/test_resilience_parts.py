@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from support.loop_steps import until_suspended
+from support.loop_steps import until, until_suspended
 from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreaker, RetryBudget, health_of
 from usr.plugins.a0_reranker.batching.endpoint_state import EndpointState
 from usr.plugins.a0_reranker.batching.queue import EndpointLimiter, SlotNotHeld
@@ -248,3 +248,25 @@ def test_recent_failures_make_a_replica_look_costly_for_a_while() -> None:
     assert failing.cost() > 5 * healthy.cost()
     failing.failure_at -= 60  # a minute later its failures have faded
     assert failing.cost() < 1.1 * healthy.cost()
+
+
+@pytest.mark.anyio
+async def test_a_free_slot_goes_to_a_hedge_then_to_the_waiter_whose_recall_is_due_soonest() -> None:
+    """Agents with different timeouts wait for one server's slot: the one due sooner is served first, whatever
+    came first (due is read when the slot frees); a hedge or a failover still goes ahead; on a tie, the oldest."""
+    limiter = EndpointLimiter(1)
+    due = {"long": 5.0, "short": 9.0, "tie": 5.0}
+    held = await limiter.acquire("first")
+    waiters = {name: asyncio.create_task(limiter.acquire(name, due=lambda n=name: due[n])) for name in due}
+    hedge = asyncio.create_task(limiter.acquire("hedge", priority=True))
+    await until_suspended(*waiters.values(), hedge)
+    due["short"] = 1.0  # a recall due sooner joined that waiter's queue while it waited
+    tasks, holders = [hedge, *waiters.values()], []
+    for _ in tasks:
+        held.release()
+        await until(lambda: sum(task.done() for task in tasks) == len(holders) + 1)
+        held = next(t.result() for t in tasks if t.done() and t.result().holder not in holders)
+        holders.append(held.holder)
+    assert holders == ["hedge", "short", "long", "tie"]
+    held.release()
+    assert limiter.in_flight == 0
