@@ -110,8 +110,11 @@ def without_url_secrets(text: str, *, all_urls: bool = False) -> str:
 
 def _spans_masked(text: str) -> str:
     """``text`` with each of its ``userinfo_spans`` masked."""
-    end = text.rfind("@") + 1
-    return _USERINFO.sub(f"{MASK}@", text[:end]) + text[end:]
+    pieces, kept_from = [], 0
+    for first, last in userinfo_spans(text):
+        pieces += [text[kept_from:first], MASK, "@"]
+        kept_from = last
+    return "".join([*pieces, text[kept_from:]])
 
 
 def _run_without_userinfo(run: str) -> str:
