@@ -40,6 +40,11 @@ class Route:
     model: str
     scale: ScoreScale = PROBABILITY  # what the scores are: the dialect's word, settled by the probe
 
+    def same_as(self, other: Route) -> bool:
+        """Whether a route detected again says what this one says (it then keeps this one's batcher)."""
+        return (self.endpoint, self.dialect, self.model, self.scale) == (other.endpoint, other.dialect, other.model,
+                                                                         other.scale)
+
 
 def tls_of(config: RerankerConfig) -> TlsSettings:
     return TlsSettings(verify=config.tls_verify, ca_bundle=config.ca_bundle)

@@ -1,5 +1,6 @@
 """The service on the owner loop (``calls`` is how other threads and loops reach it), and the routes it
-has detected per replica (``RouteBook``: async-lru with a TTL; identical detections share one run).
+has detected per replica (``RouteBook``: async-lru; identical detections share one run; a route is checked
+again in the background once ``DETECTION_TTL_S`` old, and serves meanwhile).
 
 ``RerankService`` is the composition root (config -> endpoints -> routes -> batcher -> ranking) and the
 fail-safe boundary: nothing but cancellation leaves ``rerank``. A detection is an attempt like any other
@@ -14,16 +15,13 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Final
 
 from async_lru import alru_cache
 
 from ..batching.batcher import MicroBatcher
-from ..batching.endpoint_state import Replica, timeout_health
+from ..batching.endpoint_state import Replica
 from ..core import deadline as clock
 from ..core.config import RerankerConfig
-from ..core.detection import PROBE_DOCUMENTS
 from ..core.dialects import ScoreBatch
 from ..core.dialects.wire import read_answer
 from ..core.errors import (
@@ -41,18 +39,15 @@ from ..core.scores import PROBABILITY, RerankResult, cut_head, normalize, shared
 from ..core.statistics import StatsRecorder
 from .detection import Route, probe_endpoint, resolve_route, tls_of
 from .endpoints import Endpoint, EndpointRegistry, HttpTransport, Members
+from .route_checks import DETECTION_TTL_S, ROUTE_FIELDS, Detection, KnownRoute, detection_health, held_off, recheck
 
 log = logging.getLogger("a0_reranker")
-
-DETECTION_TTL_S: Final = 600.0
-RATE_LIMIT_DEFAULT_S: Final = 1.0  # a 429 during detection without Retry-After holds the endpoint this long
-_ROUTE_FIELDS: Final = ("endpoint", "api", "model", "api_key", "tls_verify", "ca_bundle")
 
 
 class RerankService:
     def __init__(self, stats: StatsRecorder, *, clock: Callable[[], float] = clock.now) -> None:
         self._transport = HttpTransport(on_stale_resend=stats.on_stale_resend)
-        self._routes = RouteBook(self._transport, on_detection=stats.on_detection)
+        self._routes = RouteBook(self._transport, on_detection=stats.on_detection, clock=clock)
         self._registry = EndpointRegistry(stats, clock=clock, on_open=self._routes.forget_endpoint)
         self._closed = False
 
@@ -163,28 +158,20 @@ class RerankService:
         return send
 
 
-@dataclass(frozen=True)
-class _Detection:
-    """One detection's arguments; equal (cached together) when only settings that do not change the answer differ."""
-
-    key: tuple[object, ...]
-    config: RerankerConfig = field(compare=False)
-    deadline: float = field(compare=False, default=0.0)
-    endpoint: Endpoint | None = field(compare=False, default=None)
-
-    @classmethod
-    def of(cls, config: RerankerConfig, deadline: float = 0.0, endpoint: Endpoint | None = None) -> _Detection:
-        return cls(tuple(getattr(config, name) for name in _ROUTE_FIELDS), config, deadline, endpoint)
+def _detection(config: RerankerConfig, deadline: float = 0.0, endpoint: Endpoint | None = None) -> Detection:
+    return Detection(tuple(getattr(config, name) for name in ROUTE_FIELDS), config, deadline, endpoint)
 
 
 class RouteBook:
-    def __init__(self, transport: HttpTransport, on_detection: Callable[[], None] = lambda: None) -> None:
-        self._transport = transport
+    def __init__(self, transport: HttpTransport, on_detection: Callable[[], None] = lambda: None, *,
+                 clock: Callable[[], float] = clock.now) -> None:
+        self._transport, self._clock = transport, clock  # ``clock``: the service's, which a route's age is read on
         self._on_detection = on_detection  # counted: detections that keep coming say health is forgotten
-        self._detect = alru_cache(maxsize=128, ttl=DETECTION_TTL_S)(self._detect_uncached)
-        self._running: dict[tuple[object, ...], _Detection] = {}  # key -> the detection under way
+        self._detect = alru_cache(maxsize=128)(self._detect_uncached)
+        self._running: dict[tuple[object, ...], Detection] = {}  # key -> the detection under way
         # every detection still running, forgotten ones too (the cache no longer holds those): closed with the book
-        self._tasks: set[asyncio.Task[Route]] = set()
+        self._tasks: set[asyncio.Task[KnownRoute]] = set()
+        self._checks: set[asyncio.Task[Route | None]] = set()  # known routes being checked again: closed with the book
 
     @property
     def cached(self) -> int:
@@ -192,25 +179,29 @@ class RouteBook:
 
     @property
     def running(self) -> int:  # each ends by its deadline at the latest
-        return len(self._running)
+        return len(self._running) + len(self._checks)
 
     async def routes(self, config: RerankerConfig, deadline: float, endpoints: Sequence[Endpoint]) -> dict[str, Route]:
         """The known routes of ``endpoints`` (URL -> route, at least one), detecting the others; waits only while
         none is known. Raises the first replica's error when none works."""
-        detections = [_Detection.of(config.replicas[e.url], deadline, e) for e in endpoints]
+        detections = [_detection(config.replicas[e.url], deadline, e) for e in endpoints]
         # One shared with an earlier caller runs to that caller's deadline: leave it at ours.
         outlasts_us = any(d.key in self._running and self._running[d.key].deadline > deadline for d in detections)
         routes: dict[str, Route] = {}
         errors: dict[str, BaseException] = {}
-        tasks: dict[asyncio.Task[Route], str] = {}
+        tasks: dict[asyncio.Task[KnownRoute], str] = {}
         for detection, endpoint in zip(detections, endpoints, strict=True):
             endpoint.route_keys.add(detection.key)  # its breaker opening forgets the route, however read
             if self._detect.cache_contains(detection) and detection.key not in self._running:
                 # a finished detection: its result comes back without a task or a wait
                 try:
-                    routes[endpoint.url] = await self._detect(detection)
+                    known = await self._detect(detection)
                 except Exception as exc:  # a failed one not yet evicted from the cache
                     errors[endpoint.url] = exc
+                    continue
+                routes[endpoint.url] = known.route
+                if not known.checking and self._clock() - known.checked_at >= DETECTION_TTL_S:
+                    self._check_again(detection, known)
             else:
                 tasks[self._detection_task(detection)] = endpoint.url
         pending = set(tasks)
@@ -225,7 +216,7 @@ class RouteBook:
                 elif (error := task.exception()) is not None:
                     errors[tasks[task]] = error
                 else:
-                    routes[tasks[task]] = task.result()
+                    routes[tasks[task]] = task.result().route
         if not routes:
             raise next(errors[e.url] for e in endpoints if e.url in errors)
         return {e.url: routes[e.url] for e in endpoints if e.url in routes}
@@ -233,15 +224,15 @@ class RouteBook:
     def forget(self, config: RerankerConfig) -> None:
         """Every replica's cached route (a status said a route no longer holds, or a probe failed)."""
         for url in config.endpoints:
-            self._forget_key(_Detection.of(config.replicas[url]).key)
+            self._forget_key(_detection(config.replicas[url]).key)
 
     async def forget_refused(self, config: RerankerConfig, refused: Mapping[str, Route]) -> None:
         """Forget each refused route still known: the recalls it refused later join the one detection again."""
         for url, route in refused.items():
-            detection = _Detection.of(config.replicas[url])
+            detection = _detection(config.replicas[url])
             if detection.key not in self._running and self._detect.cache_contains(detection):  # else: forgotten
                 with contextlib.suppress(Exception):  # a failed detection again, not yet evicted: not that route
-                    if await self._detect(detection) is route:  # finished: no wait
+                    if (await self._detect(detection)).route is route:  # finished: no wait
                         self._forget_key(detection.key)
 
     def forget_endpoint(self, endpoint: Endpoint) -> None:
@@ -252,19 +243,19 @@ class RouteBook:
 
     def _forget_key(self, key: tuple[object, ...]) -> None:
         """The cached route and its detection's mark (one forgotten while running cannot touch its successor's)."""
-        self._detect.cache_invalidate(_Detection(key, RerankerConfig()))
+        self._detect.cache_invalidate(Detection(key, RerankerConfig()))
         self._running.pop(key, None)
 
     async def close(self) -> None:
-        """Stop every detection, also those forgotten while running: none may send after the transport closed."""
+        """Stop every detection and check, even those forgotten: none may send after the transport closed."""
         await self._detect.cache_close()
-        running = [task for task in self._tasks if not task.done()]
+        running = [task for task in (*self._tasks, *self._checks) if not task.done()]
         for task in running:
             task.cancel()
         if running:
             await asyncio.wait(running)
 
-    def _detection_task(self, detection: _Detection) -> asyncio.Task[Route]:
+    def _detection_task(self, detection: Detection) -> asyncio.Task[KnownRoute]:
         """A task of its own, so a caller who leaves does not cancel a detection others may share."""
         if not self._detect.cache_contains(detection):  # this call starts it (or joins one just started)
             # marked here, not in its first step: later callers of a burst must read the first one's deadline
@@ -273,7 +264,18 @@ class RouteBook:
         task.add_done_callback(lambda t: None if t.cancelled() else t.exception())
         return task
 
-    async def _detect_uncached(self, detection: _Detection) -> Route:
+    def _check_again(self, detection: Detection, known: KnownRoute) -> None:
+        """Detect an expired route again in a task of its own, recalls using it meanwhile; its breaker closed only."""
+        state = detection.endpoint.state if detection.endpoint is not None else None
+        if state is None or state.breaker.state != "closed":
+            return
+        known.checking = True
+        task = asyncio.ensure_future(recheck(resolve_route, self._transport, detection, state, self._on_detection))
+        self._checks.add(task)
+        task.add_done_callback(self._checks.discard)
+        task.add_done_callback(lambda done: known.checked(None if done.cancelled() else done.result(), self._clock()))
+
+    async def _detect_uncached(self, detection: Detection) -> KnownRoute:
         assert detection.endpoint is not None
         state = detection.endpoint.state
         self._running[detection.key] = detection
@@ -281,18 +283,13 @@ class RouteBook:
         if task is not None:
             self._tasks.add(task)
         try:
-            await state.wait_out_retry_after(detection.deadline)
-            with state.breaker.attempt() as permit:  # detection is an attempt too: a probe while half-open
-                # and its timeout counts only with a fair chance, as a request's does (failure-behaviour.md)
-                started = clock.now()
-                permit.timeout_health = timeout_health(
-                    state.expected_latency(len(PROBE_DOCUMENTS), started, worst=True), detection.deadline - started)
-                self._on_detection()
-                return await resolve_route(self._transport, detection.config, detection.deadline)
-        except RateLimited as exc:
-            wait = exc.retry_after if exc.retry_after is not None else RATE_LIMIT_DEFAULT_S
-            state.hold_off(clock.now() + wait)
-            raise
+            with held_off(state):
+                await state.wait_out_retry_after(detection.deadline)
+                with state.breaker.attempt() as permit:  # detection is an attempt too: a probe while half-open
+                    permit.timeout_health = detection_health(state, detection.deadline)
+                    self._on_detection()
+                    route = await resolve_route(self._transport, detection.config, detection.deadline)
+            return KnownRoute(route, self._clock())
         finally:  # a detection forgotten (cancelled) may end after its successor began: clear only its own mark
             if task is not None:
                 self._tasks.discard(task)

@@ -1,0 +1,91 @@
+"""What the route book keeps and runs beside its cache: a detection's arguments (``Detection``), a known route
+with its age (``KnownRoute``), and the check of a route once it is ``DETECTION_TTL_S`` old (``recheck``).
+
+Why a check runs beside the route instead of the route expiring: a recall that met an expired route waited for a
+whole detection (GETs and a probe) and got a new batcher, which forgot its hedge-delay window and retry budget,
+every ten minutes with nothing changed on the server. A check that fails (the server busy or down right then)
+keeps the working route and leaves the breaker alone: the recalls themselves say whether the route still holds.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Final
+
+from ..batching.breaker import Health
+from ..batching.endpoint_state import EndpointState, timeout_health
+from ..core import deadline as clock
+from ..core.config import RerankerConfig
+from ..core.detection import PROBE_DOCUMENTS
+from ..core.errors import RateLimited
+from .detection import Route
+from .endpoints import Endpoint, HttpTransport
+
+log = logging.getLogger("a0_reranker")
+
+DETECTION_TTL_S: Final = 600.0  # a known route is checked again this long after it was detected or confirmed
+RATE_LIMIT_DEFAULT_S: Final = 1.0  # a 429 during detection without Retry-After holds the endpoint this long
+ROUTE_FIELDS: Final = ("endpoint", "api", "model", "api_key", "tls_verify", "ca_bundle")
+
+Resolve = Callable[[HttpTransport, RerankerConfig, float], Awaitable[Route]]
+
+
+@dataclass(frozen=True)
+class Detection:
+    """One detection's arguments; equal (cached together) when only settings that do not change the answer differ."""
+
+    key: tuple[object, ...]
+    config: RerankerConfig = field(compare=False)
+    deadline: float = field(compare=False, default=0.0)
+    endpoint: Endpoint | None = field(compare=False, default=None)
+
+
+@dataclass(eq=False)
+class KnownRoute:
+    """A route in the route book's cache, with when it was last detected (on the service's clock)."""
+
+    route: Route
+    checked_at: float
+    checking: bool = False  # a check is under way: recalls go on using ``route`` meanwhile
+
+    def checked(self, found: Route | None, now: float) -> None:
+        """A check's end: a route found that differs replaces this one; the same route, or none (the check failed),
+        keeps this one, and with it its batcher (hedge-delay window, retry budget)."""
+        if found is not None and not found.same_as(self.route):
+            log.info("a0_reranker: the server's API changed since it was detected; using the new route")
+            self.route = found
+        self.checked_at, self.checking = now, False
+
+
+def detection_health(state: EndpointState, deadline: float) -> Health:
+    """What a detection's timeout says of the server: it counts only with a fair chance, as a request's does."""
+    started = clock.now()
+    return timeout_health(state.expected_latency(len(PROBE_DOCUMENTS), started, worst=True), deadline - started)
+
+
+@contextmanager
+def held_off(state: EndpointState) -> Iterator[None]:
+    """A 429 during detection holds the endpoint back as long as it asked, or a second without Retry-After."""
+    try:
+        yield
+    except RateLimited as exc:
+        state.hold_off(clock.now() + (exc.retry_after if exc.retry_after is not None else RATE_LIMIT_DEFAULT_S))
+        raise
+
+
+async def recheck(resolve: Resolve, transport: HttpTransport, detection: Detection, state: EndpointState,
+                  on_detection: Callable[[], None]) -> Route | None:
+    """The route a known one's server speaks now, or None when the check failed (the known route stays). No
+    breaker permit: a check that fails says nothing the recalls on the route would not say themselves."""
+    try:
+        with held_off(state):
+            await state.wait_out_retry_after(detection.deadline)
+            on_detection()
+            return await resolve(transport, detection.config, detection.deadline)
+    except Exception as exc:
+        log.info("a0_reranker: checking the detected API again failed (%s); the route in use stays",
+                 getattr(exc, "reason", type(exc).__name__))
+        return None
