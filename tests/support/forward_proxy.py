@@ -1,7 +1,7 @@
 """A forward HTTP proxy on 127.0.0.1, the kind a corporate network puts between its machines and the internet
-(squid's behaviour in the two forms clients use, RFC 9110 §9.3.6 and §7.1): ``CONNECT host:port`` opens a tunnel
-(HTTPS: the proxy sees no header and no body), and a request in absolute form (``POST http://host:port/path``)
-is passed on as it came (plain HTTP). It resolves host names from its own table, as the proxy's DNS would, so a
+(squid's behaviour in the two forms clients use): ``CONNECT host:port`` opens a tunnel (RFC 9110 §9.3.6; for
+HTTPS, so the proxy sees no header and no body), and a request in absolute form (``POST http://host:port/path``,
+RFC 9112 §3.2.2) is passed on as it came (plain HTTP). It resolves host names from its own table, as the proxy's DNS would, so a
 test needs no real name; it records each target and answers 407 to a request without the credentials it needs.
 """
 
@@ -48,7 +48,7 @@ class ForwardProxy:
                 await writer.drain()
                 return
             tunnel = method == "CONNECT"
-            host, port = _host_port(target if tunnel else urlsplit(target).netloc)
+            host, port = _host_port(target) if tunnel else _url_host_port(target)
             self.targets.append(f"{host}:{port}")
             up_reader, up_writer = await asyncio.open_connection(*self.hosts.get(host, (host, port)))
             if tunnel:
@@ -73,6 +73,11 @@ class ForwardProxy:
 def _host_port(authority: str) -> tuple[str, int]:
     host, _, port = authority.rpartition(":")
     return host.strip("[]"), int(port)
+
+
+def _url_host_port(url: str) -> tuple[str, int]:
+    parts = urlsplit(url)
+    return parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
 
 
 async def _pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
