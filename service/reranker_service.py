@@ -25,7 +25,8 @@ from ..core import deadline as clock
 from ..core.config import RerankerConfig
 from ..core.detection import PROBE_DOCUMENTS
 from ..core.dialects import ScoreBatch
-from ..core.dialects.wire import read_answer
+from ..core.dialects.catalog import request_token_budget
+from ..core.dialects.wire import read_answer, token_parts
 from ..core.errors import (
     BreakerOpen,
     DeadlineExceeded,
@@ -152,12 +153,14 @@ class RerankService:
 
     def _sender(self, route: Route, config: RerankerConfig, to_probability: bool):  # type: ignore[no-untyped-def]
         transport, dialect, tls, api_key = self._transport, route.dialect, tls_of(config), config.api_key
+        budget = request_token_budget(dialect, route.model)
 
         async def send(batch: ScoreBatch, deadline: float, may_resend: Callable[[], bool]) -> list[float]:
-            request = dialect.build(batch, route.model)
-            answer = await transport.send(route.endpoint, request, deadline=deadline, api_key=api_key, tls=tls,
-                                          may_resend=may_resend)
-            scores = read_answer(dialect.parse, answer, batch)
+            scores: list[float] = []
+            for part in token_parts(batch, budget):  # one request, unless a server's token cap splits it (Voyage)
+                answer = await transport.send(route.endpoint, dialect.build(part, route.model), deadline=deadline,
+                                              api_key=api_key, tls=tls, may_resend=may_resend)
+                scores += read_answer(dialect.parse, answer, part)
             return normalize(scores, route.scale) if to_probability else scores
 
         return send

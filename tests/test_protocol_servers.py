@@ -256,6 +256,18 @@ async def test_voyage_uses_top_k_and_data() -> None:
     assert too_many.status == 400
 
 
+@pytest.mark.filterwarnings("ignore:Sending a large body directly:ResourceWarning")  # aiohttp: bodies over 1 MiB
+@pytest.mark.parametrize(("model", "cap"), [("rerank-2.5", 600_000), ("rerank-1", 300_000)])
+async def test_voyage_caps_the_tokens_of_a_request_even_with_truncation(model: str, cap: int) -> None:
+    """query tokens × documents + all document tokens (docs.voyageai.com/reference/reranker-api)."""
+    query, doc = "q" * 400, "d" * 3600  # 100 + 900 tokens a pair under the stand-in's count
+    async with running("voyage") as srv:
+        fits = await post(srv.url + "/v1/rerank", {"model": model, "query": query, "documents": [doc] * (cap // 1000)})
+        over = await post(srv.url + "/v1/rerank", {"model": model, "query": query,
+                                                   "documents": [doc] * (cap // 1000 + 1)})
+    assert fits.status == 200 and over.status == 400
+
+
 async def test_voyage_refuses_long_input_only_without_truncation() -> None:
     long_doc = "word " * 200
     async with running("voyage", max_pair_tokens=100) as srv:

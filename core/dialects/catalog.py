@@ -70,7 +70,11 @@ Dialect = RerankDialect | Qwen3ScoreDialect  # how one family of servers wants p
 COHERE_V2: Final = RerankDialect("cohere-v2", "/v2/rerank", max_pairs=1000, requires_model=True)
 COHERE_V1: Final = RerankDialect("cohere-v1", "/v1/rerank", extra={"return_documents": False}, max_pairs=1000)
 JINA: Final = RerankDialect("jina", "/v1/rerank", extra={"return_documents": False}, max_pairs=1000)
-VOYAGE: Final = RerankDialect("voyage", "/v1/rerank", extra={"return_documents": False}, max_pairs=1000)
+# Voyage caps "query tokens x documents + all document tokens" at 600K, 300K for its legacy models, whatever
+# ``truncation`` says (docs.voyageai.com/reference/reranker-api): a large recall of long memories is split to it
+VOYAGE: Final = RerankDialect("voyage", "/v1/rerank", extra={"return_documents": False}, max_pairs=1000,
+                              max_request_tokens=600_000)
+_VOYAGE_LEGACY: Final = frozenset({"rerank-1", "rerank-lite-1"})
 MIXEDBREAD: Final = RerankDialect(
     "mixedbread", "/v1/reranking", documents_key="input", extra={"return_input": False}, max_pairs=1000
 )
@@ -87,6 +91,12 @@ TEI: Final = RerankDialect("tei", "/rerank", documents_key="texts", max_pairs=32
 # Servers we could not identify: the plain body every member of the family accepts, on each route.
 GENERIC_RERANK: Final = tuple(RerankDialect("rerank", path, max_pairs=UNLIMITED, score_scale=RAW)
                               for path in ("/v1/rerank", "/rerank", "/v2/rerank"))
+
+
+def request_token_budget(dialect: Dialect, model: str) -> int | None:
+    """The tokens one request may carry with ``model``, where the server caps them (``wire.token_parts``)."""
+    budget = getattr(dialect, "max_request_tokens", None)
+    return budget // 2 if budget and dialect.name == "voyage" and model in _VOYAGE_LEGACY else budget
 
 
 def infinity_dialect(url_prefix: str = "") -> RerankDialect:
