@@ -18,6 +18,7 @@ from ..core.errors import (
     ConfigError,
     DeadlineExceeded,
     DetectionFailed,
+    KeyRefused,
     NotHttp,
     RateLimited,
     RerankError,
@@ -29,6 +30,9 @@ from ..core.scores import PROBABILITY, RAW, ScoreScale, settled
 from .endpoints import HttpTransport, TlsSettings
 
 GET_TIMEOUT_CAP: Final = 3.0  # identifying GETs are cheap; do not let a slow one eat the whole budget
+# Statuses refusing the key (Cohere's 498 included) or the account behind it, whatever the route
+_KEY_REFUSALS: Final = {401: "the API key was refused", 403: "the API key was refused",
+                        498: "the API key was refused", 402: "the account behind the API key has no credit left"}
 
 
 @dataclass(frozen=True, eq=False)
@@ -167,6 +171,9 @@ def _unreachable(attempts: Sequence[det.ProbeOutcome], message: str) -> RerankEr
     if attempts and not sent:
         return ConfigError([message])
     failures = {o.failure for o in sent}
+    if refused := next((o for o in sent if o.status in _KEY_REFUSALS), None):
+        return KeyRefused(f"{_KEY_REFUSALS[refused.status or 0]} ({refused.error})",
+                          tuple(o.describe() for o in attempts))
     if "rate_limited" in failures:  # not a detection failure, and its Retry-After holds the endpoint back
         waits = [o.retry_after for o in attempts if o.retry_after is not None]
         return RateLimited(429, message, retry_after=max(waits) if waits else None)
