@@ -1,7 +1,7 @@
 """A hosted API that refuses the key (a typo, a revoked key: 401, Cohere's 498) or the account behind it (402: no
 credit left). The recall says so, counted as the refusal it is (``http_status``), not as ``detection``, whose
 advice is to check the model; the key is not hammered (the breaker opens after three refusals, as for any
-detection that fails)."""
+detection that fails); and once the breaker is open the status still shows why, as the README promises."""
 
 from __future__ import annotations
 
@@ -46,6 +46,13 @@ async def test_a_wrong_key_is_named_as_such_and_not_hammered(cohere: RunningServ
     statistics = runtime.statistics()
     assert statistics.fallbacks["http_status"] == 3 and statistics.fallbacks["breaker_open"] == 7
     assert cohere.count() == sent  # three refusals, then nothing more is sent with that key
+
+
+async def test_once_the_breaker_is_open_the_status_still_shows_why(cohere: RunningServer) -> None:
+    config = RerankerConfig(endpoint=cohere.url, api_key="co-other-wrong-key-01234", model="rerank-v3.5", timeout=5)
+    while (await recall(config))[0] != "breaker_open":
+        pass
+    assert "invalid api token" in runtime.statistics().last_error  # why it opened, not only that it did
 
 
 async def test_an_account_without_credit_says_so(cohere: RunningServer) -> None:
