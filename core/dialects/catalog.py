@@ -72,11 +72,14 @@ COHERE_V1: Final = RerankDialect("cohere-v1", "/v1/rerank", extra={"return_docum
 JINA: Final = RerankDialect("jina", "/v1/rerank", extra={"return_documents": False}, max_pairs=1000)
 # Voyage caps "query tokens x documents + all document tokens" at 600K, 300K for its legacy models, whatever
 # ``truncation`` says (docs.voyageai.com/reference/reranker-api): a large recall of long memories is split to it
+# Voyage and Mixedbread refuse a request without ``model`` (docs.voyageai.com/reference/reranker-api,
+# mixedbread.com/api-reference/endpoints/reranking): without one set, the route is passed over, and the user told
 VOYAGE: Final = RerankDialect("voyage", "/v1/rerank", extra={"return_documents": False}, max_pairs=1000,
-                              max_request_tokens=600_000)
+                              max_request_tokens=600_000, requires_model=True)
 _VOYAGE_LEGACY: Final = frozenset({"rerank-1", "rerank-lite-1"})
 MIXEDBREAD: Final = RerankDialect(
-    "mixedbread", "/v1/reranking", documents_key="input", extra={"return_input": False}, max_pairs=1000
+    "mixedbread", "/v1/reranking", documents_key="input", extra={"return_input": False}, max_pairs=1000,
+    requires_model=True,
 )
 VLLM_RERANK: Final = RerankDialect("vllm", "/rerank", max_pairs=UNLIMITED, takes_instruction=True)
 LLAMACPP: Final = RerankDialect("llamacpp", "/v1/rerank", max_pairs=UNLIMITED, score_scale=RAW)

@@ -1,4 +1,5 @@
-"""A hosted API's per-request limits hold for a large recall of long memories. Voyage caps "query tokens × documents
+"""A hosted API's required fields and per-request limits. Voyage needs ``model``: without one the recall says to
+set rerank_model, before any request. Its limits hold for a large recall of long memories. Voyage caps "query tokens × documents
 + all document tokens" at 600K (300K for rerank-1 and rerank-lite-1) whatever ``truncation`` says
 (docs.voyageai.com/reference/reranker-api): 512 memories of 5,000 characters with a 1,000-character query are about
 768K tokens, and the whole recall fell back. The Voyage stand-in is reached at its own host name through a forward
@@ -70,3 +71,14 @@ async def test_an_ordinary_recall_is_still_one_request(voyage: RunningServer) ->
     ranking = await reranker.rerank_async(QUERY, memories(100, 500), config=config)
     assert ranking is not None, runtime.statistics().last_error
     assert sent(voyage) == [100]
+
+
+async def test_voyage_without_a_model_is_a_settings_problem_named_before_any_request(voyage: RunningServer) -> None:
+    """Voyage's reference marks ``model`` required: a request without one is refused with a 400 whose wording no
+    reference gives. The plugin says which setting is missing and sends nothing."""
+    config = RerankerConfig(endpoint="http://api.voyageai.com/v1/rerank", api_key=KEY, timeout=10)
+    ranking = await reranker.rerank_async(QUERY, memories(3, 100), config=config)
+    assert ranking is None
+    statistics = runtime.statistics()
+    assert dict(statistics.fallbacks) == {"config": 1} and "rerank_model" in statistics.last_error
+    assert [r for r in voyage.requests if r.method == "POST"] == []

@@ -15,7 +15,7 @@ _LEGACY_MODELS = frozenset({"rerank-1", "rerank-lite-1"})
 
 
 class VoyageApp(HostedApp):
-    """``POST /v1/rerank``: at most 1000 string documents, ``top_k``, ``return_documents``
+    """``POST /v1/rerank``: ``model`` required, at most 1000 string documents, ``top_k``, ``return_documents``
     (default false), ``truncation`` (default true; false and too long -> 400).
 
     Options: ``api_key``, ``model``, ``max_query_tokens`` (8000, rerank-2.5), ``max_pair_tokens``
@@ -28,7 +28,7 @@ class VoyageApp(HostedApp):
     kind = "voyage"
     error_key = "detail"
     default_model = "rerank-2.5"
-    fields = Fields(top="top_k", max_documents=1000)
+    fields = Fields(top="top_k", max_documents=1000, model_required=True)
 
     def __init__(self, *, scorer: Scorer = lexical_scorer, api_key: str | None = None,
                  model: str | None = None, max_query_tokens: int = 8000, max_pair_tokens: int = 32000,
