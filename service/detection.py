@@ -127,7 +127,9 @@ async def resolve_route(transport: HttpTransport, config: RerankerConfig, deadli
         # a forced API on a server the GETs named: probe only to learn whether raw output (llama.cpp) is logits;
         # if that probe gets no answer the route still stands, its scores read batch by batch; a route that
         # needs a model id is passed over when none is set (Cohere's v2, where v1 works without)
-        dialect = next((d for d in groups[0] if model or not getattr(d, "requires_model", False)), groups[0][0])
+        dialect = next((d for d in groups[0] if model or not getattr(d, "requires_model", False)), None)
+        if dialect is None:  # every route of the API needs a model id (Voyage, Mixedbread): nothing to send
+            raise ConfigError([f"rerank_model: {groups[0][0].name} needs a model id"])
         scores = (await probe.dialect(dialect, model)).scores if dialect.score_scale == RAW else None
         return Route(config.endpoint, dialect, model, settled(dialect.score_scale, scores))
     outcomes = await probe.outcomes(groups, model)

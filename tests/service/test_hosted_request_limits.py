@@ -73,10 +73,12 @@ async def test_an_ordinary_recall_is_still_one_request(voyage: RunningServer) ->
     assert sent(voyage) == [100]
 
 
-async def test_voyage_without_a_model_is_a_settings_problem_named_before_any_request(voyage: RunningServer) -> None:
+@pytest.mark.parametrize("api", ["auto", "rerank"])
+async def test_voyage_without_a_model_is_a_settings_problem_named_before_any_request(voyage: RunningServer,
+                                                                                      api: str) -> None:
     """Voyage's reference marks ``model`` required: a request without one is refused with a 400 whose wording no
-    reference gives. The plugin says which setting is missing and sends nothing."""
-    config = RerankerConfig(endpoint="http://api.voyageai.com/v1/rerank", api_key=KEY, timeout=10)
+    reference gives. The plugin says which setting is missing and sends nothing, whether the API is forced or not."""
+    config = RerankerConfig(endpoint="http://api.voyageai.com/v1/rerank", api_key=KEY, timeout=10, api=api)
     ranking = await reranker.rerank_async(QUERY, memories(3, 100), config=config)
     assert ranking is None
     statistics = runtime.statistics()
