@@ -94,6 +94,9 @@ TEI: Final = RerankDialect("tei", "/rerank", documents_key="texts", max_pairs=32
 # Servers we could not identify: the plain body every member of the family accepts, on each route.
 GENERIC_RERANK: Final = tuple(RerankDialect("rerank", path, max_pairs=UNLIMITED, score_scale=RAW)
                               for path in ("/v1/rerank", "/rerank", "/v2/rerank"))
+# Together and SiliconFlow, known by host name, serve that body on /v1/rerank alone (their API references)
+TOGETHER: Final = dataclasses.replace(GENERIC_RERANK[0], name="together")
+SILICONFLOW: Final = dataclasses.replace(GENERIC_RERANK[0], name="siliconflow")
 
 
 def request_token_budget(dialect: Dialect, model: str) -> int | None:

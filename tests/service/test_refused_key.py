@@ -6,9 +6,11 @@ detection that fails); and once the breaker is open the status still shows why, 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from urllib.parse import urlsplit
 
 import pytest
 
+from support.forward_proxy import ForwardProxy
 from support.servers import Respond, RunningServer, start_server
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.service import runtime
@@ -61,3 +63,29 @@ async def test_an_account_without_credit_says_so(cohere: RunningServer) -> None:
     reason, message = await recall(config)
     assert reason == "http_status"
     assert "402" in message and "credit" in message
+
+
+@pytest.mark.parametrize(("kind", "host"), [("together", "api.together.xyz"), ("siliconflow", "api.siliconflow.cn")])
+async def test_a_hosted_api_known_by_name_is_asked_on_its_own_route_only(monkeypatch: pytest.MonkeyPatch, kind: str,
+                                                                          host: str) -> None:
+    """Together and SiliconFlow serve ``/v1/rerank`` alone: with a wrong key, each detection asked four routes
+    they do not have on top of it. Reached at their own names through a proxy that resolves them locally."""
+    server = await start_server(kind, api_key=KEY)
+    address = urlsplit(server.url)
+    proxy = await ForwardProxy(hosts={host: (address.hostname or "", address.port or 0)}).start()
+    for name in ("HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", proxy.url)
+    try:
+        config = RerankerConfig(endpoint=f"http://{host}", api_key="wrong-key-0123456789", model="m", timeout=5,
+                                breaker_cooldown=3600)
+        for _ in range(4):
+            await recall(config)
+        assert [r.path for r in server.requests] == ["/v1/rerank"] * 3  # one a detection, then the breaker
+        assert runtime.statistics().fallbacks["http_status"] == 3
+        outcome = await rerank_pool("capital of France", POOL, limit=2, config=config.replace(api_key=KEY),
+                                    text_of=str)
+        assert outcome.applied and outcome.documents[0] == POOL[0], outcome.message
+    finally:
+        await proxy.close()
+        await server.close()
