@@ -45,8 +45,12 @@ def sent(server: RunningServer) -> list[int]:
     return [len(r.json["documents"]) for r in server.requests if r.json and r.json["query"] == QUERY]
 
 
+RELEVANT = 450  # in a late part of the first request (512 pairs): its score must come back to it
+
+
 def memories(count: int, chars: int) -> list[str]:
-    return [f"memory {i}: rotate the backup key. " + "x" * (chars - 40) for i in range(count)]
+    topic = {RELEVANT: "how to rotate the backup encryption key"}
+    return [f"memory {i}: {topic.get(i, 'the cafeteria menu changes')}. " + "x" * (chars - 60) for i in range(count)]
 
 
 # aiohttp notes every request body over 1 MiB with a ResourceWarning
@@ -58,7 +62,7 @@ async def test_a_large_recall_of_long_memories_stays_under_voyage_s_token_cap(vo
     config = RerankerConfig(endpoint="http://api.voyageai.com", model=model, api_key=KEY, timeout=30)
     ranking = await reranker.rerank_async(QUERY, docs, config=config)
     assert ranking is not None, runtime.statistics().last_error
-    assert sorted(index for index, _ in ranking) == list(range(600))
+    assert sorted(index for index, _ in ranking) == list(range(600)) and ranking[0][0] == RELEVANT
     cap = 300_000 if model == "rerank-1" else 600_000
     requests = [r.json for r in voyage.requests if r.method == "POST" and r.json]
     assert all(tokens_used(body["query"], body["documents"]) <= cap for body in requests)
