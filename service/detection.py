@@ -13,6 +13,7 @@ from ..core import deadline as clock
 from ..core import detection as det
 from ..core.config import RerankerConfig
 from ..core.dialects import Dialect, ScoreBatch, WireAnswer, WireRequest
+from ..core.dialects import catalog as cat
 from ..core.dialects.wire import read_answer
 from ..core.errors import (
     ConfigError,
@@ -131,13 +132,14 @@ async def resolve_route(transport: HttpTransport, config: RerankerConfig, deadli
         if dialect is None:  # every route of the API needs a model id (Voyage, Mixedbread): nothing to send
             raise ConfigError([f"rerank_model: {groups[0][0].name} needs a model id"])
         scores = (await probe.dialect(dialect, model)).scores if dialect.score_scale == RAW else None
-        return Route(config.endpoint, dialect, model, settled(dialect.score_scale, scores))
+        return Route(config.endpoint, cat.sized_for(dialect, model), model, settled(dialect.score_scale, scores))
     outcomes = await probe.outcomes(groups, model)
     try:
         chosen = read_answer(det.judge, outcomes, forced=config.api != "auto")
     except DetectionFailed as exc:
         raise _unreachable(outcomes, str(exc)) or exc from None
-    return Route(config.endpoint, chosen.dialect, model, settled(chosen.dialect.score_scale, chosen.scores))
+    return Route(config.endpoint, cat.sized_for(chosen.dialect, model), model,
+                 settled(chosen.dialect.score_scale, chosen.scores))
 
 
 async def probe_endpoint(transport: HttpTransport, config: RerankerConfig, deadline: float) -> ProbeReport:

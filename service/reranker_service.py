@@ -24,9 +24,7 @@ from ..batching.endpoint_state import Replica, timeout_health
 from ..core import deadline as clock
 from ..core.config import RerankerConfig
 from ..core.detection import PROBE_DOCUMENTS
-from ..core.dialects import ScoreBatch
-from ..core.dialects.catalog import request_token_budget
-from ..core.dialects.wire import read_answer, token_parts
+from ..core.dialects.wire import ScoreBatch, read_answer, token_parts
 from ..core.errors import (
     BreakerOpen,
     DeadlineExceeded,
@@ -153,11 +151,10 @@ class RerankService:
 
     def _sender(self, route: Route, config: RerankerConfig, to_probability: bool):  # type: ignore[no-untyped-def]
         transport, dialect, tls, api_key = self._transport, route.dialect, tls_of(config), config.api_key
-        budget = request_token_budget(dialect, route.model)
 
         async def send(batch: ScoreBatch, deadline: float, may_resend: Callable[[], bool]) -> list[float]:
             scores: list[float] = []
-            for part in token_parts(batch, budget):  # one request, unless a server's token cap splits it (Voyage)
+            for part in token_parts(batch, dialect.max_request_tokens):  # one request unless a token cap splits it
                 answer = await transport.send(route.endpoint, dialect.build(part, route.model), deadline=deadline,
                                               api_key=api_key, tls=tls, may_resend=may_resend)
                 scores += read_answer(dialect.parse, answer, part)

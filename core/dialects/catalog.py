@@ -46,6 +46,7 @@ class Qwen3ScoreDialect:
     api: str = "qwen3_score"
     mixes_queries: bool = True
     score_scale: ScoreScale = PROBABILITY  # P(yes): vLLM's sigmoid of the (yes - no) logit
+    max_request_tokens: int | None = None
 
     def with_instruction(self, instruction: str) -> Qwen3ScoreDialect:
         return dataclasses.replace(self, instruction=instruction)
@@ -99,10 +100,12 @@ TOGETHER: Final = dataclasses.replace(GENERIC_RERANK[0], name="together")
 SILICONFLOW: Final = dataclasses.replace(GENERIC_RERANK[0], name="siliconflow")
 
 
-def request_token_budget(dialect: Dialect, model: str) -> int | None:
-    """The tokens one request may carry with ``model``, where the server caps them (``wire.token_parts``)."""
-    budget = getattr(dialect, "max_request_tokens", None)
-    return budget // 2 if budget and dialect.name == "voyage" and model in _VOYAGE_LEGACY else budget
+def sized_for(dialect: Dialect, model: str) -> Dialect:
+    """``dialect`` with the token cap of a request with ``model`` (``wire.token_parts``): Voyage's legacy models
+    take half of what the others do."""
+    if dialect.name == "voyage" and model in _VOYAGE_LEGACY and dialect.max_request_tokens:
+        return dataclasses.replace(dialect, max_request_tokens=dialect.max_request_tokens // 2)
+    return dialect
 
 
 def infinity_dialect(url_prefix: str = "") -> RerankDialect:

@@ -174,10 +174,12 @@ def test_voyage_requests_are_cut_to_its_token_cap_counting_each_pair_s_query() -
     from usr.plugins.a0_reranker.core.dialects.wire import token_parts
 
     batch = ScoreBatch.single("备份" * 50, ["记忆内容" * 250] * 40 + ["长" * 5000])
-    parts = token_parts(batch, cat.request_token_budget(cat.VOYAGE, "rerank-1") // 100)  # 3,000 tokens a request
+    legacy = cat.sized_for(cat.VOYAGE, "rerank-1").max_request_tokens
+    assert legacy is not None
+    parts = token_parts(batch, legacy // 100)  # 3,000 tokens a request
     assert [pair for part in parts for pair in part.pairs] == list(batch.pairs)  # in order, each once
     assert all(sum(100 + len(doc) for doc in part.documents) <= 3000 for part in parts[:-1])
     assert parts[-1].documents == ["长" * 5000]  # over the budget alone: sent alone (the server truncates it)
     assert token_parts(batch, None) == [batch]
-    assert cat.request_token_budget(cat.VOYAGE, "rerank-2.5") == 600_000
-    assert cat.request_token_budget(cat.COHERE_V2, "rerank-v3.5") is None
+    assert cat.sized_for(cat.VOYAGE, "rerank-2.5").max_request_tokens == 600_000
+    assert cat.sized_for(cat.COHERE_V2, "rerank-v3.5").max_request_tokens is None
