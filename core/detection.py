@@ -138,7 +138,7 @@ def _rerank_dialects(identity: ServerIdentity, instruction: str) -> list[Dialect
         "tei": [cat.tei_dialect(identity.max_client_batch)], "infinity": [cat.infinity_dialect(identity.url_prefix)],
         "vllm": [cat.VLLM_RERANK.with_instruction(instruction)], "llamacpp": [cat.LLAMACPP], "sglang": [cat.SGLANG],
         "cohere": [cat.COHERE_V2, cat.COHERE_V1], "jina": [cat.JINA], "voyage": [cat.VOYAGE],
-        "mixedbread": [cat.MIXEDBREAD],
+        "mixedbread": [cat.MIXEDBREAD], "together": [cat.TOGETHER], "siliconflow": [cat.SILICONFLOW],
     }
     return known.get(identity.kind, [*cat.GENERIC_RERANK, cat.TEI, cat.MIXEDBREAD])
 

@@ -6,6 +6,7 @@ inside a URL's ``user:password@`` separates nothing: that entry is refused whole
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Final
 from urllib.parse import urlsplit
@@ -105,3 +106,22 @@ def endpoint_problem(endpoint: str) -> str | None:
     except ValueError:
         return "has an invalid port"
     return None
+
+
+def proxy_exempt(host: str, no_proxy: str) -> bool:
+    """Whether a request to ``host`` goes direct although a proxy is set: a loopback address, which no proxy elsewhere
+    can reach (Go's ``http.ProxyFromEnvironment`` exempts it too), or one NO_PROXY names: ``*``, the name or a parent
+    domain (with a leading dot or not), an address or a network (``10.0.0.0/8``), as curl and requests read it."""
+    host = host.strip("[]").rstrip(".").lower()
+    if host == "localhost" or host.endswith(".localhost") or _in_network(host, "127.0.0.0/8") or host == "::1":
+        return True
+    entries = (entry.strip().lstrip(".").lower() for entry in no_proxy.split(","))
+    return any(entry == "*" or host == entry or host.endswith(f".{entry}") or _in_network(host, entry)
+               for entry in entries if entry)
+
+
+def _in_network(host: str, network: str) -> bool:
+    try:
+        return ipaddress.ip_address(host) in ipaddress.ip_network(network, strict=False)
+    except ValueError:
+        return False

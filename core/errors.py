@@ -125,6 +125,12 @@ class DetectionFailed(RerankError, reason="detection"):
         super().__init__(message)
 
 
+class KeyRefused(DetectionFailed, reason="http_status"):
+    """While its API was being found, the server refused the API key (401, 403, Cohere's 498) or the account
+    behind it (402): the settings or the account need a fix, not the model. Counted as the refusal it is; for the
+    breaker a failed detection still, so a refused key is not sent again and again."""
+
+
 class BlankQuery(RerankError, reason="bad_input", quotes_server_text=False):
     """The query is blank as cut: there is nothing to rank against, and some servers refuse it."""
 

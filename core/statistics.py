@@ -14,7 +14,7 @@ from functools import partialmethod
 from typing import Any, Final
 
 from . import deadline as clock
-from .errors import Overloaded, QueueFull
+from .errors import BreakerOpen, Overloaded, QueueFull
 
 LATENCY_WINDOW: Final = 2048  # recent reranks (and queue waits) kept for the percentiles
 SHED_REASONS: Final = frozenset({Overloaded.reason, QueueFull.reason})  # recalls turned away at once
@@ -162,7 +162,7 @@ class StatsRecorder:
             self._fallbacks[reason] += 1
             if reason in SHED_REASONS:
                 self._rates.add("shed", self._clock())
-            if message:
+            if message and (reason != BreakerOpen.reason or not self._last_error):  # keep why the breaker opened
                 self._last_error = message
 
     def on_request(self, pairs: int) -> None:

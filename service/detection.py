@@ -13,11 +13,13 @@ from ..core import deadline as clock
 from ..core import detection as det
 from ..core.config import RerankerConfig
 from ..core.dialects import Dialect, ScoreBatch, WireAnswer, WireRequest
+from ..core.dialects import catalog as cat
 from ..core.dialects.wire import read_answer
 from ..core.errors import (
     ConfigError,
     DeadlineExceeded,
     DetectionFailed,
+    KeyRefused,
     NotHttp,
     RateLimited,
     RerankError,
@@ -29,6 +31,9 @@ from ..core.scores import PROBABILITY, RAW, ScoreScale, settled
 from .endpoints import HttpTransport, TlsSettings
 
 GET_TIMEOUT_CAP: Final = 3.0  # identifying GETs are cheap; do not let a slow one eat the whole budget
+# Statuses refusing the key (Cohere's 498 included) or the account behind it, whatever the route
+_KEY_REFUSALS: Final = {401: "the API key was refused", 403: "the API key was refused",
+                        498: "the API key was refused", 402: "the account behind the API key has no credit left"}
 
 
 @dataclass(frozen=True, eq=False)
@@ -128,15 +133,18 @@ async def resolve_route(transport: HttpTransport, config: RerankerConfig, deadli
         # a forced API on a server the GETs named: probe only to learn whether raw output (llama.cpp) is logits;
         # if that probe gets no answer the route still stands, its scores read batch by batch; a route that
         # needs a model id is passed over when none is set (Cohere's v2, where v1 works without)
-        dialect = next((d for d in groups[0] if model or not getattr(d, "requires_model", False)), groups[0][0])
+        dialect = next((d for d in groups[0] if model or not getattr(d, "requires_model", False)), None)
+        if dialect is None:  # every route of the API needs a model id (Voyage, Mixedbread): nothing to send
+            raise ConfigError([f"rerank_model: {groups[0][0].name} needs a model id"])
         scores = (await probe.dialect(dialect, model)).scores if dialect.score_scale == RAW else None
-        return Route(config.endpoint, dialect, model, settled(dialect.score_scale, scores))
+        return Route(config.endpoint, cat.sized_for(dialect, model), model, settled(dialect.score_scale, scores))
     outcomes = await probe.outcomes(groups, model)
     try:
         chosen = read_answer(det.judge, outcomes, forced=config.api != "auto")
     except DetectionFailed as exc:
         raise _unreachable(outcomes, str(exc)) or exc from None
-    return Route(config.endpoint, chosen.dialect, model, settled(chosen.dialect.score_scale, chosen.scores))
+    return Route(config.endpoint, cat.sized_for(chosen.dialect, model), model,
+                 settled(chosen.dialect.score_scale, chosen.scores))
 
 
 async def probe_endpoint(transport: HttpTransport, config: RerankerConfig, deadline: float) -> ProbeReport:
@@ -172,6 +180,9 @@ def _unreachable(attempts: Sequence[det.ProbeOutcome], message: str) -> RerankEr
     if attempts and not sent:
         return ConfigError([message])
     failures = {o.failure for o in sent}
+    if refused := next((o for o in sent if o.status in _KEY_REFUSALS), None):
+        return KeyRefused(f"{_KEY_REFUSALS[refused.status or 0]} ({refused.error})",
+                          tuple(o.describe() for o in attempts))
     if "rate_limited" in failures:  # not a detection failure, and its Retry-After holds the endpoint back
         waits = [o.retry_after for o in attempts if o.retry_after is not None]
         return RateLimited(429, message, retry_after=max(waits) if waits else None)

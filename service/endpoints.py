@@ -32,7 +32,8 @@ from ..core.dialects import WireAnswer, WireRequest
 from ..core.errors import ConfigError, DeadlineExceeded, MalformedAnswer, RerankError, StaleConnection, TransportError
 from ..core.redaction import TYPED_AUTH_SCHEME, without_url_secrets
 from ..core.statistics import ReplicaStatistics
-from .http_errors import translate
+from .http_errors import proxy_refused, translate
+from .proxies import PROXY_VARIABLES, Proxy, proxy_for
 
 MAX_ENDPOINTS: Final = 256  # pairs of server and key: 16 replicas for each of 16 agent profiles' keys
 MAX_GROUPS: Final = 32
@@ -182,6 +183,7 @@ class HttpTransport:
         self._sessions: dict[bool, aiohttp.ClientSession] = {}  # fresh -> session
         # settings -> (the CA bundle file's version read, what ``ssl`` takes): a bundle rotated in place is read again
         self._ssl_contexts: dict[TlsSettings, tuple[object, ssl.SSLContext | bool]] = {}
+        self._proxies: dict[tuple[str | None, ...], Proxy] = {}  # (endpoint, proxy variables) -> its proxy
         self._closed = False
 
     async def send(self, endpoint: str, request: WireRequest, *, deadline: float, api_key: str = "",
@@ -205,16 +207,21 @@ class HttpTransport:
         if api_key:
             headers["Authorization"] = f"Bearer {TYPED_AUTH_SCHEME.sub('', api_key)}"  # not "Bearer Bearer ..."
         exchange = SimpleNamespace(reused=False)  # every request on our sessions carries one
+        proxy, proxy_headers = self._proxy(endpoint)
+        if proxy_headers and not endpoint.startswith("https:"):  # no CONNECT: the proxy reads the request itself
+            headers |= proxy_headers
         try:
             async with self._session(fresh).request(
                 request.method, endpoint + request.path, json=request.body, headers=headers,
                 timeout=aiohttp.ClientTimeout(total=remaining), allow_redirects=False, ssl=self._ssl_for(tls),
-                trace_request_ctx=exchange,
+                trace_request_ctx=exchange, proxy=proxy, proxy_headers=proxy_headers or None,
             ) as response:
                 if 300 <= response.status < 400:
                     target = without_url_secrets(response.headers.get("Location", "another address"))
                     raise TransportError(f"the server redirected to {target}; set the endpoint to the address it "
                                          "redirects to", retryable=False)
+                if response.status == 407:  # a forward proxy's answer to plain HTTP (to CONNECT: an exception)
+                    raise proxy_refused(endpoint, 407, response.reason or "")
                 body = await _read_capped(response)
                 return WireAnswer(status=response.status, body=body,
                                   content_type=response.headers.get("Content-Type", ""),
@@ -229,6 +236,15 @@ class HttpTransport:
         sessions, self._sessions = self._sessions, {}
         for session in sessions.values():
             await session.close()
+
+    def _proxy(self, endpoint: str) -> Proxy:
+        """The endpoint's proxy, chosen again only when the proxy variables change (they are read every time)."""
+        key = (endpoint, *map(os.environ.get, PROXY_VARIABLES))
+        if (chosen := self._proxies.get(key)) is None:
+            if len(self._proxies) >= MAX_ENDPOINTS:
+                self._proxies.clear()
+            chosen = self._proxies[key] = proxy_for(endpoint)
+        return chosen
 
     def _session(self, fresh: bool) -> aiohttp.ClientSession:
         """The pooled session, or (``fresh``) one whose every request opens its own connection."""

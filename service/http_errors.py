@@ -29,6 +29,11 @@ _TRANSLATIONS: Final[tuple[tuple[type[BaseException], Translator], ...]] = (
      lambda e, url, s: TlsFailure(f"TLS certificate of {url} was not accepted: "
                                   f"{getattr(e, 'certificate_error', type(e).__name__)}")),
     (aiohttp.ClientSSLError, lambda e, url, s: TlsFailure(f"TLS handshake with {url} failed: {_os_reason(e)}")),
+    (aiohttp.ClientProxyConnectionError,
+     lambda e, url, s: TransportError(f"cannot connect to the proxy that HTTPS_PROXY or HTTP_PROXY names for {url}: "
+                                      f"{_os_reason(e)}")),
+    (aiohttp.ClientHttpProxyError,
+     lambda e, url, s: proxy_refused(url, getattr(e, "status", 0), str(getattr(e, "message", "")))),
     (aiohttp.ClientConnectorDNSError,
      lambda e, url, s: TransportError(f"cannot resolve the host name of {url}", retryable=False)),
     (aiohttp.ClientConnectorError, lambda e, url, s: TransportError(f"cannot connect to {url}: {_os_reason(e)}")),
@@ -53,6 +58,14 @@ def translate(exc: BaseException, endpoint: str, remaining: float, *, reused: bo
         if isinstance(exc, kind):
             return make(exc, endpoint, remaining)
     return TransportError(f"request to {endpoint} failed: {type(exc).__name__}")
+
+
+def proxy_refused(url: str, status: int, reason: str) -> TransportError:
+    """The forward proxy (HTTPS_PROXY, HTTP_PROXY) refused the request: 407 wants other credentials, which sending
+    again cannot give."""
+    reason = " ".join(reason.split())
+    return TransportError(f"the proxy refused to connect to {url}: HTTP {status} {reason}".rstrip(),
+                          retryable=status >= 500)
 
 
 def _payload_error(exc: BaseException, url: str) -> RerankError:

@@ -22,8 +22,7 @@ from ..batching.batcher import MicroBatcher
 from ..batching.endpoint_state import Replica
 from ..core import deadline as clock
 from ..core.config import RerankerConfig
-from ..core.dialects import ScoreBatch
-from ..core.dialects.wire import read_answer
+from ..core.dialects.wire import ScoreBatch, read_answer, token_parts
 from ..core.errors import (
     BreakerOpen,
     DeadlineExceeded,
@@ -149,10 +148,11 @@ class RerankService:
         transport, dialect, tls, api_key = self._transport, route.dialect, tls_of(config), config.api_key
 
         async def send(batch: ScoreBatch, deadline: float, may_resend: Callable[[], bool]) -> list[float]:
-            request = dialect.build(batch, route.model)
-            answer = await transport.send(route.endpoint, request, deadline=deadline, api_key=api_key, tls=tls,
-                                          may_resend=may_resend)
-            scores = read_answer(dialect.parse, answer, batch)
+            scores: list[float] = []
+            for part in token_parts(batch, dialect.max_request_tokens):  # one request unless a token cap splits it
+                answer = await transport.send(route.endpoint, dialect.build(part, route.model), deadline=deadline,
+                                              api_key=api_key, tls=tls, may_resend=may_resend)
+                scores += read_answer(dialect.parse, answer, part)
             return normalize(scores, route.scale) if to_probability else scores
 
         return send

@@ -247,8 +247,8 @@ async def test_localai_always_returns_documents_and_prompt_tokens() -> None:
 
 async def test_voyage_uses_top_k_and_data() -> None:
     async with running("voyage") as srv:
-        reply = await post(srv.url + "/v1/rerank", rerank_body(top_k=2, return_documents=True))
-        too_many = await post(srv.url + "/v1/rerank", {"query": "q", "documents": ["d"] * 1001})
+        reply = await post(srv.url + "/v1/rerank", rerank_body(top_k=2, return_documents=True, model="rerank-2.5"))
+        too_many = await post(srv.url + "/v1/rerank", {"query": "q", "documents": ["d"] * 1001, "model": "rerank-2.5"})
     body = reply.json
     assert body["object"] == "list" and "results" not in body and set(body["usage"]) == {"total_tokens"}
     assert body["data"][0]["index"] == BEST and len(body["data"]) == 2
@@ -256,18 +256,42 @@ async def test_voyage_uses_top_k_and_data() -> None:
     assert too_many.status == 400
 
 
+@pytest.mark.filterwarnings("ignore:Sending a large body directly:ResourceWarning")  # aiohttp: bodies over 1 MiB
+@pytest.mark.parametrize(("model", "cap"), [("rerank-2.5", 600_000), ("rerank-1", 300_000)])
+async def test_voyage_caps_the_tokens_of_a_request_even_with_truncation(model: str, cap: int) -> None:
+    """query tokens × documents + all document tokens (docs.voyageai.com/reference/reranker-api)."""
+    query, doc = "q" * 400, "d" * 3600  # 100 + 900 tokens a pair under the stand-in's count
+    async with running("voyage") as srv:
+        fits = await post(srv.url + "/v1/rerank", {"model": model, "query": query, "documents": [doc] * (cap // 1000)})
+        over = await post(srv.url + "/v1/rerank", {"model": model, "query": query,
+                                                   "documents": [doc] * (cap // 1000 + 1)})
+    assert fits.status == 200 and over.status == 400
+
+
+@pytest.mark.parametrize(("kind", "path", "documents_key"), [("voyage", "/v1/rerank", "documents"),
+                                                              ("mixedbread", "/v1/reranking", "input")])
+async def test_voyage_and_mixedbread_need_a_model(kind: str, path: str, documents_key: str) -> None:
+    """Both references mark ``model`` required (docs.voyageai.com/reference/reranker-api,
+    mixedbread.com/api-reference/endpoints/reranking)."""
+    async with running(kind) as srv:
+        without = await post(srv.url + path, {"query": QUERY, documents_key: DOCS})
+        named = await post(srv.url + path, {"query": QUERY, documents_key: DOCS, "model": "m"})
+    assert without.status == 400 and named.status == 200
+
+
 async def test_voyage_refuses_long_input_only_without_truncation() -> None:
     long_doc = "word " * 200
     async with running("voyage", max_pair_tokens=100) as srv:
-        truncated = await post(srv.url + "/v1/rerank", {"query": "q", "documents": [long_doc]})
-        refused = await post(srv.url + "/v1/rerank", {"query": "q", "documents": [long_doc], "truncation": False})
+        truncated = await post(srv.url + "/v1/rerank", {"query": "q", "documents": [long_doc], "model": "rerank-2.5"})
+        refused = await post(srv.url + "/v1/rerank", {"query": "q", "documents": [long_doc], "model": "rerank-2.5",
+                                                      "truncation": False})
     assert truncated.status == 200 and refused.status == 400
 
 
 async def test_mixedbread_reranking_shape() -> None:
     async with running("mixedbread") as srv:
         reply = await post(srv.url + "/v1/reranking", {"query": QUERY, "input": DOCS, "top_k": 2,
-                                                       "return_input": True})
+                                                       "return_input": True, "model": "mxbai-rerank-large-v2"})
         wrong_route = await post(srv.url + "/v1/rerank", rerank_body())
     body = reply.json
     assert body["object"] == "list" and body["top_k"] == 2 and body["return_input"] is True

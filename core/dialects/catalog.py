@@ -46,6 +46,7 @@ class Qwen3ScoreDialect:
     api: str = "qwen3_score"
     mixes_queries: bool = True
     score_scale: ScoreScale = PROBABILITY  # P(yes): vLLM's sigmoid of the (yes - no) logit
+    max_request_tokens: int | None = None
 
     def with_instruction(self, instruction: str) -> Qwen3ScoreDialect:
         return dataclasses.replace(self, instruction=instruction)
@@ -70,9 +71,16 @@ Dialect = RerankDialect | Qwen3ScoreDialect  # how one family of servers wants p
 COHERE_V2: Final = RerankDialect("cohere-v2", "/v2/rerank", max_pairs=1000, requires_model=True)
 COHERE_V1: Final = RerankDialect("cohere-v1", "/v1/rerank", extra={"return_documents": False}, max_pairs=1000)
 JINA: Final = RerankDialect("jina", "/v1/rerank", extra={"return_documents": False}, max_pairs=1000)
-VOYAGE: Final = RerankDialect("voyage", "/v1/rerank", extra={"return_documents": False}, max_pairs=1000)
+# Voyage caps "query tokens x documents + all document tokens" at 600K, 300K for its legacy models, whatever
+# ``truncation`` says (docs.voyageai.com/reference/reranker-api): a large recall of long memories is split to it
+# Voyage and Mixedbread refuse a request without ``model`` (docs.voyageai.com/reference/reranker-api,
+# mixedbread.com/api-reference/endpoints/reranking): without one set, the route is passed over, and the user told
+VOYAGE: Final = RerankDialect("voyage", "/v1/rerank", extra={"return_documents": False}, max_pairs=1000,
+                              max_request_tokens=600_000, requires_model=True)
+_VOYAGE_LEGACY: Final = frozenset({"rerank-1", "rerank-lite-1"})
 MIXEDBREAD: Final = RerankDialect(
-    "mixedbread", "/v1/reranking", documents_key="input", extra={"return_input": False}, max_pairs=1000
+    "mixedbread", "/v1/reranking", documents_key="input", extra={"return_input": False}, max_pairs=1000,
+    requires_model=True,
 )
 VLLM_RERANK: Final = RerankDialect("vllm", "/rerank", max_pairs=UNLIMITED, takes_instruction=True)
 LLAMACPP: Final = RerankDialect("llamacpp", "/v1/rerank", max_pairs=UNLIMITED, score_scale=RAW)
@@ -87,6 +95,17 @@ TEI: Final = RerankDialect("tei", "/rerank", documents_key="texts", max_pairs=32
 # Servers we could not identify: the plain body every member of the family accepts, on each route.
 GENERIC_RERANK: Final = tuple(RerankDialect("rerank", path, max_pairs=UNLIMITED, score_scale=RAW)
                               for path in ("/v1/rerank", "/rerank", "/v2/rerank"))
+# Together and SiliconFlow, known by host name, serve that body on /v1/rerank alone (their API references)
+TOGETHER: Final = dataclasses.replace(GENERIC_RERANK[0], name="together")
+SILICONFLOW: Final = dataclasses.replace(GENERIC_RERANK[0], name="siliconflow")
+
+
+def sized_for(dialect: Dialect, model: str) -> Dialect:
+    """``dialect`` with the token cap of a request with ``model`` (``wire.token_parts``): Voyage's legacy models
+    take half of what the others do."""
+    if dialect.name == "voyage" and model in _VOYAGE_LEGACY and dialect.max_request_tokens:
+        return dataclasses.replace(dialect, max_request_tokens=dialect.max_request_tokens // 2)
+    return dialect
 
 
 def infinity_dialect(url_prefix: str = "") -> RerankDialect:

@@ -31,7 +31,8 @@ _TOO_LONG: Final = re.compile(
 )
 
 _STATUS_HINTS: Final = {
-    401: "unauthorized: check the API key", 403: "forbidden: check the API key and its permissions",
+    401: "unauthorized: check the API key", 402: "payment required: the account has no credit or quota left",
+    403: "forbidden: check the API key and its permissions",
     404: "not found", 405: "method not allowed", 413: "request too large", 429: "rate limited or overloaded",
     498: "invalid API token", 501: "not supported by this server", 502: "bad gateway",
     503: "service unavailable", 504: "gateway timeout",

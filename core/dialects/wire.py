@@ -44,6 +44,29 @@ class ScoreBatch:
         return len(self.pairs)
 
 
+def token_parts(batch: ScoreBatch, budget: int | None) -> list[ScoreBatch]:
+    """``batch`` in runs of pairs whose query and document tokens, summed over the pairs, stay within ``budget`` (a
+    server's per-request cap, counted so: Voyage's). Tokens are over-estimated as half the UTF-8 bytes, about twice
+    an English text's and more than a CJK one's; a pair over the budget alone still goes, alone."""
+    if budget is None:
+        return [batch]
+    parts: list[ScoreBatch] = []
+    run: list[tuple[int, str]] = []
+    used = 0
+    for pair in batch.pairs:
+        tokens = _tokens_at_most(batch.queries[pair[0]]) + _tokens_at_most(pair[1])
+        if run and used + tokens > budget:
+            parts.append(ScoreBatch(batch.queries, tuple(run)))
+            run, used = [], 0
+        run.append(pair)
+        used += tokens
+    return [*parts, ScoreBatch(batch.queries, tuple(run))] if run else parts or [batch]
+
+
+def _tokens_at_most(text: str) -> int:
+    return (len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))) // 2 + 1
+
+
 @dataclass(frozen=True)
 class WireRequest:
     """One HTTP request as data: the transport sends it, nothing else does."""
@@ -160,6 +183,7 @@ class RerankDialect:
     takes_instruction: bool = False  # the server hands ``instruction`` to its score template (vLLM)
     instruction: str = ""  # sent as ``instruction`` when set; requests with another differ
     takes_model: bool = True  # TEI has no ``model`` field
+    max_request_tokens: int | None = None  # a cap on the tokens of all pairs of a request (``token_parts``)
     results_keys: tuple[str, ...] = ("results", "data")  # where an object answer holds its list; () for a bare list
     score_keys: tuple[str, ...] = ("relevance_score", "score")
 

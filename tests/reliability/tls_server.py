@@ -41,10 +41,10 @@ class TlsServer(RunningServer):
 
 
 @contextmanager
-def tls_server(kind: str, ca: trustme.CA) -> Iterator[TlsServer]:
-    """Serve ``kind`` over HTTPS with a certificate for 127.0.0.1 issued by ``ca``, in a thread."""
+def tls_server(kind: str, ca: trustme.CA, names: tuple[str, ...] = ("127.0.0.1", "localhost")) -> Iterator[TlsServer]:
+    """Serve ``kind`` over HTTPS with a certificate for ``names`` issued by ``ca``, in a thread."""
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("127.0.0.1", "localhost").configure_cert(context)
+    ca.issue_cert(*names).configure_cert(context)
     with start_blocking_portal(backend="asyncio") as portal:
         server = TlsServer(kind, context)
         portal.call(server.start)

@@ -166,3 +166,20 @@ def test_each_servers_error_body_becomes_its_message(status, body, content_type,
 def test_too_long_input_is_recognised(status: int, body: object) -> None:
     with pytest.raises(InputTooLong):
         cat.LLAMACPP.parse(answer(body, status), BATCH)
+
+
+def test_voyage_requests_are_cut_to_its_token_cap_counting_each_pair_s_query() -> None:
+    """Voyage counts query tokens once per document (docs.voyageai.com/reference/reranker-api); a CJK character
+    is at least a token, so each part's characters, query included per pair, must fit the budget."""
+    from usr.plugins.a0_reranker.core.dialects.wire import token_parts
+
+    batch = ScoreBatch.single("备份" * 50, ["记忆内容" * 250] * 40 + ["长" * 5000])
+    legacy = cat.sized_for(cat.VOYAGE, "rerank-1").max_request_tokens
+    assert legacy is not None
+    parts = token_parts(batch, legacy // 100)  # 3,000 tokens a request
+    assert [pair for part in parts for pair in part.pairs] == list(batch.pairs)  # in order, each once
+    assert all(sum(100 + len(doc) for doc in part.documents) <= 3000 for part in parts[:-1])
+    assert parts[-1].documents == ["长" * 5000]  # over the budget alone: sent alone (the server truncates it)
+    assert token_parts(batch, None) == [batch]
+    assert cat.sized_for(cat.VOYAGE, "rerank-2.5").max_request_tokens == 600_000
+    assert cat.sized_for(cat.COHERE_V2, "rerank-v3.5").max_request_tokens is None

@@ -12,14 +12,14 @@ from .wire import json_response
 
 
 class MixedbreadApp(HostedApp):
-    """``POST /v1/reranking``: strings or objects in ``input``, ``rank_fields``, ``top_k``
+    """``POST /v1/reranking``: ``model`` required, strings or objects in ``input``, ``rank_fields``, ``top_k``
     (default: all), ``return_input`` (default false). Usage and errors are not verified:
     ``usage`` holds prompt/total tokens, errors are ``{"detail": ...}`` (plain choices)."""
 
     kind = "mixedbread"
     error_key = "detail"
     default_model = "mixedbread-ai/mxbai-rerank-large-v2"
-    fields = Fields(documents="input", top="top_k", objects=True, rank_fields=True)
+    fields = Fields(documents="input", top="top_k", objects=True, rank_fields=True, model_required=True)
 
     def routes(self) -> list[web.RouteDef]:
         return [web.post("/v1/reranking", self.rerank)]

@@ -11,20 +11,24 @@ from .hosted_input import Fields, InputError, RerankInput
 from .scoring import Scorer, count_tokens, lexical_scorer, pair_tokens
 from .wire import json_response
 
+_LEGACY_MODELS = frozenset({"rerank-1", "rerank-lite-1"})
+
 
 class VoyageApp(HostedApp):
-    """``POST /v1/rerank``: at most 1000 string documents, ``top_k``, ``return_documents``
+    """``POST /v1/rerank``: ``model`` required, at most 1000 string documents, ``top_k``, ``return_documents``
     (default false), ``truncation`` (default true; false and too long -> 400).
 
     Options: ``api_key``, ``model``, ``max_query_tokens`` (8000, rerank-2.5), ``max_pair_tokens``
-    (32000, rerank-2.5), ``max_total_tokens`` (None: Voyage's reference names a per-request cap but
-    not its value here). Errors are not documented: ``{"detail": ...}``, a plain choice.
+    (32000, rerank-2.5), ``max_total_tokens``: the cap on "query tokens × documents + all document
+    tokens", whatever ``truncation`` says; by default the requested model's (docs.voyageai.com/reference/
+    reranker-api: 600K for rerank-2.5, -2.5-lite, -2 and -2-lite, 300K for rerank-1 and rerank-lite-1).
+    Errors are not documented: ``{"detail": ...}``, a plain choice.
     """
 
     kind = "voyage"
     error_key = "detail"
     default_model = "rerank-2.5"
-    fields = Fields(top="top_k", max_documents=1000)
+    fields = Fields(top="top_k", max_documents=1000, model_required=True)
 
     def __init__(self, *, scorer: Scorer = lexical_scorer, api_key: str | None = None,
                  model: str | None = None, max_query_tokens: int = 8000, max_pair_tokens: int = 32000,
@@ -51,9 +55,11 @@ class VoyageApp(HostedApp):
         return json_response(body)
 
     def _check_lengths(self, data: RerankInput, truncation: bool) -> None:
-        total = tokens_used(data.query, data.texts)
-        if self.max_total_tokens is not None and total > self.max_total_tokens:
-            raise InputError(f"request has {total} tokens, more than the limit of {self.max_total_tokens}")
+        total, cap = tokens_used(data.query, data.texts), self.max_total_tokens
+        if cap is None:
+            cap = 300_000 if (data.model or self.model) in _LEGACY_MODELS else 600_000
+        if total > cap:
+            raise InputError(f"request has {total} tokens, more than the limit of {cap}")
         if truncation:
             return
         if count_tokens(data.query) > self.max_query_tokens:
