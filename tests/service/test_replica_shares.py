@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from support.encoding import encoding_scorer, recall
+from support.overload import held, until_held
 from support.servers import Delay, RunningServer, start_server
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.service import runtime
@@ -53,25 +54,6 @@ async def warm_up(config: RerankerConfig, servers: list[RunningServer]) -> None:
     finally:
         for server in servers:
             server.set_fault(None)
-
-
-def held(servers: list[RunningServer]) -> list[int]:
-    return [s.gate.held for s in servers]
-
-
-async def until_held(servers: list[RunningServer], total: int) -> None:
-    """Until the servers hold ``total`` requests between them (woken by each gate's next arrival)."""
-    for _ in range(100):
-        if sum(held(servers)) >= total:
-            return
-        waits = [asyncio.ensure_future(s.gate.wait_held(s.gate.held + 1, within_s=30)) for s in servers]
-        done, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
-        for task in done:
-            task.result()  # a gate that saw nothing for 30 s raises here
-    pytest.fail(f"the servers hold {held(servers)}, not {total} requests")
 
 
 async def test_one_recall_at_a_time_goes_to_a_replica_with_nothing_in_flight(three: list[RunningServer]) -> None:

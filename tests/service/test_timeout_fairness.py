@@ -14,7 +14,7 @@ import pytest
 from support.counters import accounted, stats_until
 from support.deadlines import PATIENT_S
 from support.encoding import encoding_scorer, recall
-from support.overload import posts
+from support.overload import posts, until_held
 from support.servers import Delay, Hang, RunningServer, start_server
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.service import runtime
@@ -49,18 +49,6 @@ async def warm_up(config: RerankerConfig, servers: list[RunningServer]) -> None:
         pytest.fail(f"a replica was not used in 40 recalls: {[sent(s) for s in servers]}")
     for server in servers:
         server.set_fault(None)
-
-
-async def until_held(servers: list[RunningServer], total: int) -> None:
-    """Until the servers' gates hold ``total`` requests between them (woken by each gate's next arrival)."""
-    while sum(s.gate.held for s in servers) < total:
-        waits = [asyncio.ensure_future(s.gate.wait_held(s.gate.held + 1, within_s=30)) for s in servers]
-        done, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
-        for task in done:
-            task.result()  # a gate that saw nothing for 30 s raises here
 
 
 @pytest.mark.parametrize(("seconds", "held_against_it"), [(0.45, False), (3.0, True)])

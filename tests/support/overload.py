@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from support.counters import stats_until
 from support.deadlines import PATIENT_S
 from support.encoding import recall
@@ -36,3 +38,22 @@ async def held_burst(config: RerankerConfig, server: RunningServer, callers: int
     await server.gate.wait_held(1)
     stats = await stats_until(lambda s: s.fallbacks.get("overload", 0) + s.queued_pairs // 4 + 1 == callers)
     return calls, stats
+
+
+def held(servers: list[RunningServer]) -> list[int]:
+    return [s.gate.held for s in servers]
+
+
+async def until_held(servers: list[RunningServer], total: int) -> None:
+    """Until the servers hold ``total`` requests between them (woken by each gate's next arrival)."""
+    for _ in range(100):
+        if sum(held(servers)) >= total:
+            return
+        waits = [asyncio.ensure_future(s.gate.wait_held(s.gate.held + 1, within_s=30)) for s in servers]
+        done, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        for task in done:
+            task.result()  # a gate that saw nothing for 30 s raises here
+    pytest.fail(f"the servers hold {held(servers)}, not {total} requests")
