@@ -44,6 +44,8 @@ def test_a_blocking_caller_interrupted_while_it_waits_cancels_its_work_and_is_co
     """Ctrl-C reaches a thread blocked in ``rerank()`` (the CLI's main thread, say): the interrupt is
     raised as ever, the work handed to the owner loop is cancelled at once instead of holding a slot
     and a request until its deadline, and the call is counted as cancelled, not left started forever."""
+    runtime.shutdown()  # a fresh owner loop: an earlier test's request left in flight to a server whose port the
+    # system has since handed to this test's server would count as this one's (it held the figure at 1, once)
     with serve_in_thread("vllm", scorer=encoding_scorer) as server:
         config = RerankerConfig(endpoint=server.url, api="rerank", timeout=30.0)
         runtime.stats_recorder().reset()
