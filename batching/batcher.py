@@ -156,11 +156,10 @@ class MicroBatcher:
         """Shed (raise ``Overloaded``) a recall the servers, at their observed pace, cannot answer in time, or one
         that, served first as it is due sooner, would make a recall already queued with a longer timeout miss its
         deadline: an admitted recall keeps its answer, and a shed one gets its stock result at once."""
-        now = clock.now()
-        wait = self._slots.expected_wait(self._slots.queued_pairs(due_by=deadline), pairs, now)
+        now, queues = clock.now(), self._slots.queues()  # every batcher's queue for these servers, gathered once
+        wait = self._slots.expected_wait(sum(queue.pairs_due_by(deadline) for queue in queues), pairs, now)
         if not admits(wait, deadline - now):
             raise Overloaded(shed_message(wait or 0.0, deadline - now))
-        queues = self._slots.queues()
         if all(queue.latest() <= deadline for queue in queues):
             return  # nothing queued is due later: with one timeout, always
         ahead = 0

@@ -74,10 +74,6 @@ class ReplicaSet:
         """Every batcher's queue for these members (agents whose settings differ have their own)."""
         return set().union(*(r.state.queues for r in self.replicas))
 
-    def queued_pairs(self, due_by: float = math.inf) -> int:
-        """The pairs queued for these members, of recalls due by ``due_by``: served first, earliest deadline first."""
-        return sum(queue.pairs_due_by(due_by) for queue in self.queues())
-
     def expected_wait(self, queued_pairs: int, pairs: int, now: float) -> float | None:
         """When a recall of ``pairs`` behind ``queued_pairs`` should be answered: the queue at the ready members'
         joint pace, then its own request at the soonest one. None when nothing is queued or in flight (a lone
