@@ -5,10 +5,12 @@ credentials come from its URL and never show; a server NO_PROXY names is reached
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import anyio
 import anyio.to_thread
 import pytest
 import trustme
@@ -138,3 +140,25 @@ async def test_a_proxy_that_is_down_is_named_not_the_server_behind_it(environmen
     outcome = await rerank_pool(QUERY, make_pool(), limit=LIMIT, config=config)
     assert not outcome.applied and outcome.reason == "connect"
     assert "cannot connect to the proxy" in outcome.message
+
+
+async def test_closing_the_stand_in_proxy_ends_the_connections_it_holds(serve: object) -> None:
+    """The proxy must leave no socket for the event loop's end to find (an unclosed-socket warning that fails
+    whichever test runs then): a client's kept-alive tunnel is closed by ``close()`` itself."""
+    proxy = await ForwardProxy(hosts={LAN_NAME: address(serve("vllm"))}).start()  # type: ignore[operator]
+    reader, writer = await open_stream(proxy.url)
+    try:
+        writer.write(f"CONNECT {LAN_NAME}:80 HTTP/1.1\r\nHost: {LAN_NAME}:80\r\n\r\n".encode())
+        assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200")
+        await proxy.close()
+        with anyio.fail_after(10):  # a guard against hanging, not a wait: EOF is already there when close() returns
+            assert await reader.read() == b""
+    finally:
+        writer.close()
+        await writer.wait_closed()
+
+
+async def open_stream(url: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    parts = urlsplit(url)
+    assert parts.hostname is not None and parts.port is not None
+    return await asyncio.open_connection(parts.hostname, parts.port)
