@@ -16,7 +16,7 @@ from ..core.config import BATCH_WINDOW_SHARE
 from ..core.errors import BlankQuery, DeadlineExceeded, Overloaded, QueueFull, RerankError
 from ..core.scores import RerankResult, ranked, sent_ranking
 from .dispatch import Dispatch
-from .endpoint_state import PIPELINE_DEPTH, SEND_MARGIN, Replica, admits, balanced_shares, shed_message, worth_sending
+from .endpoint_state import PIPELINE_DEPTH, SEND_MARGIN, Replica, admits, shed_message, worth_sending
 from .queue import Job, Lease, PendingQueue, Plan, by_deadline
 
 
@@ -246,3 +246,17 @@ class MicroBatcher:
             job.fail(error)
             self._finish(job, at_deadline=at_deadline)
 
+
+def balanced_shares(pairs: int, per_pair_s: Sequence[float], busy_s: Sequence[float]) -> list[float]:
+    """Each member's share of ``pairs`` so all finish together at ``T``: ``(T - busy_s[i]) / per_pair_s[i]``, or
+    nothing when busy past ``T`` (water-filling: members join from the least busy)."""
+    order = sorted(range(len(per_pair_s)), key=lambda i: busy_s[i])
+    joined: list[int] = []
+    finish = 0.0
+    for position, member in enumerate(order):
+        joined.append(member)
+        rate = sum(1.0 / per_pair_s[j] for j in joined)
+        finish = (pairs + sum(busy_s[j] / per_pair_s[j] for j in joined)) / rate
+        if position + 1 == len(order) or finish <= busy_s[order[position + 1]]:
+            break
+    return [max(0.0, (finish - busy_s[i]) / per_pair_s[i]) if i in joined else 0.0 for i in range(len(per_pair_s))]

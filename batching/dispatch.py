@@ -176,7 +176,7 @@ class Dispatch:
                 if len(scores) != len(batch):
                     raise MalformedAnswer(f"expected {len(batch)} scores, got {len(scores)}")
         except (RerankError, asyncio.CancelledError) as exc:  # the balancer hears what the breaker heard
-            self._retries.record_failure(state, exc, permit.verdict(exc))
+            self._retries.record_failure(state, exc, permit.verdict(exc), started)
             raise
         except Exception as exc:  # a bug in building or parsing: a failed attempt, never a stranded request
             state.failed()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -109,7 +109,9 @@ class EndpointState:
 
     limiter: EndpointLimiter
     breaker: CircuitBreaker
-    not_before: float = 0.0  # monotonic seconds; set from a 429's Retry-After
+    not_before: float = 0.0  # monotonic seconds; set from a 429's Retry-After, or growing without one
+    rate_limits: int = 0  # 429s without Retry-After in a row, ended by an answer to a request sent after them
+    rate_limited_at: float = float("-inf")  # when the last of them counted: one sent by then is of its burst
     outstanding_pairs: int = 0
     outstanding_requests: int = 0  # sent, not yet answered (``outstanding_pairs`` is their pairs)
     busy_since: float = 0.0  # when the requests now in flight began to go out (the first of them)
@@ -134,10 +136,19 @@ class EndpointState:
     def hold_off(self, until: float) -> None:  # a later Retry-After only extends the hold
         self.not_before = max(self.not_before, until)
 
+    def hold_off_growing(self, sent_at: float, hold_for: Callable[[int], float]) -> None:
+        """A 429 without Retry-After: held back ``hold_for(429s in a row)``. One to a request sent before the last
+        came back is of the same burst (concurrent requests over the limit together), not one more in a row."""
+        now = clock.now()
+        if sent_at > self.rate_limited_at:
+            self.rate_limits, self.rate_limited_at = self.rate_limits + 1, now
+        self.hold_off(now + hold_for(self.rate_limits))
+
     def carry_over(self, previous: EndpointState) -> None:
         """Made for changed settings of the same server and key: what the server said of itself still holds (its
-        Retry-After, its breaker open); our own measures (slots, speed) start afresh with the new settings."""
+        Retry-After, its 429s in a row, its breaker open); our own measures (slots, speed) start afresh."""
         self.hold_off(previous.not_before)
+        self.rate_limits, self.rate_limited_at = previous.rate_limits, previous.rate_limited_at
         self.breaker.carry_over(previous.breaker)
 
     def rate_limited(self) -> bool:
@@ -161,6 +172,8 @@ class EndpointState:
         self.seconds_per_pair = self._latency_sum / self._pairs_sum
         self.seconds_per_request = _ewma(self.seconds_per_request, seconds)
         self.failure_score = _ewma(self.failure_score, 0.0)
+        if sent_at > self.rate_limited_at:  # answered within the limit: the next 429 starts a streak afresh
+            self.rate_limits = 0
         self.answered_at = sent_at + seconds
         self.service.answered(pairs, sent_at, self.answered_at)
         self.answers += 1
@@ -233,7 +246,7 @@ class EndpointState:
     @property
     def forgettable(self) -> bool:
         """Nothing in flight and nothing learned that a later recall would miss (its speed fades anyway)."""
-        return (self.idle and self.breaker.clean and not self.rate_limited()
+        return (self.idle and self.breaker.clean and not self.rate_limited() and not self.rate_limits
                 and self.recent_failures() < FAILING_ABOVE)
 
     @property
@@ -268,21 +281,6 @@ def shed_message(expected_wait: float, remaining: float) -> str:
 
 def _ewma(previous: float | None, sample: float) -> float:
     return sample if previous is None else previous + EWMA_WEIGHT * (sample - previous)
-
-
-def balanced_shares(pairs: int, per_pair_s: Sequence[float], busy_s: Sequence[float]) -> list[float]:
-    """Each member's share of ``pairs`` so all finish together at ``T``: ``(T - busy_s[i]) / per_pair_s[i]``, or
-    nothing when busy past ``T`` (water-filling: members join from the least busy)."""
-    order = sorted(range(len(per_pair_s)), key=lambda i: busy_s[i])
-    joined: list[int] = []
-    finish = 0.0
-    for position, member in enumerate(order):
-        joined.append(member)
-        rate = sum(1.0 / per_pair_s[j] for j in joined)
-        finish = (pairs + sum(busy_s[j] / per_pair_s[j] for j in joined)) / rate
-        if position + 1 == len(order) or finish <= busy_s[order[position + 1]]:
-            break
-    return [max(0.0, (finish - busy_s[i]) / per_pair_s[i]) if i in joined else 0.0 for i in range(len(per_pair_s))]
 
 
 # send(batch, deadline, may_resend): one HTTP exchange; ``may_resend()``: may it go again on a fresh connection

@@ -30,6 +30,20 @@ if TYPE_CHECKING:  # types only: the dispatch step composes a ``Retries``
 
 RetryKind = Literal["now", "backoff", "retry_after", "never"]
 RETRYABLE_STATUSES: Final = frozenset({502, 503, 504})
+RATE_LIMIT_BASE_S: Final = 1.0
+RATE_LIMIT_CAP_S: Final = 32.0
+
+
+def rate_limit_hold(in_a_row: int, jitter: float) -> float:
+    """How long the ``in_a_row``-th 429 without Retry-After holds its replica back: a second, doubling with each
+    one in a row up to ``RATE_LIMIT_CAP_S``, with equal jitter (``jitter`` in [0, 1): half fixed, half random).
+    A hosted API answering 429 (Cohere's trial keys: 10 calls a minute) stays over its limit while we retry in
+    milliseconds; the base lets one passing 429 still be waited out within a 10 s recall. The cap (the sixth in a
+    row reaches it) ends a stuck streak at 16 to 32 s, as Google's API guidance does: a per-minute window clears
+    within 60 s, so a key back under its limit is used again within half a minute, and one still over it gets
+    two to four requests a minute."""
+    ceiling = min(RATE_LIMIT_CAP_S, RATE_LIMIT_BASE_S * 2 ** max(in_a_row - 1, 0))
+    return ceiling * (1.0 + jitter) / 2
 
 
 def retry_kind(exc: BaseException) -> RetryKind:
@@ -117,13 +131,16 @@ class Retries:
         resent.append(True)
         return True
 
-    def record_failure(self, state: EndpointState, exc: BaseException, verdict: Health) -> None:
-        """What a failed attempt tells the balancer (``verdict``: its permit's, as the breaker heard it: a timeout
-        without a fair chance says nothing), and a 429's hold on the replica."""
+    def record_failure(self, state: EndpointState, exc: BaseException, verdict: Health, sent_at: float) -> None:
+        """What a failed attempt (sent at ``sent_at``) tells the balancer (``verdict``: its permit's, as the breaker
+        heard it: a timeout without a fair chance says nothing), and a 429's hold on the replica: its Retry-After,
+        or without one a hold growing with the 429s in a row (``rate_limit_hold``)."""
         if verdict in ("down", "failure"):
             state.failed()
-        if isinstance(exc, RateLimited):
-            state.hold_off(clock.now() + (exc.retry_after if exc.retry_after is not None else self._backoff(0)))
+        if isinstance(exc, RateLimited) and exc.retry_after is not None:
+            state.hold_off(clock.now() + exc.retry_after)
+        elif isinstance(exc, RateLimited):
+            state.hold_off_growing(sent_at, lambda in_a_row: rate_limit_hold(in_a_row, self.rng.random()))
 
     def spend_budget(self) -> bool:
         if self.replicas.budget.try_spend():

@@ -10,6 +10,7 @@ keeps the working route and leaves the breaker alone: the recalls themselves say
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from typing import Final
 
 from ..batching.breaker import Health
 from ..batching.endpoint_state import EndpointState, timeout_health
+from ..batching.retries import rate_limit_hold
 from ..core import deadline as clock
 from ..core.config import RerankerConfig
 from ..core.detection import PROBE_DOCUMENTS
@@ -27,7 +29,6 @@ from .endpoints import Endpoint, HttpTransport
 log = logging.getLogger("a0_reranker")
 
 DETECTION_TTL_S: Final = 600.0  # a known route is checked again this long after it was detected or confirmed
-RATE_LIMIT_DEFAULT_S: Final = 1.0  # a 429 during detection without Retry-After holds the endpoint this long
 ROUTE_FIELDS: Final = ("endpoint", "api", "model", "api_key", "tls_verify", "ca_bundle")
 
 Resolve = Callable[[HttpTransport, RerankerConfig, float], Awaitable[Route]]
@@ -68,11 +69,16 @@ def detection_health(state: EndpointState, deadline: float) -> Health:
 
 @contextmanager
 def held_off(state: EndpointState) -> Iterator[None]:
-    """A 429 during detection holds the endpoint back as long as it asked, or a second without Retry-After."""
+    """A 429 during detection holds the endpoint back as long as it asked, or without Retry-After as one more in
+    a row of the endpoint's 429s (``rate_limit_hold``): a detection is a request like any other."""
+    started = clock.now()
     try:
         yield
     except RateLimited as exc:
-        state.hold_off(clock.now() + (exc.retry_after if exc.retry_after is not None else RATE_LIMIT_DEFAULT_S))
+        if exc.retry_after is not None:
+            state.hold_off(clock.now() + exc.retry_after)
+        else:
+            state.hold_off_growing(started, lambda in_a_row: rate_limit_hold(in_a_row, random.random()))
         raise
 
 

@@ -192,7 +192,9 @@ FAULTS: dict[str, Callable[[random.Random], Callable[[RecordedRequest], Any]]] =
     "always_503": lambda rng: lambda r: OVERLOADED if r.method == "POST" else None,
     "half_503": lambda rng: lambda r: OVERLOADED if r.method == "POST" and rng.random() < 0.5 else None,
     "always_reset": lambda rng: lambda r: Disconnect() if r.method == "POST" else None,
-    "always_429_no_retry_after": lambda rng: lambda r: rate_limited(None) if r.method == "POST" else None,
+    # Retry-After: 0 holds nothing, so every 429 is retried as soon as the budget allows (without one, 429s in
+    # a row hold the endpoint ever longer: tests/service/test_rate_limit_backoff.py)
+    "always_429_retry_after_0": lambda rng: lambda r: rate_limited("0") if r.method == "POST" else None,
 }
 
 

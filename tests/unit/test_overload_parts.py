@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from usr.plugins.a0_reranker.batching import endpoint_state
+from usr.plugins.a0_reranker.batching.batcher import balanced_shares
 from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreaker, RetryBudget
 from usr.plugins.a0_reranker.batching.dispatch import ReplicaSet
 from usr.plugins.a0_reranker.batching.endpoint_state import (
@@ -14,7 +15,6 @@ from usr.plugins.a0_reranker.batching.endpoint_state import (
     EndpointState,
     Replica,
     ServiceRate,
-    balanced_shares,
 )
 from usr.plugins.a0_reranker.batching.queue import EndpointLimiter
 from usr.plugins.a0_reranker.core.dialects import ScoreBatch
