@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from reliability.generated_answers import GeneratedAnswer, generated_answers, targets
 from reliability.kit import MARK, shown_text, tracebacks
 
+from support.deadlines import PATIENT_S
 from support.servers import RunningServer, serve_in_thread
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.service import runtime
@@ -153,6 +154,8 @@ def test_any_answer_to_a_rerank_is_a_ranking_or_a_counted_fallback(
     examples.append(answer)
     event(f"{kind}: {'ranked' if result.ranking is not None else result.reason}")
     assert_contained(result, everything_logged, [config.api_key, QUERY, *MEMORIES])
+    if answer.status == 429:  # its hold, growing with 429s in a row until an answer, would keep the next one back
+        assert rerank(portal, detected_config.replace(timeout=PATIENT_S)).ranking is not None
 
 
 # --- detection and the probe: the generated answer is what the GETs or the POSTs of detection get ----------
