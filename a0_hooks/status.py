@@ -29,13 +29,14 @@ MEMORY_PLUGIN: Final = "_memory"
 
 def snapshot(agent: Any = None, read: Read | None = None, scope: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Settings summary of the agent's scope or the one ``scope`` names (``read`` when already read), whether
-    the plugin is on there and wired in, and the whole process's counters. Never raises."""
+    the plugin is on there and wired in, and the whole process's counters with the servers of those settings (and
+    any other while a request to it runs: one removed from the settings leaves the status). Never raises."""
     scope = scope or {}
     raw, config, problems = read or _settings(agent, **scope)
     steps = recall_steps(agent, **scope)
     key = str(raw.get("rerank_api_key") or "")
     try:
-        statistics = runtime.statistics().as_dict()
+        statistics = runtime.statistics(config.endpoints if config else ()).as_dict()  # this scope's servers
     except Exception:
         log.exception("a0_reranker: could not read the counters")
         statistics = {}
@@ -195,7 +196,8 @@ _MODE_TEXTS: Final = {
 
 # the settings are the asking agent's, the counters its whole process's: an agent read others' fallbacks as its own
 COUNTERS_SCOPE: Final = ("- Counters below: every agent's recalls in this Agent Zero process, not only this "
-                         "agent's; the mode, endpoint and live test above are this agent's settings")
+                         "agent's; the mode, endpoint and live test above are this agent's settings, and the "
+                         "servers listed are those of these settings (another only while a request to it runs)")
 
 
 def _counter_lines(stats: Mapping[str, Any]) -> list[str]:

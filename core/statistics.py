@@ -69,7 +69,7 @@ class ReplicaStatistics:
     url: str
     breaker: str  # closed, open, half_open
     pairs: int  # pairs sent to it
-    share: float  # of all pairs sent
+    share: float  # of the pairs sent to the servers listed
     in_flight: int
     latency_ms: float | None  # per request, exponentially weighted
     ms_per_pair: float | None
