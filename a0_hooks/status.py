@@ -17,6 +17,7 @@ from ..core.errors import ConfigError
 from ..core.probe_report import ProbeReport
 from ..core.recall_budget import NO_LLM_STEPS, RecallSteps
 from ..core.redaction import redact
+from ..core.statistics import LATENCY_WINDOW_S
 from ..service import runtime
 from . import PLUGIN_NAME, memory_patch, recall_entry
 from .recall_entry import from_a0
@@ -28,13 +29,14 @@ MEMORY_PLUGIN: Final = "_memory"
 
 def snapshot(agent: Any = None, read: Read | None = None, scope: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Settings summary of the agent's scope or the one ``scope`` names (``read`` when already read), whether
-    the plugin is on there and wired in, and the whole process's counters. Never raises."""
+    the plugin is on there and wired in, and the whole process's counters with the servers of those settings (and
+    any other while a request to it runs: one removed from the settings leaves the status). Never raises."""
     scope = scope or {}
     raw, config, problems = read or _settings(agent, **scope)
     steps = recall_steps(agent, **scope)
     key = str(raw.get("rerank_api_key") or "")
     try:
-        statistics = runtime.statistics().as_dict()
+        statistics = runtime.statistics(config.endpoints if config else ()).as_dict()  # this scope's servers
     except Exception:
         log.exception("a0_reranker: could not read the counters")
         statistics = {}
@@ -194,7 +196,8 @@ _MODE_TEXTS: Final = {
 
 # the settings are the asking agent's, the counters its whole process's: an agent read others' fallbacks as its own
 COUNTERS_SCOPE: Final = ("- Counters below: every agent's recalls in this Agent Zero process, not only this "
-                         "agent's; the mode, endpoint and live test above are this agent's settings")
+                         "agent's; the mode, endpoint and live test above are this agent's settings, and the "
+                         "servers listed are those of these settings (another only while a request to it runs)")
 
 
 def _counter_lines(stats: Mapping[str, Any]) -> list[str]:
@@ -204,15 +207,15 @@ def _counter_lines(stats: Mapping[str, Any]) -> list[str]:
     lines = [
         COUNTERS_SCOPE,
         f"- Reranks: {stats['reranked']} of {stats['reranks']} succeeded; fallbacks: {fallbacks}",
-        f"- Latency p50/p95: {_ms(stats['latency_p50_ms'])} / {_ms(stats['latency_p95_ms'])}; HTTP requests "
+        f"- Latency p50/p95{_recent_percentiles(stats['latency_p50_ms'], stats['latency_p95_ms'])}; HTTP requests "
         f"{stats['http_requests']} ({stats['mean_pairs_per_request'] or 0} pairs each on average); API "
         f"detections {stats.get('detections', 0)}",
     ]
     load = stats.get("load") or {}
     if load.get("offered_per_s"):
         lines.append(f"- Last minute: {load['offered_per_s']:g} recalls/s asked for, {load['goodput_per_s']:g}/s "
-                     f"reranked, {load['shed_per_s']:g}/s shed; queue wait p50/p95 {_ms(load['queue_wait_p50_ms'])} / "
-                     f"{_ms(load['queue_wait_p95_ms'])}")
+                     f"reranked, {load['shed_per_s']:g}/s shed; queue wait p50/p95"
+                     f"{_recent_percentiles(load['queue_wait_p50_ms'], load['queue_wait_p95_ms'])}")
     if any(stats.get(key) for key in _RETRY_COUNTERS):
         counted = ", ".join(f"{label} {stats.get(key, 0)}" for key, label in _RETRY_COUNTERS.items())
         lines.append(f"- Sent again: {counted}")
@@ -250,6 +253,12 @@ def server_line(replica: Mapping[str, Any]) -> str:
         latency = f"{replica['latency_ms']:g} ms per request{per_pair}"
     return (f"- Server {replica['url']}: {SERVER_STATES.get(breaker, breaker)} (breaker {breaker.replace('_', '-')}); "
             f"{replica['share']:.0%} of pairs ({replica['pairs']:,}); {latency}; {replica['in_flight']} in flight")
+
+
+def _recent_percentiles(p50: float | None, p95: float | None) -> str:
+    """Percentiles over the recent window, or that it had none: never a figure from before a quiet spell."""
+    window = f"last {LATENCY_WINDOW_S / 60:g} minutes"
+    return f": no rerank in the {window}" if p50 is None else f" ({window}): {_ms(p50)} / {_ms(p95)}"
 
 
 def _ms(value: float | None) -> str:

@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"query": args.query, "endpoint": config.endpoint, "api": result.api,
                           "elapsed_ms": round(elapsed_ms, 1), "retries": result.retries, "results": rows,
-                          "statistics": runtime.statistics().as_dict()}, indent=2, ensure_ascii=False))
+                          "statistics": runtime.statistics(config.endpoints).as_dict()}, indent=2, ensure_ascii=False))
     else:
         print(f"{len(documents)} documents ranked by {config.endpoint} ({result.api} API, {elapsed_ms:.0f} ms)")
         body = [(str(r["rank"]), "-" if r["score"] is None else f"{r['score']:.4f}", str(r["index"]), r["document"])

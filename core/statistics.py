@@ -16,7 +16,8 @@ from typing import Any, Final
 from . import deadline as clock
 from .errors import BreakerOpen, Overloaded, QueueFull
 
-LATENCY_WINDOW: Final = 2048  # recent reranks (and queue waits) kept for the percentiles
+LATENCY_WINDOW: Final = 2048  # the newest reranks (and queue waits) kept for the percentiles, of which ...
+LATENCY_WINDOW_S: Final = 300.0  # ... those of the last 5 minutes count: after a quiet spell, none (not stale ones)
 SHED_REASONS: Final = frozenset({Overloaded.reason, QueueFull.reason})  # recalls turned away at once
 # the snapshot's plain counts, each kept under its field's name
 _COUNTS: Final = ("reranks", "reranked", "http_requests", "pairs_scored", "shadow_recalls", "cancelled", "retries",
@@ -52,7 +53,7 @@ class PoolStatistics:
 
 @dataclass(frozen=True)
 class LoadStatistics:
-    """Recalls offered, reranked and shed a second over the last minute; recent recalls' queue waits."""
+    """Recalls offered, reranked and shed a second over the last minute; queue waits of ``LATENCY_WINDOW_S``."""
 
     offered_per_s: float = 0.0
     goodput_per_s: float = 0.0
@@ -68,7 +69,7 @@ class ReplicaStatistics:
     url: str
     breaker: str  # closed, open, half_open
     pairs: int  # pairs sent to it
-    share: float  # of all pairs sent
+    share: float  # of the pairs sent to the servers listed
     in_flight: int
     latency_ms: float | None  # per request, exponentially weighted
     ms_per_pair: float | None
@@ -86,7 +87,7 @@ class RerankerStatistics:
     http_requests: int = 0
     pairs_scored: int = 0
     fallbacks: Mapping[str, int] = field(default_factory=dict)
-    latency_p50_ms: float | None = None
+    latency_p50_ms: float | None = None  # over the last ``LATENCY_WINDOW_S``; None: no rerank in it
     latency_p95_ms: float | None = None
     breakers: Mapping[str, str] = field(default_factory=dict)
     replicas: tuple[ReplicaStatistics, ...] = ()
@@ -140,8 +141,8 @@ class StatsRecorder:
             self._shadow_kept = self._shadow_displacement = 0.0
             self._last_api = self._last_error = ""
             self._fallbacks: Counter[str] = Counter()
-            self._latencies: deque[float] = deque(maxlen=LATENCY_WINDOW)
-            self._queue_waits: deque[float] = deque(maxlen=LATENCY_WINDOW)
+            self._latencies: deque[tuple[float, float]] = deque(maxlen=LATENCY_WINDOW)  # (when, milliseconds)
+            self._queue_waits: deque[tuple[float, float]] = deque(maxlen=LATENCY_WINDOW)
             self._rates = RecentCounts()
 
     def rerank_started(self) -> None:
@@ -153,7 +154,7 @@ class StatsRecorder:
         with self._lock:
             self._counts.update(reranked=1, reranked_after_retry=int(retried))
             self._rates.add("reranked", self._clock())
-            self._latencies.append(latency_s * 1000.0)
+            self._latencies.append((self._clock(), latency_s * 1000.0))
             self._last_api = api
 
     def fell_back(self, reason: str, message: str = "") -> None:
@@ -175,7 +176,7 @@ class StatsRecorder:
 
     def on_queue_wait(self, seconds: float) -> None:
         with self._lock:
-            self._queue_waits.append(seconds * 1000.0)
+            self._queue_waits.append((self._clock(), seconds * 1000.0))
 
     def _count(self, event: str) -> None:
         with self._lock:
@@ -205,8 +206,9 @@ class StatsRecorder:
         replicas: tuple[ReplicaStatistics, ...] = (),
     ) -> RerankerStatistics:
         with self._lock:
-            latencies, waits = sorted(self._latencies), sorted(self._queue_waits)
-            counts, rates, fallbacks = self._counts, self._rates.per_second(self._clock()), dict(self._fallbacks)
+            now = self._clock()
+            latencies, waits = _recent(self._latencies, now), _recent(self._queue_waits, now)
+            counts, rates, fallbacks = self._counts, self._rates.per_second(now), dict(self._fallbacks)
             pools, shadows = counts["pools"], counts["shadow_recalls"]
             return RerankerStatistics(
                 **{name: counts[name] for name in _COUNTS}, fallbacks=fallbacks,
@@ -226,6 +228,11 @@ class StatsRecorder:
 
 def _mean(total: float, count: int) -> float | None:
     return total / count if count else None
+
+
+def _recent(samples: deque[tuple[float, float]], now: float) -> list[float]:
+    """The samples of the last ``LATENCY_WINDOW_S``, sorted: a figure from before a quiet spell is no figure now."""
+    return sorted(value for at, value in samples if at > now - LATENCY_WINDOW_S)
 
 
 def percentile(ordered: list[float], fraction: float) -> float | None:

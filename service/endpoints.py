@@ -2,9 +2,9 @@
 HTTP transport every request goes out on (``HttpTransport``, the only code that touches aiohttp).
 
 One ``Endpoint`` per base URL, API key and the settings its state is built from (a 401 or a per-key rate limit
-says nothing of the server for another key); changed settings get new state, the old drains and is forgotten.
-Redirects are refused (a POST must not become a GET elsewhere), answers are capped, and a request whose pooled
-connection the server had closed is sent once more at once on a fresh one.
+says nothing of the server for another key); changed settings get new state, the old drains, leaves the status
+once idle and is forgotten only for room. Redirects are refused (a POST must not become a GET elsewhere), answers
+are capped, and a request whose pooled connection the server had closed is sent again at once on a fresh one.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import ssl
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, Final, TypeVar
@@ -115,19 +115,20 @@ class EndpointRegistry:
     def _trim_groups(self) -> None:  # a batcher went idle: keep the bound now, not when the next one is made
         _forget(self._groups, MAX_GROUPS, lambda b: b.idle)
 
-    def live_state(self) -> dict[str, object]:
-        latest = {key[:2]: e for key, e in self._endpoints.items()}  # per URL and key: the settings last used
-        breakers: dict[str, str] = {}
-        for endpoint in latest.values():  # one entry per URL, the worst of its keys
-            worst = breakers.get(endpoint.url, "closed")
-            breakers[endpoint.url] = max(endpoint.state.breaker.state, worst, key=_SEVERITY.__getitem__)
+    def live_state(self, shown: Collection[str] | None = None) -> dict[str, object]:
+        """The servers ``shown`` (the settings viewed; None: all kept) and any other with a request in flight: one
+        removed from the settings is kept but, once idle, not listed. Queued pairs and in flight: the process's."""
+        busy = {e.url for e in self._endpoints.values() if not e.state.idle}
+        listed = [(k, e) for k, e in self._endpoints.items() if shown is None or e.url in shown or e.url in busy]
+        breakers: dict[str, str] = {}  # one per URL: the worst of its keys' breakers, each under its latest settings
+        for e in dict((key[:2], e) for key, e in listed).values():
+            breakers[e.url] = max(e.state.breaker.state, breakers.get(e.url, "closed"), key=_SEVERITY.__getitem__)
         by_url: dict[str, list[EndpointState]] = {}  # replicas: one entry per server URL, all its keys together
-        for endpoint in self._endpoints.values():
+        for _, endpoint in listed:
             by_url.setdefault(endpoint.url, []).append(endpoint.state)
-        total = sum(e.state.pairs_sent for e in self._endpoints.values()) or 1
+        total = sum(e.state.pairs_sent for _, e in listed) or 1  # shares: of the pairs sent to the servers listed
         return {
-            "breakers": breakers,
-            "queued_pairs": sum(batcher.queued_pairs for batcher in self._groups.values()),
+            "breakers": breakers, "queued_pairs": sum(batcher.queued_pairs for batcher in self._groups.values()),
             "in_flight": sum(e.state.limiter.in_flight for e in self._endpoints.values()),
             "replicas": tuple(_replica_statistics(url, breakers[url], states, total) for url, states in by_url.items()),
         }
@@ -147,9 +148,8 @@ def _replica_statistics(url: str, breaker: str, states: list[EndpointState], tot
     measured = [s for s in states if s.seconds_per_request is not None]
     latency = max((s.seconds_per_request or 0.0) for s in measured) * 1000 if measured else None
     per_pair = max((s.seconds_per_pair or 0.0) for s in measured) * 1000 if measured else None
-    return ReplicaStatistics(url=url, breaker=breaker, pairs=pairs, share=pairs / total,
-                             in_flight=sum(s.limiter.in_flight for s in states), latency_ms=latency,
-                             ms_per_pair=per_pair)
+    return ReplicaStatistics(url=url, breaker=breaker, pairs=pairs, share=pairs / total, latency_ms=latency,
+                             in_flight=sum(s.limiter.in_flight for s in states), ms_per_pair=per_pair)
 
 
 V = TypeVar("V")

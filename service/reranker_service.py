@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from async_lru import alru_cache
 
@@ -70,8 +70,8 @@ class RerankService:
             self._routes.forget(config)
         return report.redacted(config.api_key)
 
-    def live_state(self) -> dict[str, object]:
-        return self._registry.live_state()
+    def live_state(self, shown: Collection[str] | None = None) -> dict[str, object]:
+        return self._registry.live_state(shown)
 
     def footprint(self) -> dict[str, int]:
         """State kept per configuration, detections cached and under way: bounded whatever the settings do."""

@@ -117,7 +117,7 @@ export function statusView(reply) {
       : "",
     lastError: stats.last_error || "",
     problems: [...(reply?.settings_problems ?? [])],
-    // the project and agent profile whose settings the mode and problems are (the counters: all of A0)
+    // the project and agent profile whose settings the mode, problems and servers are (the counters: all of A0)
     scope: scopeView(reply?.scope ?? {}),
     ...fallbackView(stats, fallbacks),
     ...poolView(stats.pool ?? {}, stats.reranked ?? 0),

@@ -268,7 +268,8 @@ async def test_status_tool_and_test_connection_report_each_replica(a0: A0) -> No
         text = (await agent.call_tool("reranker_status", {})).message
         form = {"rerank_endpoint": endpoint, "rerank_timeout": "5"}
         reply = (await asyncio.to_thread(post, a0, "test_connection", {"config": form})).json()
-        stats = (await asyncio.to_thread(post, a0, "status", {})).json()["statistics"]
+        # the scope whose settings name the replicas (the panel lists the servers of the scope it shows)
+        stats = (await asyncio.to_thread(post, a0, "status", {"agent_profile": "agent0"})).json()["statistics"]
     finally:
         await first.close()
         await second.close()

@@ -6,7 +6,7 @@ import threading
 
 from usr.plugins.a0_reranker.core.redaction import redact
 from usr.plugins.a0_reranker.core.scores import cut_head, order_change, ranked, tighter_limits
-from usr.plugins.a0_reranker.core.statistics import StatsRecorder
+from usr.plugins.a0_reranker.core.statistics import LATENCY_WINDOW, LATENCY_WINDOW_S, StatsRecorder
 
 
 def test_ranked_is_best_first_and_stable() -> None:
@@ -59,3 +59,27 @@ def test_statistics_snapshot_and_percentiles_under_threads() -> None:
     assert data["breakers"] == {"http://h": "open"} and data["shadow_recalls"] == 1
     recorder.reset()
     assert recorder.snapshot().reranks == 0
+
+
+def test_percentiles_are_of_the_recent_window_only() -> None:
+    """A slow spell, then, past the window, a fast one: the percentiles are the fast one's alone; a quiet
+    window has none. The samples kept stay bounded however many come."""
+    clock = [100.0]
+    recorder = StatsRecorder(clock=lambda: clock[0])
+    for _ in range(3 * LATENCY_WINDOW):
+        recorder.reranked(0.5, "rerank")
+        recorder.on_queue_wait(0.2)
+    clock[0] += LATENCY_WINDOW_S - 1
+    slow = recorder.snapshot()
+    assert (slow.latency_p50_ms, slow.load.queue_wait_p95_ms) == (500.0, 200.0)  # still in the window
+    clock[0] += 2
+    recorder.reranked(0.01, "rerank")
+    recorder.on_queue_wait(0.001)
+    fast = recorder.snapshot()
+    assert (fast.latency_p50_ms, fast.latency_p95_ms) == (10.0, 10.0)
+    assert (fast.load.queue_wait_p50_ms, fast.load.queue_wait_p95_ms) == (1.0, 1.0)
+    clock[0] += LATENCY_WINDOW_S
+    quiet = recorder.snapshot()
+    assert (quiet.latency_p50_ms, quiet.latency_p95_ms, quiet.load.queue_wait_p50_ms) == (None, None, None)
+    assert quiet.reranked == 3 * LATENCY_WINDOW + 1
+    assert len(recorder._latencies) <= LATENCY_WINDOW and len(recorder._queue_waits) <= LATENCY_WINDOW
