@@ -30,8 +30,8 @@ _TRANSLATIONS: Final[tuple[tuple[type[BaseException], Translator], ...]] = (
                                   f"{getattr(e, 'certificate_error', type(e).__name__)}")),
     (aiohttp.ClientSSLError, lambda e, url, s: TlsFailure(f"TLS handshake with {url} failed: {_os_reason(e)}")),
     (aiohttp.ClientProxyConnectionError,
-     lambda e, url, s: TransportError(f"cannot connect to the proxy that HTTPS_PROXY or HTTP_PROXY names for {url}: "
-                                      f"{_os_reason(e)}")),
+     lambda e, url, s: TransportError(f"cannot connect to the proxy that HTTPS_PROXY, HTTP_PROXY or ALL_PROXY names "
+                                      f"for {url}: {_os_reason(e)}")),
     (aiohttp.ClientHttpProxyError,
      lambda e, url, s: proxy_refused(url, getattr(e, "status", 0), str(getattr(e, "message", "")))),
     (aiohttp.ClientConnectorDNSError,

@@ -150,6 +150,7 @@ async def test_closing_the_stand_in_proxy_ends_the_connections_it_holds(serve: o
     try:
         writer.write(f"CONNECT {LAN_NAME}:80 HTTP/1.1\r\nHost: {LAN_NAME}:80\r\n\r\n".encode())
         assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200")
+        await exchange_through(reader, writer)  # the server has accepted the tunnel's connection: its close ends it
         await proxy.close()
         with anyio.fail_after(10):  # a guard against hanging, not a wait: EOF is already there when close() returns
             assert await reader.read() == b""
@@ -162,3 +163,14 @@ async def open_stream(url: str) -> tuple[asyncio.StreamReader, asyncio.StreamWri
     parts = urlsplit(url)
     assert parts.hostname is not None and parts.port is not None
     return await asyncio.open_connection(parts.hostname, parts.port)
+
+
+async def exchange_through(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """One request and its whole answer through an open tunnel, so the server behind it holds the connection as
+    one of its own (closed when it stops) rather than one it may still be accepting when the test ends."""
+    writer.write(f"GET /health HTTP/1.1\r\nHost: {LAN_NAME}\r\n\r\n".encode())
+    head = await reader.readuntil(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200")
+    length = next(int(line.partition(b":")[2]) for line in head.split(b"\r\n")
+                  if line.lower().startswith(b"content-length:"))
+    await reader.readexactly(length)
