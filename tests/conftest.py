@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import os
 import shutil
 import signal
 import sys
@@ -23,6 +24,12 @@ import pytest  # noqa: E402
 # the Ctrl-C tests (in this process and in the commands they start) need it handled as Python does by default.
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+# A developer's own proxy (curl's variables, which the plugin honours) must not carry the suite's requests to
+# made-up host names elsewhere: the proxy tests set their own, per test.
+for _name in ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY", "no_proxy",
+              "NO_PROXY"):
+    os.environ.pop(_name, None)
 
 # Per-test limits of the slow tiers, sized for a loaded 2-core machine: a browser test may start
 # Chromium (and fetch Alpine.js once); a real-server test may start two Infinity processes, which took
