@@ -15,41 +15,26 @@ import anyio.to_thread
 import pytest
 import trustme
 from reliability.kit import LIMIT, QUERY, config_for, make_pool, shown_text
+from reliability.proxy_kit import HOSTED_NAME, KEY, LAN_NAME, PROXY_PASSWORD, address, without_proxy_variables
 from reliability.tls_server import tls_server, write_ca_bundle
 
 from support.forward_proxy import ForwardProxy
 from support.outages import closed_port_url
-from support.servers import RunningServer
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.service import runtime
 from usr.plugins.a0_reranker.service.runtime import rerank_pool
 
 pytestmark = pytest.mark.anyio
 
-PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy",
-                   "ALL_PROXY", "all_proxy")
-HOSTED_NAME = "rerank.corp.test"  # RFC 6761 .test: no resolver but the proxy's table knows it
-LAN_NAME = "reranker.corp.test"
-KEY = "co-key-0123456789abcdef"
-PROXY_PASSWORD = "pr0xy-pa55-DO-NOT-LEAK"
-
 
 @pytest.fixture
 def environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
-    for name in PROXY_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-    yield monkeypatch
+    yield from without_proxy_variables(monkeypatch)
 
 
 @pytest.fixture(scope="module")
 def test_ca() -> trustme.CA:
     return trustme.CA()
-
-
-def address(server: RunningServer) -> tuple[str, int]:
-    parts = urlsplit(server.url)
-    assert parts.hostname is not None and parts.port is not None
-    return parts.hostname, parts.port
 
 
 async def test_a_hosted_api_is_reached_through_the_https_proxy_tunnel(

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from support.deadlines import PATIENT_S, Stopwatch
+from support.deadlines import PATIENT_S, ManualClock, Stopwatch
 from support.encoding import encoding_scorer, recall
 from support.outages import OVERLOADED, closed_port
 from support.servers import Disconnect, Hang, RecordedRequest, start_server
@@ -62,16 +62,6 @@ async def reranked_within(config: RerankerConfig, seconds: float) -> bool:
             return True
         await asyncio.sleep(0.05)
     return False
-
-
-class ManualClock:
-    """The breakers' clock in these tests: a cooldown passes when the test says so."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 async def test_a_refused_server_opens_the_breaker_after_three_requests_and_closes_when_back() -> None:

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from support.counters import footprint_until
-from support.deadlines import Stopwatch
+from support.deadlines import ManualClock, Stopwatch
 from support.encoding import encoding_scorer, recall
 from support.outages import closed_port_url
 from support.servers import Hang, Respond, RunningServer, start_server
@@ -121,21 +121,11 @@ async def test_forty_nine_silent_replicas_get_no_request_once_ejected(
     assert len({r.url for r in runtime.statistics().replicas} & {live.url, *(s.url for s in silent)}) == 50
 
 
-class Clock:
-    """The breakers' clock: a cooldown passes when the test says so."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 async def test_an_ejected_replica_gets_its_probe_each_cooldown_and_nothing_else(
         live: RunningServer, silent: list[RunningServer]) -> None:
     """After the cooldown one recall probes every silent replica once (a detection, its breaker's probe)
     and is reranked without waiting for them; the probes fail, and the replicas are ejected again."""
-    clock = Clock()
+    clock = ManualClock()
     runtime.restart(clock=clock)
     many = config_for(live.url, *(s.url for s in silent), timeout=1.0, breaker_cooldown=15)
     urls = [s.url for s in silent]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from support.deadlines import ManualClock
 from support.encoding import encoding_scorer, recall
 from support.loop_steps import until
 from support.servers import Respond, RunningServer, start_server
@@ -22,16 +23,6 @@ from usr.plugins.a0_reranker.service.reranker_service import RerankService
 from usr.plugins.a0_reranker.service.route_checks import DETECTION_TTL_S
 
 pytestmark = pytest.mark.anyio
-
-
-class ManualClock:
-    """The service's clock for breakers, budgets and route ages: ten minutes pass when the test says so."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def gets(server: RunningServer) -> int:

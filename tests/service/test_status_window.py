@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from support.deadlines import ManualClock
 from support.encoding import recall
 from support.servers import RunningServer
 from usr.plugins.a0_reranker.a0_hooks import status
@@ -17,16 +18,6 @@ from usr.plugins.a0_reranker.core.statistics import LATENCY_WINDOW_S, StatsRecor
 from usr.plugins.a0_reranker.service import calls, runtime
 
 pytestmark = pytest.mark.anyio
-
-
-class ManualClock:
-    """The counters' clock: it moves when the test says so."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

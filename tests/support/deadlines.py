@@ -58,3 +58,14 @@ def assert_released_within(elapsed: float, timeout: float, *, more: float = 0.0)
 
 def assert_released_before_deadline(elapsed: float, timeout: float) -> None:
     assert elapsed < timeout, (elapsed, timeout)
+
+
+class ManualClock:
+    """An injected clock (the service's, the breakers', the counters'): time passes only when the test sets
+    ``now``, so a cooldown, a route's age or a window ends at the instant the test chooses."""
+
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now

@@ -4,16 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
+from support.deadlines import ManualClock
 from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreaker, Health
 from usr.plugins.a0_reranker.batching.queue import Job, PendingQueue
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def fail(breaker: CircuitBreaker, health: Health = "down") -> None:
@@ -29,7 +22,7 @@ def succeed(breaker: CircuitBreaker) -> None:
 
 
 def test_breaker_opens_after_consecutive_failures_and_one_probe_closes_it() -> None:
-    clock = Clock()
+    clock = ManualClock(100.0)
     breaker = CircuitBreaker(BreakerPolicy(consecutive=3, cooldown=10, probes=1), clock=clock)
     for _ in range(2):
         fail(breaker)
@@ -52,7 +45,7 @@ def test_breaker_opens_after_consecutive_failures_and_one_probe_closes_it() -> N
 
 
 def test_a_probe_that_never_reached_the_server_can_be_retried() -> None:
-    clock = Clock()
+    clock = ManualClock(100.0)
     breaker = CircuitBreaker(BreakerPolicy(consecutive=1, cooldown=1, probes=1), clock=clock)
     fail(breaker)
     clock.now += 1

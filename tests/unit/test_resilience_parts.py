@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 
+from support.deadlines import ManualClock
 from support.loop_steps import until, until_suspended
 from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreaker, RetryBudget, health_of
 from usr.plugins.a0_reranker.batching.endpoint_state import EndpointState
@@ -27,15 +28,6 @@ from usr.plugins.a0_reranker.core.errors import (
     TransportError,
 )
 
-
-class Clock:
-    def __init__(self, now: float = 100.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
 NOW_EPOCH = 1_445_412_480.0  # Wed, 21 Oct 2015 07:28:00 GMT
 
 
@@ -53,7 +45,7 @@ def test_retry_after_reads_seconds_and_http_dates(header: str | None, expected: 
 
 
 def test_the_budget_allows_a_share_of_the_window_or_the_reserve_and_forgets_old_requests() -> None:
-    clock = Clock()
+    clock = ManualClock(100.0)
     budget = RetryBudget(ratio=0.2, window_s=10, reserve=2, clock=clock)
     budget.record_request()
     assert budget.try_spend() and budget.try_spend()  # the reserve: a lone request may retry twice
@@ -67,7 +59,7 @@ def test_the_budget_allows_a_share_of_the_window_or_the_reserve_and_forgets_old_
 
 
 def test_a_refund_gives_one_retry_back() -> None:
-    budget = RetryBudget(ratio=0.0, reserve=1, clock=Clock())
+    budget = RetryBudget(ratio=0.0, reserve=1, clock=ManualClock(100.0))
     assert budget.try_spend() and not budget.try_spend()
     budget.refund()
     assert budget.try_spend()
@@ -80,7 +72,7 @@ def report(breaker: CircuitBreaker, health: str) -> None:
 
 
 def test_the_failure_rate_opens_the_breaker_only_once_enough_was_seen() -> None:
-    breaker = CircuitBreaker(BreakerPolicy(failure_rate=0.5, window=50, min_samples=20), clock=Clock())
+    breaker = CircuitBreaker(BreakerPolicy(failure_rate=0.5, window=50, min_samples=20), clock=ManualClock(100.0))
     for _ in range(19):
         report(breaker, "failure")  # 503s: never "down", so never the consecutive trigger
     assert breaker.state == "closed"
@@ -89,7 +81,7 @@ def test_the_failure_rate_opens_the_breaker_only_once_enough_was_seen() -> None:
 
 
 def test_fifteen_percent_failures_keep_the_breaker_closed() -> None:
-    breaker = CircuitBreaker(BreakerPolicy(), clock=Clock())
+    breaker = CircuitBreaker(BreakerPolicy(), clock=ManualClock(100.0))
     pattern = ["failure" if i % 20 in (3, 11) else "down" if i % 20 == 17 else "success" for i in range(2000)]
     for health in pattern:
         report(breaker, health)
@@ -97,14 +89,14 @@ def test_fifteen_percent_failures_keep_the_breaker_closed() -> None:
 
 
 def test_a_rate_of_one_turns_the_rate_trigger_off() -> None:
-    breaker = CircuitBreaker(BreakerPolicy(failure_rate=1.0, consecutive=1000), clock=Clock())
+    breaker = CircuitBreaker(BreakerPolicy(failure_rate=1.0, consecutive=1000), clock=ManualClock(100.0))
     for _ in range(200):
         report(breaker, "failure")
     assert breaker.state == "closed"
 
 
 def test_a_timeout_while_later_requests_came_back_is_no_sign_of_a_dead_server() -> None:
-    clock = Clock()
+    clock = ManualClock(100.0)
     breaker = CircuitBreaker(BreakerPolicy(consecutive=3), clock=clock)
     held = [breaker.admit() for _ in range(3)]  # three requests the server will drop
     clock.now += 0.1
@@ -120,7 +112,7 @@ def test_a_timeout_while_later_requests_came_back_is_no_sign_of_a_dead_server() 
 
 
 def test_half_open_admits_a_few_probes_and_needs_them_all_to_succeed() -> None:
-    clock = Clock()
+    clock = ManualClock(100.0)
     breaker = CircuitBreaker(BreakerPolicy(consecutive=1, cooldown=5, probes=2), clock=clock)
     report(breaker, "down")
     assert breaker.state == "open" and not breaker.would_admit()
@@ -134,7 +126,7 @@ def test_half_open_admits_a_few_probes_and_needs_them_all_to_succeed() -> None:
 
 
 def test_a_late_outcome_from_before_the_breaker_opened_changes_nothing() -> None:
-    clock = Clock()
+    clock = ManualClock(100.0)
     breaker = CircuitBreaker(BreakerPolicy(consecutive=1, cooldown=5, probes=1), clock=clock)
     old = breaker.admit()
     report(breaker, "down")
@@ -144,7 +136,7 @@ def test_a_late_outcome_from_before_the_breaker_opened_changes_nothing() -> None
 
 
 def test_a_permit_reports_once_and_a_context_exit_always_reports() -> None:
-    clock = Clock()
+    clock = ManualClock(100.0)
     breaker = CircuitBreaker(BreakerPolicy(consecutive=1, cooldown=5, probes=1), clock=clock)
     report(breaker, "down")
     clock.now += 5
@@ -218,7 +210,7 @@ async def test_a_slot_given_back_twice_or_to_another_limiter_raises_and_frees_no
 
 
 def balanced_state(seconds_per_pair: float, answers: int) -> EndpointState:
-    state = EndpointState(EndpointLimiter(4), CircuitBreaker(BreakerPolicy(), clock=Clock()))
+    state = EndpointState(EndpointLimiter(4), CircuitBreaker(BreakerPolicy(), clock=ManualClock(100.0)))
     for _ in range(answers):
         state.answered(seconds_per_pair * 4, 4)
     return state
