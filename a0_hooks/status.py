@@ -230,7 +230,8 @@ def _counter_lines(stats: Mapping[str, Any]) -> list[str]:
                      f"on average, mean shift {stats['shadow_mean_displacement']}")
     lines.extend(server_line(replica) for replica in stats.get("replicas") or ())  # one per server, its breaker too
     if stats["last_api"] or stats["last_error"]:
-        lines.append(f"- Last API used: {stats['last_api'] or '-'}; last error: {stats['last_error'] or '-'}")
+        error = f" ({ago(stats.get('last_error_age_s'))}): {stats['last_error']}" if stats["last_error"] else ": -"
+        lines.append(f"- Last API used: {stats['last_api'] or '-'}; last error{error}")
     return lines
 
 
@@ -246,8 +247,8 @@ SERVER_STATES: dict[str, str] = {"closed": "in rotation", "open": "ejected", "ha
 
 
 def server_line(replica: Mapping[str, Any]) -> str:
-    """One replica: its state and breaker, share of the pairs, latency and what it has in flight."""
-    breaker, latency = str(replica["breaker"]), "no answer yet"
+    """One replica: its state and breaker, share of the pairs, recent latency and what it has in flight."""
+    breaker, latency = str(replica["breaker"]), f"no answer in the last {LATENCY_WINDOW_S / 60:g} minutes"
     if replica["latency_ms"] is not None:
         per_pair = "" if replica["ms_per_pair"] is None else f", {replica['ms_per_pair']:g} ms per pair"
         latency = f"{replica['latency_ms']:g} ms per request{per_pair}"
@@ -259,6 +260,16 @@ def _recent_percentiles(p50: float | None, p95: float | None) -> str:
     """Percentiles over the recent window, or that it had none: never a figure from before a quiet spell."""
     window = f"last {LATENCY_WINDOW_S / 60:g} minutes"
     return f": no rerank in the {window}" if p50 is None else f" ({window}): {_ms(p50)} / {_ms(p95)}"
+
+
+def ago(seconds: float | None) -> str:
+    """An event's age in words ("3 min ago"): a user reads an undated error as the current problem."""
+    if seconds is None:
+        return "when unknown"
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)} {unit} ago"
+    return f"{int(seconds)} s ago"
 
 
 def _ms(value: float | None) -> str:

@@ -187,6 +187,7 @@ class Dispatch:
             self.replicas.budget.refund()  # the resend after a stale connection cost the server nothing
         elapsed = clock.now() - started
         state.answered(elapsed, len(batch), started)
+        self.events.on_answer(replica.url, elapsed, len(batch))  # the status's figures, on the counters' clock
         if self.policy.delay_from_latency:  # only then is the window read
             self.replicas.latency.append(elapsed)
         request.answered_by = replica.url

@@ -9,7 +9,7 @@ import math
 import threading
 from collections import Counter, deque
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import partialmethod
 from typing import Any, Final
 
@@ -71,8 +71,8 @@ class ReplicaStatistics:
     pairs: int  # pairs sent to it
     share: float  # of the pairs sent to the servers listed
     in_flight: int
-    latency_ms: float | None  # per request, exponentially weighted
-    ms_per_pair: float | None
+    latency_ms: float | None = None  # mean per request over ``LATENCY_WINDOW_S``; None: no answer in it ...
+    ms_per_pair: float | None = None  # ... (not the balancer's estimate, which outlives a quiet spell)
 
     def as_dict(self) -> dict[str, Any]:
         return json_ready(asdict(self))
@@ -98,6 +98,7 @@ class RerankerStatistics:
     shadow_mean_displacement: float | None = None
     last_api: str = ""
     last_error: str = ""
+    last_error_age_s: float | None = None  # how long ago ``last_error`` happened: an old one is no current problem
     cancelled: int = 0
     retries: int = 0
     stale_connection_retries: int = 0
@@ -139,10 +140,11 @@ class StatsRecorder:
         with self._lock:
             self._counts: Counter[str] = Counter()  # ``_COUNTS`` and the pools' sums
             self._shadow_kept = self._shadow_displacement = 0.0
-            self._last_api = self._last_error = ""
+            self._last_api, self._last_error, self._last_error_at = "", "", 0.0
             self._fallbacks: Counter[str] = Counter()
             self._latencies: deque[tuple[float, float]] = deque(maxlen=LATENCY_WINDOW)  # (when, milliseconds)
             self._queue_waits: deque[tuple[float, float]] = deque(maxlen=LATENCY_WINDOW)
+            self._answers: deque[tuple[float, str, float, int]] = deque(maxlen=LATENCY_WINDOW)  # (when, url, s, pairs)
             self._rates = RecentCounts()
 
     def rerank_started(self) -> None:
@@ -164,11 +166,16 @@ class StatsRecorder:
             if reason in SHED_REASONS:
                 self._rates.add("shed", self._clock())
             if message and (reason != BreakerOpen.reason or not self._last_error):  # keep why the breaker opened
-                self._last_error = message
+                self._last_error, self._last_error_at = message, self._clock()
 
     def on_request(self, pairs: int) -> None:
         with self._lock:
             self._counts.update(http_requests=1, pairs_scored=pairs)
+
+    def on_answer(self, url: str, seconds: float, pairs: int) -> None:
+        """A server answered a request: its status row's figures, kept apart from the balancer's estimate."""
+        with self._lock:
+            self._answers.append((self._clock(), url, seconds, pairs))
 
     def on_retry(self, kind: str) -> None:
         """A request was sent again after an error or a 429 (``kind``: backoff or retry_after)."""
@@ -213,10 +220,12 @@ class StatsRecorder:
             return RerankerStatistics(
                 **{name: counts[name] for name in _COUNTS}, fallbacks=fallbacks,
                 latency_p50_ms=percentile(latencies, 0.50), latency_p95_ms=percentile(latencies, 0.95),
-                breakers=dict(breakers or {}), replicas=replicas, queued_pairs=queued_pairs, in_flight=in_flight,
+                breakers=dict(breakers or {}), replicas=_recent_rows(replicas, self._answers, now),
+                queued_pairs=queued_pairs, in_flight=in_flight,
                 shadow_mean_kept_fraction=_mean(self._shadow_kept, shadows),
                 shadow_mean_displacement=_mean(self._shadow_displacement, shadows),
-                last_api=self._last_api, last_error=self._last_error,
+                last_api=self._last_api, last_error=self._last_error,  # and its age: an old one is not a current one
+                last_error_age_s=now - self._last_error_at if self._last_error else None,
                 pool=PoolStatistics(recalls=pools, mean_size=_mean(counts["pool_members"], pools),
                                     starved_fraction=_mean(counts["starved"], pools), rescued=counts["rescued"],
                                     floor_dropped=counts["floor_dropped"]),
@@ -233,6 +242,19 @@ def _mean(total: float, count: int) -> float | None:
 def _recent(samples: deque[tuple[float, float]], now: float) -> list[float]:
     """The samples of the last ``LATENCY_WINDOW_S``, sorted: a figure from before a quiet spell is no figure now."""
     return sorted(value for at, value in samples if at > now - LATENCY_WINDOW_S)
+
+
+def _recent_rows(rows: tuple[ReplicaStatistics, ...], answers: deque[tuple[float, str, float, int]],
+                 now: float) -> tuple[ReplicaStatistics, ...]:
+    """Each server's row with its latency over its answers of the last ``LATENCY_WINDOW_S`` (none: no figure)."""
+    recent = [(url, seconds, max(pairs, 1)) for at, url, seconds, pairs in answers if at > now - LATENCY_WINDOW_S]
+    timed = []
+    for row in rows:
+        mine = [(seconds, pairs) for url, seconds, pairs in recent if url == row.url]
+        spent = 1000 * sum(seconds for seconds, _ in mine)
+        timed.append(replace(row, latency_ms=spent / len(mine) if mine else None,
+                             ms_per_pair=spent / sum(pairs for _, pairs in mine) if mine else None))
+    return tuple(timed)
 
 
 def percentile(ordered: list[float], fraction: float) -> float | None:

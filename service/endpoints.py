@@ -144,12 +144,10 @@ class EndpointRegistry:
 
 
 def _replica_statistics(url: str, breaker: str, states: list[EndpointState], total: int) -> ReplicaStatistics:
+    """Its latency is the counters' (over their recent window): the balancer's estimate outlives a quiet spell."""
     pairs = sum(s.pairs_sent for s in states)
-    measured = [s for s in states if s.seconds_per_request is not None]
-    latency = max((s.seconds_per_request or 0.0) for s in measured) * 1000 if measured else None
-    per_pair = max((s.seconds_per_pair or 0.0) for s in measured) * 1000 if measured else None
-    return ReplicaStatistics(url=url, breaker=breaker, pairs=pairs, share=pairs / total, latency_ms=latency,
-                             in_flight=sum(s.limiter.in_flight for s in states), ms_per_pair=per_pair)
+    return ReplicaStatistics(url=url, breaker=breaker, pairs=pairs, share=pairs / total,
+                             in_flight=sum(s.limiter.in_flight for s in states))
 
 
 V = TypeVar("V")

@@ -42,7 +42,7 @@ COUNTED_BY = {
     "fell_back": {"service/calls.py", "a0_hooks/recall_search.py", "helpers/reranker.py"},
     # a request's events, by the dispatch step that makes requests (a request sent again: by the retries
     # it composes; the queue wait: by the batcher)
-    **{event: {"batching/dispatch.py"} for event in ("on_request", "on_rate_limit_wait", "on_hedge")},
+    **{event: {"batching/dispatch.py"} for event in ("on_request", "on_answer", "on_rate_limit_wait", "on_hedge")},
     **{event: {"batching/retries.py"} for event in ("on_retry", "on_failover", "on_budget_spent")},
     "on_queue_wait": {"batching/batcher.py"},
     # a recall's pool and its shadow comparison, by the recall path

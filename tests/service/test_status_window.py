@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from support.deadlines import ManualClock
-from support.encoding import recall
-from support.servers import RunningServer
+from support.encoding import encoding_scorer, recall
+from support.servers import RunningServer, start_server
 from usr.plugins.a0_reranker.a0_hooks import status
 from usr.plugins.a0_reranker.core import deadline as clock
 from usr.plugins.a0_reranker.core.config import RerankerConfig
@@ -55,3 +55,44 @@ async def test_percentiles_cover_the_recent_window_and_say_when_it_is_empty(
     assert await runtime.rerank_async(*recall(9, 4), config=config) is not None
     assert runtime.statistics().latency_p50_ms is not None  # a new rerank: figures again
     assert f"Latency p50/p95 (last {LATENCY_WINDOW_S / 60:g} minutes): " in tool_text(config)
+
+
+def server_row(config: RerankerConfig) -> dict[str, object]:
+    """The settings' one server as the status's JSON has it (the API's and the CLI's form)."""
+    (row,) = status.snapshot(None, ({}, config, []))["statistics"]["replicas"]
+    return row
+
+
+async def test_a_servers_latency_covers_the_recent_window_and_is_none_after_a_quiet_spell(
+        vllm_server: RunningServer, stats_clock: ManualClock) -> None:
+    """A row's running average outlived an hour's silence (or a server that got faster): its figures are those
+    of the window, as the percentiles', and none when the server answered nothing in it."""
+    config = RerankerConfig(endpoint=vllm_server.url, api="rerank", timeout=10.0)
+    for q in range(3):
+        assert await runtime.rerank_async(*recall(q, 4), config=config) is not None
+    fresh = server_row(config)
+    assert fresh["latency_ms"] is not None and fresh["ms_per_pair"] is not None, fresh
+    stats_clock.now += LATENCY_WINDOW_S + 1
+    quiet = server_row(config)
+    assert (quiet["latency_ms"], quiet["ms_per_pair"], quiet["pairs"]) == (None, None, fresh["pairs"]), quiet
+    assert f"no answer in the last {LATENCY_WINDOW_S / 60:g} minutes" in tool_text(config)
+    assert await runtime.rerank_async(*recall(9, 4), config=config) is not None
+    again = server_row(config)
+    assert again["latency_ms"] is not None and again["ms_per_pair"] is not None, again
+    assert " ms per request, " in tool_text(config)
+
+
+async def test_the_last_error_says_how_long_ago_it_happened(stats_clock: ManualClock) -> None:
+    """``last_error`` read as the current problem hours later: the status gives its age on the counters' clock,
+    in the tool's text and as ``last_error_age_s`` in the JSON; the key stays out of both."""
+    dead = await start_server("vllm", scorer=encoding_scorer)
+    await dead.close()  # nothing listens there now: the rerank falls back with an error
+    config = RerankerConfig(endpoint=dead.url, api="rerank", timeout=10.0, api_key="sk-live-7f3Zq9")
+    assert status.snapshot(None, ({}, config, []))["statistics"]["last_error_age_s"] is None  # no error yet
+    assert await runtime.rerank_async(*recall(0, 4), config=config) is None
+    stats_clock.now += 180
+    stats = status.snapshot(None, ({"rerank_api_key": config.api_key}, config, []))["statistics"]
+    assert stats["last_error"] and stats["last_error_age_s"] == 180, stats
+    text = tool_text(config)
+    assert "last error (3 min ago): " in text, text
+    assert config.api_key not in text and config.api_key not in str(stats)
