@@ -116,6 +116,7 @@ export function statusView(reply) {
         `top kept, mean shift ${formatNumber(stats.shadow_mean_displacement, 2)}`
       : "",
     lastError: stats.last_error || "",
+    lastErrorAge: stats.last_error ? ago(stats.last_error_age_s) : "", // an old error is not the current problem
     problems: [...(reply?.settings_problems ?? [])],
     // the project and agent profile whose settings the mode, problems and servers are (the counters: all of A0)
     scope: scopeView(reply?.scope ?? {}),
@@ -164,7 +165,16 @@ function scopeView(scope) {
   return { projectName, agentProfile, label: `${project}, ${profile}` };
 }
 
-/** One server the reranker sends to (a replica): state, breaker, share of pairs, latency, in flight. */
+/** An event's age in words ("3 min ago"), as the status tool says it (a0_hooks/status.py ago). */
+export function ago(seconds) {
+  if (typeof seconds !== "number") return "when unknown";
+  for (const [unit, size] of [["d", 86400], ["h", 3600], ["min", 60]]) {
+    if (seconds >= size) return `${Math.floor(seconds / size)} ${unit} ago`;
+  }
+  return `${Math.floor(seconds)} s ago`;
+}
+
+/** One server the reranker sends to (a replica): state, breaker, share of pairs, recent latency, in flight. */
 function serverRow(replica) {
   const [state, tone] = SERVER_STATES[replica?.breaker] ?? [replica?.breaker || "unknown", "muted"];
   return {

@@ -1,0 +1,56 @@
+"""The panel's live status dates what may be old (issue: stale figures): the last fallback says how long ago it
+happened, and a server's latency is that of the recent window, "–" once it answered nothing in it, on the
+counters' clock (a test's ``ManualClock`` here), as the status tool and the API have them."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+
+from support.deadlines import ManualClock
+from support.servers import serve_in_thread
+
+from .conftest import A0Root, Panel
+from .test_panel_replicas import cell, server_row
+from .test_settings_panel import DOCUMENTS, expect, open_panel, rerank_a_few
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture
+def stats_clock(panel: Panel, a0_root: A0Root) -> Iterator[ManualClock]:
+    """The process's counters on the test's clock (the ``panel`` fixture stopped the runtime: the next rerank
+    starts one that reports to them)."""
+    calls, statistics = a0_root.plugin("service.calls"), a0_root.plugin("core.statistics")
+    manual = ManualClock()
+    calls._STATS.discard()
+    calls._STATS.get(lambda: statistics.StatsRecorder(clock=manual))
+    yield manual
+    a0_root.plugin("service.runtime").shutdown()
+    calls._STATS.discard()  # the next test gets the process's usual counters
+
+
+def test_the_last_fallback_is_dated_and_a_quiet_servers_latency_is_none(
+        panel: Panel, a0_root: A0Root, stats_clock: ManualClock) -> None:
+    window_min = int(a0_root.plugin("core.statistics").LATENCY_WINDOW_S // 60)
+    with serve_in_thread("infinity") as server:
+        rerank_a_few(a0_root, server.url)
+        with serve_in_thread("infinity") as gone:
+            dead = gone.url
+        a0_root.plugin("helpers.reranker").rerank("q", DOCUMENTS, config={"rerank_endpoint": dead, "rerank_timeout": 2})
+        a0_root.save_global_config({"rerank_endpoint": server.url})
+        stats_clock.now += 180
+        panel.page.clock.install()  # the page's timers, so the refresh can be stepped
+        open_panel(panel)
+        last_error = panel.page.locator('[data-status="last-error"]')
+        expect(last_error).to_contain_text("Last fallback (3 min ago): ")
+        row = server_row(panel, server.url)
+        assert re.fullmatch(r"[\d.,]+ ms", cell(row, "latency")) and re.fullmatch(r"[\d.,]+ ms", cell(row, "per-pair"))
+        stats_clock.now += window_min * 60  # a quiet spell: the server answered nothing in the window
+        panel.page.clock.fast_forward(3_500)
+        expect(last_error).to_contain_text(f"Last fallback ({3 + window_min} min ago): ")
+    expect(row.locator('[data-col="latency"]')).to_have_text("–")
+    expect(row.locator('[data-col="per-pair"]')).to_have_text("–")
+    assert re.fullmatch(r"\d+% \(\d+\)", cell(row, "share"))  # its totals stay
