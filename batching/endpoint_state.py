@@ -144,6 +144,11 @@ class EndpointState:
             self.rate_limits, self.rate_limited_at = self.rate_limits + 1, now
         self.hold_off(now + hold_for(self.rate_limits))
 
+    def answered_within_limit(self, sent_at: float) -> None:
+        """A recall's or detection's answer: sent after the last 429, the key is back under its limit."""
+        if sent_at > self.rate_limited_at:
+            self.rate_limits = 0
+
     def carry_over(self, previous: EndpointState) -> None:
         """Made for changed settings of the same server and key: what the server said of itself still holds (its
         Retry-After, its 429s in a row, its breaker open); our own measures (slots, speed) start afresh."""
@@ -172,8 +177,7 @@ class EndpointState:
         self.seconds_per_pair = self._latency_sum / self._pairs_sum
         self.seconds_per_request = _ewma(self.seconds_per_request, seconds)
         self.failure_score = _ewma(self.failure_score, 0.0)
-        if sent_at > self.rate_limited_at:  # answered within the limit: the next 429 starts a streak afresh
-            self.rate_limits = 0
+        self.answered_within_limit(sent_at)
         self.answered_at = sent_at + seconds
         self.service.answered(pairs, sent_at, self.answered_at)
         self.answers += 1

@@ -93,7 +93,9 @@ class _Probe:
         return [o for attempts in await asyncio.gather(*(first_answer(group) for group in groups)) for o in attempts]
 
     async def dialect(self, dialect: Dialect, model: str) -> det.ProbeOutcome:
-        """Score the fixed probe documents with one dialect; never raises."""
+        """Score the fixed probe documents with one dialect. Raises only a ``ConfigError``: the transport's, for a
+        setting every route shares (a socks proxy, a CA bundle that does not load), before anything was sent, so
+        detection stops at the first route instead of naming it once per route."""
         if getattr(dialect, "requires_model", False) and not model:
             return det.ProbeOutcome(dialect, error="this API needs a model id (set rerank_model)", failure="config",
                                     sent=False)
@@ -102,18 +104,23 @@ class _Probe:
         try:
             answer = await self._send(dialect.build(batch, model), self.deadline)
             scores = read_answer(dialect.parse, answer, batch)
+        except ConfigError:
+            raise
         except RerankError as exc:
             return det.ProbeOutcome(dialect, error=str(exc), latency_s=clock.now() - started, failure=exc.reason,
                                     retry_after=getattr(exc, "retry_after", None), status=getattr(exc, "status", None))
         return det.ProbeOutcome(dialect, scores=tuple(scores), latency_s=clock.now() - started)
 
     async def _get_json(self, path: str, deadline: float) -> object:
-        """The JSON of a 200, None for any other answer or error, or the error of an answer not in HTTP."""
+        """The JSON of a 200, None for any other answer or error, or the error of an answer not in HTTP. A setting
+        that fails before sending (``ConfigError``) would fail every route too: raised, it ends detection."""
         try:
             answer = await self._send(WireRequest("GET", path), deadline)
             return answer.json() if answer.status == 200 else None
         except NotHttp as exc:
             return exc
+        except ConfigError:
+            raise
         except RerankError:
             return None
 
@@ -186,10 +193,8 @@ def _unreachable(attempts: Sequence[det.ProbeOutcome], message: str) -> RerankEr
     if "rate_limited" in failures:  # not a detection failure, and its Retry-After holds the endpoint back
         waits = [o.retry_after for o in attempts if o.retry_after is not None]
         return RateLimited(429, message, retry_after=max(waits) if waits else None)
-    if not sent or not failures <= {"connect", "tls", "timeout", "config"}:
+    if not sent or not failures <= {"connect", "tls", "timeout"}:  # a setting's error ended detection at once
         return None
-    if failures == {"config"}:
-        return ConfigError([message])
     if failures == {"timeout"}:
         return DeadlineExceeded(message)
     return TlsFailure(message) if failures == {"tls"} else TransportError(message)

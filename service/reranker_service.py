@@ -283,8 +283,7 @@ class RouteBook:
         if task is not None:
             self._tasks.add(task)
         try:
-            with held_off(state):
-                await state.wait_out_retry_after(detection.deadline)
+            async with held_off(state, detection.deadline):
                 with state.breaker.attempt() as permit:  # detection is an attempt too: a probe while half-open
                     permit.timeout_health = detection_health(state, detection.deadline)
                     self._on_detection()

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -67,11 +67,13 @@ def detection_health(state: EndpointState, deadline: float) -> Health:
     return timeout_health(state.expected_latency(len(PROBE_DOCUMENTS), started, worst=True), deadline - started)
 
 
-@contextmanager
-def held_off(state: EndpointState) -> Iterator[None]:
-    """A 429 during detection holds the endpoint back as long as it asked, or without Retry-After as one more in
-    a row of the endpoint's 429s (``rate_limit_hold``): a detection is a request like any other."""
-    started = clock.now()
+@asynccontextmanager
+async def held_off(state: EndpointState, deadline: float) -> AsyncIterator[None]:
+    """A detection is a request like any other: it waits out the endpoint's hold (or raises ``RateLimited``), a 429
+    holds the endpoint back as long as it asked, or without Retry-After as one more in a row of the endpoint's 429s
+    (``rate_limit_hold``), and its answer ends that streak as a recall's does: the key is back under its limit."""
+    await state.wait_out_retry_after(deadline)
+    started = clock.now()  # its requests go out from here: answered, they count as sent now
     try:
         yield
     except RateLimited as exc:
@@ -80,6 +82,7 @@ def held_off(state: EndpointState) -> Iterator[None]:
         else:
             state.hold_off_growing(started, lambda in_a_row: rate_limit_hold(in_a_row, random.random()))
         raise
+    state.answered_within_limit(started)
 
 
 async def recheck(resolve: Resolve, transport: HttpTransport, detection: Detection, state: EndpointState,
@@ -87,8 +90,7 @@ async def recheck(resolve: Resolve, transport: HttpTransport, detection: Detecti
     """The route a known one's server speaks now, or None when the check failed (the known route stays). No
     breaker permit: a check that fails says nothing the recalls on the route would not say themselves."""
     try:
-        with held_off(state):
-            await state.wait_out_retry_after(detection.deadline)
+        async with held_off(state, detection.deadline):
             on_detection()
             return await resolve(transport, detection.config, detection.deadline)
     except Exception as exc:

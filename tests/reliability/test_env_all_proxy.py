@@ -140,3 +140,14 @@ async def test_a_socks_proxy_for_another_scheme_is_not_in_the_way(
         assert set(proxy.targets) == {f"{LAN_NAME}:{port}"}
     finally:
         await proxy.close()
+
+
+async def test_a_socks_proxy_stops_detection_at_the_first_route_and_is_reported_once(
+        environment: pytest.MonkeyPatch, serve: object) -> None:
+    """The proxy applies to every route the probe would try: naming it once per route says nothing more."""
+    server = serve("vllm")  # type: ignore[operator]
+    environment.setenv("ALL_PROXY", "socks5://127.0.0.1:1080")
+    report = await runtime.probe_async(config_for("vllm", f"http://{LAN_NAME}:{address(server)[1]}", timeout=5))
+    assert not report.ok and "ALL_PROXY" in report.message
+    assert sum(text.count("not supported") for text in (report.message, *report.attempts)) == 1, report
+    assert server.requests == []

@@ -241,6 +241,17 @@ async def test_a_missing_ca_bundle_is_a_settings_error_not_an_exception(test_ca:
         assert "rerank_ca_bundle" in runtime.statistics().last_error
 
 
+async def test_a_missing_ca_bundle_stops_detection_at_the_first_route_and_is_reported_once(
+        test_ca: trustme.CA, tmp_path: Path) -> None:
+    """The bundle is every route's: the probe says it once, not once per route it would have tried."""
+    with tls_server("infinity", test_ca) as server:
+        config = config_for("infinity", server.url, timeout=5, ca_bundle=str(tmp_path / "missing.pem"))
+        report = await runtime.probe_async(config)
+        assert not report.ok and "rerank_ca_bundle" in report.message
+        assert sum(text.count("rerank_ca_bundle") for text in (report.message, *report.attempts)) == 1, report
+        assert server.requests == []
+
+
 # --- the endpoint must be http(s) ------------------------------------------------------------------
 
 

@@ -17,6 +17,7 @@ from support.deadlines import PATIENT_S, Stopwatch, assert_released_before_deadl
 from support.encoding import encoding_scorer, recall
 from support.servers import RecordedRequest, Respond, RunningServer, start_server
 from usr.plugins.a0_reranker.core.config import RerankerConfig
+from usr.plugins.a0_reranker.core.detection import PROBE_QUERY
 from usr.plugins.a0_reranker.service import runtime
 
 pytestmark = pytest.mark.anyio
@@ -27,6 +28,10 @@ TRIAL_LIMIT = Respond(429, {"message": "You are using a Trial key, which is limi
 
 def posts(server: RunningServer, since: int) -> list[RecordedRequest]:
     return [r for r in server.requests[since:] if r.method == "POST"]
+
+
+def detection(request: RecordedRequest) -> bool:
+    return request.method == "POST" and PROBE_QUERY in request.text
 
 
 def over_the_limit(server: RunningServer, limited: bool) -> None:
@@ -60,5 +65,25 @@ async def test_429s_without_retry_after_in_a_row_hold_the_endpoint_longer_until_
         assert await runtime.rerank_async(*recall(6, 4), config=config.replace(timeout=1.5)) is None
         assert len(posts(server, before)) == 5  # ... its hold (at most a second) waited out: the request went out
         assert (await stats_until(accounted)).fallbacks == {"rate_limited": 5}
+    finally:
+        await server.close()
+
+
+async def test_an_answer_to_detection_ends_the_streak_as_a_scoring_answer_does() -> None:
+    """Detection answered after two 429s in a row: the key is back under its limit, so the scoring 429 that
+    follows holds as the first of a streak (at most a second), not as the third (two seconds or more)."""
+    server = await start_server("cohere", api_key=KEY, scorer=encoding_scorer)
+    try:
+        config = RerankerConfig(endpoint=server.url, api_key=KEY, model="rerank-v3.5", timeout=5.0, max_retries=0)
+        over_the_limit(server, True)
+        assert await runtime.rerank_async(*recall(0, 4), config=config) is None  # detection's 429: the first
+        assert await runtime.rerank_async(*recall(1, 4), config=config) is None  # waits it out: the second
+        assert [r for r in posts(server, 0) if not detection(r)] == []  # nothing but detection went out yet
+        server.set_fault(lambda r: TRIAL_LIMIT if r.method == "POST" and not detection(r) else None)
+        assert await runtime.rerank_async(*recall(2, 4), config=config) is None  # detection answered; scoring 429
+        scoring = len([r for r in posts(server, 0) if not detection(r)])
+        assert scoring == 1
+        assert await runtime.rerank_async(*recall(3, 4), config=config.replace(timeout=1.5)) is None
+        assert len([r for r in posts(server, 0) if not detection(r)]) == 2  # its hold (a first's) waited out: sent
     finally:
         await server.close()

@@ -9,7 +9,7 @@ A 429 is answered at the instant it is sent, so the next request going out marks
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import pytest
 
@@ -20,9 +20,11 @@ from usr.plugins.a0_reranker.batching.dispatch import Dispatch, DispatchPolicy, 
 from usr.plugins.a0_reranker.batching.endpoint_state import EndpointState, Replica
 from usr.plugins.a0_reranker.batching.queue import EndpointLimiter
 from usr.plugins.a0_reranker.core import deadline as clock
+from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.core.dialects import ScoreBatch
 from usr.plugins.a0_reranker.core.errors import RateLimited
 from usr.plugins.a0_reranker.core.statistics import StatsRecorder
+from usr.plugins.a0_reranker.service.route_checks import Detection, recheck
 
 LIMITED = "429"  # a script step: a 429 without Retry-After (Cohere's, Jina's and Voyage's way)
 
@@ -49,8 +51,9 @@ class Server:
         return [later - earlier for earlier, later in zip(self.sent_at, self.sent_at[1:], strict=False)]
 
 
-def engine(server: Server) -> MicroBatcher:
-    replica = Replica("only", EndpointState(EndpointLimiter(8), CircuitBreaker(BreakerPolicy())), server.send)
+def engine(server: Server, state: EndpointState | None = None) -> MicroBatcher:
+    state = state or EndpointState(EndpointLimiter(8), CircuitBreaker(BreakerPolicy()))
+    replica = Replica("only", state, server.send)
     dispatch = Dispatch(ReplicaSet([replica], budget=RetryBudget()), StatsRecorder(), DispatchPolicy(max_retries=0))
     return MicroBatcher(dispatch, mixes_queries=False, max_pairs=64, window=0.0, max_queued_pairs=1000)
 
@@ -88,6 +91,41 @@ def test_an_answer_ends_the_streak() -> None:
     assert 2.0 <= gaps[2] <= 4.0  # the third in a row
     assert gaps[3] == 0.0  # the answer: no hold after it
     assert 0.5 <= gaps[4] <= 1.0  # a 429 after an answer holds as the first of a streak again
+
+
+def test_an_answer_to_detection_sent_after_the_last_429_ends_the_streak() -> None:
+    """A route check (detection beside the recalls) answered: the key is back under its limit, as when a recall
+    is answered. One whose requests were in flight before the last 429 says nothing of it: the streak stands."""
+    server, state = Server([LIMITED] * 4), EndpointState(EndpointLimiter(8), CircuitBreaker(BreakerPolicy()))
+    batcher, in_flight, answer = engine(server, state), asyncio.Event(), asyncio.Event()
+
+    async def detect(transport: object, config: RerankerConfig, deadline: float) -> object:  # the server's answer
+        in_flight.set()
+        await answer.wait()
+        return "route"
+
+    def check() -> Awaitable[object]:
+        return recheck(detect, None, Detection((), RerankerConfig(), clock.now() + 600.0), state,  # type: ignore[arg-type]
+                       lambda: None)
+
+    async def main() -> list[bool]:
+        outcomes = [await recall(batcher)]  # the first 429
+        answer.set()
+        assert await check() == "route"  # waits out its hold, then answered
+        outcomes.append(await recall(batcher))  # a 429 after the answer: the first of a streak again
+        answer.clear()
+        in_flight.clear()
+        checking = asyncio.ensure_future(check())
+        await in_flight.wait()  # the check's requests went out ...
+        outcomes.append(await recall(batcher))  # ... before this 429: the second in a row
+        answer.set()
+        assert await checking == "route"  # answered, but it was in flight before the last 429
+        return [*outcomes, await recall(batcher), await recall(batcher)]
+
+    assert run_virtual(main()) == [False, False, False, False, True]
+    gaps = server.gaps()
+    assert 0.5 <= gaps[1] <= 1.0  # the 429 after the answered check held as a first one
+    assert 2.0 <= gaps[3] <= 4.0  # the check in flight before the second did not end the streak: the third
 
 
 def test_a_recall_whose_deadline_ends_inside_the_hold_falls_back_at_once_with_nothing_sent() -> None:
