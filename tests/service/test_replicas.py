@@ -12,7 +12,7 @@ import pytest
 
 from support.encoding import encoding_scorer, recall
 from support.outages import OVERLOADED, closed_port_url
-from support.servers import Delay, Disconnect, Hang, RecordedRequest, RunningServer, start_server
+from support.servers import Delay, Disconnect, RecordedRequest, RunningServer, start_server
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.service import runtime
 
@@ -134,22 +134,29 @@ async def test_every_replica_ejected_gives_stock_at_once() -> None:
     assert stats.fallbacks.get("breaker_open", 0) >= 1
 
 
+def own_posts(server: RunningServer, query: str) -> list[RecordedRequest]:
+    return [r for r in server.requests if r.method == "POST" and query in r.text]
+
+
 async def test_a_stalled_request_is_hedged_on_another_replica(three: list[RunningServer]) -> None:
-    config = config_for(three[0].url, three[1].url, hedge_delay_ms=50)  # hedging: auto, so on with two
-    assert_all_reranked(await recalls(config, range(1, 31)))  # both detected, latency known
-    stalled = {"done": False}
-
-    def stall_once(request: RecordedRequest) -> Any:
-        if request.method == "POST" and not stalled["done"]:
-            stalled["done"] = True
-            return Hang()
-        return None
-
-    for server in three[:2]:
-        server.set_fault(stall_once)
-    hedged_before = runtime.statistics().hedges  # a busy machine may have hedged a warm-up request past 50 ms
-    result = await runtime.rerank_result_async(*recall(9, 4), config=config)
-    assert result.ranking is not None and result.failover_to in {three[0].url, three[1].url}
-    assert runtime.statistics().hedges - hedged_before == 1
-    for server in three[:2]:
-        await server.wait_until(lambda s: s.in_flight == 0)  # the stalled loser was cancelled
+    """Sequenced by the servers' gates, not by time. Each replica is detected and measured alone, where
+    hedging is off: on a busy machine warm-up answers slower than 50 ms were hedged, and those hedges spent
+    the retry budget the stalled request's hedge needed (no hedge, a timeout). Only the recall's own request
+    is held, so no warm-up request arriving late takes the stall."""
+    pair = three[:2]
+    for first, server in zip((1, 16), pair, strict=True):  # both routes known before the pair's first recall
+        assert_all_reranked(await recalls(config_for(server.url, hedge="off"), range(first, first + 15)))
+    query, documents = recall(100, 4)  # in no warm-up request
+    for server in pair:
+        server.gate.hold(lambda r: r.method == "POST" and query in r.text)
+    config = config_for(*(s.url for s in pair), hedge_delay_ms=50)  # hedging: auto, so on with two
+    asked = asyncio.ensure_future(runtime.rerank_result_async(query, documents, config=config))
+    for server in pair:
+        await server.gate.wait_held(1)  # the request stalls on one replica, its hedge reaches the other
+    stalled, other = sorted(pair, key=lambda s: own_posts(s, query)[0].received_at)
+    other.gate.release()
+    result = await asked
+    assert result.ranking is not None and [i for i, _ in result.ranking] == expected()
+    assert result.failover_to == other.url and runtime.statistics().hedges == 1
+    await stalled.wait_until(lambda s: s.in_flight == 0)  # the stalled loser was cancelled
+    assert [len(own_posts(s, query)) for s in pair] == [1, 1]
