@@ -17,6 +17,7 @@ import trustme
 from aiohttp import web
 from anyio.from_thread import start_blocking_portal
 
+from support.ports import fresh_socket
 from support.servers import RunningServer
 from support.servers.registry import build
 
@@ -34,7 +35,7 @@ class TlsServer(RunningServer):
         app.add_routes(self.protocol.routes())
         self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=self._context).start()
+        await web.SockSite(self._runner, fresh_socket(), ssl_context=self._context).start()
         host, port = self._runner.addresses[0][:2]
         self.url = f"https://{host}:{port}"
         self._loop = asyncio.get_running_loop()

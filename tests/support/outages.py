@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 from typing import Any, Final
 
+from .ports import fresh_socket
 from .servers import Respond
 
 # vLLM's (OpenAI-style) error body for a 503 (vLLM's ``ErrorResponse``)
@@ -29,7 +30,6 @@ def closed_port_url() -> str:
     """The URL of a port nothing listens on, kept that way for the session (bound, never listening: a
     connection is refused), so that no later test's server gets the port and with it the open breaker
     the engine keeps for that URL."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
+    sock = fresh_socket()
     _RESERVED.append(sock)
     return f"http://127.0.0.1:{sock.getsockname()[1]}"

@@ -11,6 +11,7 @@ from typing import Any
 from aiohttp import web
 from anyio.from_thread import start_blocking_portal
 
+from ..ports import fresh_socket
 from .faults import Fault, FaultRule, as_rule
 from .gate import Gate
 from .monitor import StateMonitor
@@ -69,7 +70,10 @@ class RunningServer:
         app.add_routes(self.protocol.routes())
         self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", port).start()
+        if port:
+            await web.TCPSite(self._runner, "127.0.0.1", port).start()
+        else:  # never a port an earlier server of the session had (support.ports)
+            await web.SockSite(self._runner, fresh_socket()).start()
         host, port = self._runner.addresses[0][:2]
         self.url = f"http://{host}:{port}"
         self._loop = asyncio.get_running_loop()

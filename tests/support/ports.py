@@ -1,0 +1,27 @@
+"""Ports for the suite's servers, each handed out once per session. The engine keeps what it learnt of a server by
+its URL (an open breaker, a Retry-After, the API it detected) for the whole process, and the kernel may give a port
+an earlier test's server had to a later one: about 400 servers in a run make such a repeat likely (a birthday draw
+over ~28,000 ephemeral ports), and the later test then meets the earlier server's verdicts."""
+
+from __future__ import annotations
+
+import socket
+
+_HANDED_OUT: set[int] = set()
+
+
+def fresh_socket() -> socket.socket:
+    """A socket bound to 127.0.0.1 on a port no earlier call of this session returned (not yet listening)."""
+    repeats: list[socket.socket] = []  # kept bound until a fresh port comes, so the kernel cannot offer them again
+    try:
+        while True:
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+            if port not in _HANDED_OUT:
+                _HANDED_OUT.add(port)
+                return sock
+            repeats.append(sock)
+    finally:
+        for sock in repeats:
+            sock.close()
