@@ -46,6 +46,15 @@ def rate_limit_hold(in_a_row: int, jitter: float) -> float:
     return ceiling * (1.0 + jitter) / 2
 
 
+def hold_after_429(state: EndpointState, exc: RateLimited, sent_at: float, jitter: float) -> None:
+    """A 429 to a request (a recall's or detection's) sent at ``sent_at`` holds its endpoint back: as long as its
+    Retry-After asks, or without one as one more in a row of the endpoint's 429s (``rate_limit_hold``)."""
+    if exc.retry_after is not None:
+        state.hold_off(clock.now() + exc.retry_after)
+    else:
+        state.hold_off_growing(sent_at, lambda in_a_row: rate_limit_hold(in_a_row, jitter))
+
+
 def retry_kind(exc: BaseException) -> RetryKind:
     if isinstance(exc, StaleConnection):
         return "now"  # to another replica at once, or not at all
@@ -137,10 +146,8 @@ class Retries:
         or without one a hold growing with the 429s in a row (``rate_limit_hold``)."""
         if verdict in ("down", "failure"):
             state.failed()
-        if isinstance(exc, RateLimited) and exc.retry_after is not None:
-            state.hold_off(clock.now() + exc.retry_after)
-        elif isinstance(exc, RateLimited):
-            state.hold_off_growing(sent_at, lambda in_a_row: rate_limit_hold(in_a_row, self.rng.random()))
+        if isinstance(exc, RateLimited):
+            hold_after_429(state, exc, sent_at, self.rng.random())
 
     def spend_budget(self) -> bool:
         if self.replicas.budget.try_spend():

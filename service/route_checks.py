@@ -18,7 +18,7 @@ from typing import Final
 
 from ..batching.breaker import Health
 from ..batching.endpoint_state import EndpointState, timeout_health
-from ..batching.retries import rate_limit_hold
+from ..batching.retries import hold_after_429
 from ..core import deadline as clock
 from ..core.config import RerankerConfig
 from ..core.detection import PROBE_DOCUMENTS
@@ -71,16 +71,13 @@ def detection_health(state: EndpointState, deadline: float) -> Health:
 async def held_off(state: EndpointState, deadline: float) -> AsyncIterator[None]:
     """A detection is a request like any other: it waits out the endpoint's hold (or raises ``RateLimited``), a 429
     holds the endpoint back as long as it asked, or without Retry-After as one more in a row of the endpoint's 429s
-    (``rate_limit_hold``), and its answer ends that streak as a recall's does: the key is back under its limit."""
+    (``hold_after_429``), and its answer ends that streak as a recall's does: the key is back under its limit."""
     await state.wait_out_retry_after(deadline)
     started = clock.now()  # its requests go out from here: answered, they count as sent now
     try:
         yield
     except RateLimited as exc:
-        if exc.retry_after is not None:
-            state.hold_off(clock.now() + exc.retry_after)
-        else:
-            state.hold_off_growing(started, lambda in_a_row: rate_limit_hold(in_a_row, random.random()))
+        hold_after_429(state, exc, started, random.random())
         raise
     state.answered_within_limit(started)
 
