@@ -15,9 +15,8 @@ from typing import Any, Final
 
 from . import deadline as clock
 from .errors import BreakerOpen, Overloaded, QueueFull
+from .time_window import LATENCY_WINDOW, LATENCY_WINDOW_S, recent
 
-LATENCY_WINDOW: Final = 2048  # the newest reranks (and queue waits) kept for the percentiles, of which ...
-LATENCY_WINDOW_S: Final = 300.0  # ... those of the last 5 minutes count: after a quiet spell, none (not stale ones)
 SHED_REASONS: Final = frozenset({Overloaded.reason, QueueFull.reason})  # recalls turned away at once
 # the snapshot's plain counts, each kept under its field's name
 _COUNTS: Final = ("reranks", "reranked", "http_requests", "pairs_scored", "shadow_recalls", "cancelled", "retries",
@@ -214,7 +213,7 @@ class StatsRecorder:
     ) -> RerankerStatistics:
         with self._lock:
             now = self._clock()
-            latencies, waits = _recent(self._latencies, now), _recent(self._queue_waits, now)
+            latencies, waits = recent(self._latencies, now), recent(self._queue_waits, now)
             counts, rates, fallbacks = self._counts, self._rates.per_second(now), dict(self._fallbacks)
             pools, shadows = counts["pools"], counts["shadow_recalls"]
             return RerankerStatistics(
@@ -239,18 +238,13 @@ def _mean(total: float, count: int) -> float | None:
     return total / count if count else None
 
 
-def _recent(samples: deque[tuple[float, float]], now: float) -> list[float]:
-    """The samples of the last ``LATENCY_WINDOW_S``, sorted: a figure from before a quiet spell is no figure now."""
-    return sorted(value for at, value in samples if at > now - LATENCY_WINDOW_S)
-
-
 def _recent_rows(rows: tuple[ReplicaStatistics, ...], answers: deque[tuple[float, str, float, int]],
                  now: float) -> tuple[ReplicaStatistics, ...]:
     """Each server's row with its latency over its answers of the last ``LATENCY_WINDOW_S`` (none: no figure)."""
-    recent = [(url, seconds, max(pairs, 1)) for at, url, seconds, pairs in answers if at > now - LATENCY_WINDOW_S]
+    window = [(url, seconds, max(pairs, 1)) for at, url, seconds, pairs in answers if at > now - LATENCY_WINDOW_S]
     timed = []
     for row in rows:
-        mine = [(seconds, pairs) for url, seconds, pairs in recent if url == row.url]
+        mine = [(seconds, pairs) for url, seconds, pairs in window if url == row.url]
         spent = 1000 * sum(seconds for seconds, _ in mine)
         timed.append(replace(row, latency_ms=spent / len(mine) if mine else None,
                              ms_per_pair=spent / sum(pairs for _, pairs in mine) if mine else None))
