@@ -15,7 +15,8 @@ from typing import Any, Final
 
 from . import deadline as clock
 from .errors import BreakerOpen, Overloaded, QueueFull
-from .time_window import LATENCY_WINDOW, LATENCY_WINDOW_S, recent
+from .time_window import ANSWERS_PER_SERVER, LATENCY_WINDOW, SERVERS_KEPT, answer_figures, recent
+from .time_window import LATENCY_WINDOW_S as LATENCY_WINDOW_S  # where the status and the UI read it
 
 SHED_REASONS: Final = frozenset({Overloaded.reason, QueueFull.reason})  # recalls turned away at once
 # the snapshot's plain counts, each kept under its field's name
@@ -143,7 +144,7 @@ class StatsRecorder:
             self._fallbacks: Counter[str] = Counter()
             self._latencies: deque[tuple[float, float]] = deque(maxlen=LATENCY_WINDOW)  # (when, milliseconds)
             self._queue_waits: deque[tuple[float, float]] = deque(maxlen=LATENCY_WINDOW)
-            self._answers: deque[tuple[float, str, float, int]] = deque(maxlen=LATENCY_WINDOW)  # (when, url, s, pairs)
+            self._answers: dict[str, deque[tuple[float, float, int]]] = {}  # url: (when, s, pairs), per server
             self._rates = RecentCounts()
 
     def rerank_started(self) -> None:
@@ -172,9 +173,14 @@ class StatsRecorder:
             self._counts.update(http_requests=1, pairs_scored=pairs)
 
     def on_answer(self, url: str, seconds: float, pairs: int) -> None:
-        """A server answered a request: its status row's figures, kept apart from the balancer's estimate."""
+        """A server answered a request: its status row's figures, kept apart from the balancer's estimate and
+        from the other servers' answers (a busy one must not push a quiet one's out of the window)."""
         with self._lock:
-            self._answers.append((self._clock(), url, seconds, pairs))
+            answers = self._answers.pop(url, None) or deque(maxlen=ANSWERS_PER_SERVER)
+            self._answers[url] = answers  # the newest last: the server that answered least recently goes first
+            answers.append((self._clock(), seconds, max(pairs, 1)))
+            if len(self._answers) > SERVERS_KEPT:
+                del self._answers[next(iter(self._answers))]
 
     def on_retry(self, kind: str) -> None:
         """A request was sent again after an error or a 429 (``kind``: backoff or retry_after)."""
@@ -219,7 +225,7 @@ class StatsRecorder:
             return RerankerStatistics(
                 **{name: counts[name] for name in _COUNTS}, fallbacks=fallbacks,
                 latency_p50_ms=percentile(latencies, 0.50), latency_p95_ms=percentile(latencies, 0.95),
-                breakers=dict(breakers or {}), replicas=_recent_rows(replicas, self._answers, now),
+                breakers=dict(breakers or {}), replicas=_timed(replicas, self._answers, now),
                 queued_pairs=queued_pairs, in_flight=in_flight,
                 shadow_mean_kept_fraction=_mean(self._shadow_kept, shadows),
                 shadow_mean_displacement=_mean(self._shadow_displacement, shadows),
@@ -238,16 +244,13 @@ def _mean(total: float, count: int) -> float | None:
     return total / count if count else None
 
 
-def _recent_rows(rows: tuple[ReplicaStatistics, ...], answers: deque[tuple[float, str, float, int]],
-                 now: float) -> tuple[ReplicaStatistics, ...]:
-    """Each server's row with its latency over its answers of the last ``LATENCY_WINDOW_S`` (none: no figure)."""
-    window = [(url, seconds, max(pairs, 1)) for at, url, seconds, pairs in answers if at > now - LATENCY_WINDOW_S]
+def _timed(rows: tuple[ReplicaStatistics, ...], answers: Mapping[str, deque[tuple[float, float, int]]],
+           now: float) -> tuple[ReplicaStatistics, ...]:
+    """Each server's row with its latency over its own answers of the window (none: no figure)."""
     timed = []
     for row in rows:
-        mine = [(seconds, pairs) for url, seconds, pairs in window if url == row.url]
-        spent = 1000 * sum(seconds for seconds, _ in mine)
-        timed.append(replace(row, latency_ms=spent / len(mine) if mine else None,
-                             ms_per_pair=spent / sum(pairs for _, pairs in mine) if mine else None))
+        latency_ms, ms_per_pair = answer_figures(answers.get(row.url, ()), now)
+        timed.append(replace(row, latency_ms=latency_ms, ms_per_pair=ms_per_pair))
     return tuple(timed)
 
 

@@ -10,8 +10,22 @@ from typing import Final
 
 LATENCY_WINDOW: Final = 2048  # the newest reranks (and queue waits) kept for the percentiles, of which ...
 LATENCY_WINDOW_S: Final = 300.0  # ... those of the last 5 minutes count: after a quiet spell, none (not stale ones)
+# Each server's answers are kept on their own (a busy replica must not push a quiet one's recent answer out of
+# its row): its newest ANSWERS_PER_SERVER, of SERVERS_KEPT servers at most (the least recently answered goes).
+ANSWERS_PER_SERVER: Final = 256
+SERVERS_KEPT: Final = 64
 
 
 def recent(samples: Iterable[tuple[float, float]], now: float) -> list[float]:
     """The samples of the last ``LATENCY_WINDOW_S``, sorted: a figure from before a quiet spell is no figure now."""
     return sorted(value for at, value in samples if at > now - LATENCY_WINDOW_S)
+
+
+def answer_figures(answers: Iterable[tuple[float, float, int]], now: float) -> tuple[float | None, float | None]:
+    """Milliseconds per request and per pair over one server's answers (when, seconds, pairs) of the window;
+    None, None when it answered none in it."""
+    mine = [(seconds, pairs) for at, seconds, pairs in answers if at > now - LATENCY_WINDOW_S]
+    if not mine:
+        return None, None
+    spent = 1000 * sum(seconds for seconds, _ in mine)
+    return spent / len(mine), spent / sum(pairs for _, pairs in mine)

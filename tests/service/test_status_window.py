@@ -14,7 +14,7 @@ from support.servers import RunningServer, start_server
 from usr.plugins.a0_reranker.a0_hooks import status
 from usr.plugins.a0_reranker.core import deadline as clock
 from usr.plugins.a0_reranker.core.config import RerankerConfig
-from usr.plugins.a0_reranker.core.statistics import LATENCY_WINDOW_S, StatsRecorder
+from usr.plugins.a0_reranker.core.statistics import LATENCY_WINDOW, LATENCY_WINDOW_S, StatsRecorder
 from usr.plugins.a0_reranker.service import calls, runtime
 
 pytestmark = pytest.mark.anyio
@@ -80,6 +80,33 @@ async def test_a_servers_latency_covers_the_recent_window_and_is_none_after_a_qu
     again = server_row(config)
     assert again["latency_ms"] is not None and again["ms_per_pair"] is not None, again
     assert " ms per request, " in tool_text(config)
+
+
+async def test_a_quiet_servers_row_keeps_its_latency_while_a_busy_one_answers_thousands(
+        vllm_server: RunningServer, stats_clock: ManualClock) -> None:
+    """The answers of every server shared one list of the last 2,048: a busy server (another scope's, here)
+    pushed a quiet one's answer of a minute ago out, and the quiet server's row read as idle ("no answer")
+    while its answer was inside the window. Each server's row covers its own answers."""
+    quiet = RerankerConfig(endpoint=vllm_server.url, api="rerank", timeout=10.0)
+    assert await runtime.rerank_async(*recall(0, 4), config=quiet) is not None
+    answered = server_row(quiet)
+    assert answered["latency_ms"] is not None, answered
+    stats_clock.now += 60
+    other = await start_server("vllm", scorer=encoding_scorer)
+    try:
+        busy = RerankerConfig(endpoint=other.url, api="rerank", timeout=10.0)
+        for q in range(LATENCY_WINDOW + 1):  # one after another: each its own request and answer
+            assert await runtime.rerank_async(*recall(q, 2), config=busy) is not None
+        assert runtime.statistics().http_requests >= LATENCY_WINDOW + 2
+        (busy_row,) = status.snapshot(None, ({}, busy, []))["statistics"]["replicas"]
+        assert busy_row["latency_ms"] is not None, busy_row
+    finally:
+        await other.close()
+    row = server_row(quiet)
+    assert (row["latency_ms"], row["ms_per_pair"]) == (answered["latency_ms"], answered["ms_per_pair"]), row
+    assert " ms per request, " in tool_text(quiet)
+    stats_clock.now += LATENCY_WINDOW_S  # now past the window: its figures age out as before
+    assert (server_row(quiet)["latency_ms"], server_row(quiet)["ms_per_pair"]) == (None, None)
 
 
 async def test_the_last_error_says_how_long_ago_it_happened(stats_clock: ManualClock) -> None:

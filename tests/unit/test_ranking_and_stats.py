@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from usr.plugins.a0_reranker.core.redaction import redact
 from usr.plugins.a0_reranker.core.scores import cut_head, order_change, ranked, tighter_limits
-from usr.plugins.a0_reranker.core.statistics import LATENCY_WINDOW, LATENCY_WINDOW_S, StatsRecorder
+from usr.plugins.a0_reranker.core.statistics import LATENCY_WINDOW, LATENCY_WINDOW_S, ReplicaStatistics, StatsRecorder
+from usr.plugins.a0_reranker.core.time_window import SERVERS_KEPT
 
 
 def test_ranked_is_best_first_and_stable() -> None:
@@ -83,3 +86,43 @@ def test_percentiles_are_of_the_recent_window_only() -> None:
     assert (quiet.latency_p50_ms, quiet.latency_p95_ms, quiet.load.queue_wait_p50_ms) == (None, None, None)
     assert quiet.reranked == 3 * LATENCY_WINDOW + 1
     assert len(recorder._latencies) <= LATENCY_WINDOW and len(recorder._queue_waits) <= LATENCY_WINDOW
+
+
+def server_rows(recorder: StatsRecorder, *urls: str) -> dict[str, tuple[float | None, float | None]]:
+    """Each server's (latency_ms, ms_per_pair) in a snapshot that lists ``urls``, as the registry lists them."""
+    rows = tuple(ReplicaStatistics(url=url, breaker="closed", pairs=0, share=0.0, in_flight=0) for url in urls)
+    return {row.url: (row.latency_ms, row.ms_per_pair) for row in recorder.snapshot(replicas=rows).replicas}
+
+
+def test_a_quiet_servers_row_keeps_its_answer_however_busy_another_is() -> None:
+    """One shared list of the last answers let a busy replica push a quiet one's answer of a minute ago out:
+    its row said "no answer" while the answer was inside the window. Each server's answers are its own."""
+    clock = [100.0]
+    recorder = StatsRecorder(clock=lambda: clock[0])
+    recorder.on_answer("http://quiet", 0.2, 4)
+    clock[0] += 60
+    for _ in range(LATENCY_WINDOW + 1):
+        recorder.on_answer("http://busy", 0.01, 10)
+    rows = server_rows(recorder, "http://quiet", "http://busy")
+    assert rows["http://quiet"] == pytest.approx((200.0, 50.0)), rows
+    assert rows["http://busy"] == pytest.approx((10.0, 1.0)), rows
+
+
+def test_a_quiet_servers_figures_still_age_out_of_the_window() -> None:
+    """Kept apart, a quiet server's answer still counts for the window alone: past it, its row has no figure
+    while a busy one, answering still, keeps its own; and the servers kept stay bounded however many answer."""
+    clock = [100.0]
+    recorder = StatsRecorder(clock=lambda: clock[0])
+    recorder.on_answer("http://quiet", 0.2, 4)
+    clock[0] += LATENCY_WINDOW_S - 1
+    assert server_rows(recorder, "http://quiet")["http://quiet"] == pytest.approx((200.0, 50.0))  # still in the window
+    clock[0] += 2
+    recorder.on_answer("http://busy", 0.01, 10)
+    rows = server_rows(recorder, "http://quiet", "http://busy")
+    assert rows["http://quiet"] == (None, None) and rows["http://busy"] == pytest.approx((10.0, 1.0)), rows
+    for n in range(10 * SERVERS_KEPT):
+        recorder.on_answer(f"http://replica-{n}", 0.01, 1)
+        recorder.on_answer("http://busy", 0.01, 10)
+    assert server_rows(recorder, "http://busy")["http://busy"] == pytest.approx((10.0, 1.0))  # answering: kept
+    assert server_rows(recorder, "http://replica-0")["http://replica-0"] == (None, None)  # long since crowded out
+    assert len(recorder._answers) <= SERVERS_KEPT  # servers kept
