@@ -17,7 +17,6 @@ from ..core.errors import ConfigError
 from ..core.probe_report import ProbeReport
 from ..core.recall_budget import NO_LLM_STEPS, RecallSteps
 from ..core.redaction import redact
-from ..core.statistics import LATENCY_WINDOW_S
 from ..service import runtime
 from . import PLUGIN_NAME, memory_patch, recall_entry
 from .recall_entry import from_a0
@@ -36,7 +35,7 @@ def snapshot(agent: Any = None, read: Read | None = None, scope: Mapping[str, st
     steps = recall_steps(agent, **scope)
     key = str(raw.get("rerank_api_key") or "")
     try:
-        statistics = runtime.statistics(config.endpoints if config else ()).as_dict()  # this scope's servers
+        statistics = worded(runtime.statistics(config.endpoints if config else ()).as_dict())  # this scope's servers
     except Exception:
         log.exception("a0_reranker: could not read the counters")
         statistics = {}
@@ -204,18 +203,19 @@ def _counter_lines(stats: Mapping[str, Any]) -> list[str]:
     if not stats:
         return []
     fallbacks = ", ".join(f"{reason} {count}" for reason, count in sorted(stats["fallbacks"].items())) or "none"
+    window = stats["latency_window"]
     lines = [
         COUNTERS_SCOPE,
         f"- Reranks: {stats['reranked']} of {stats['reranks']} succeeded; fallbacks: {fallbacks}",
-        f"- Latency p50/p95{_recent_percentiles(stats['latency_p50_ms'], stats['latency_p95_ms'])}; HTTP requests "
-        f"{stats['http_requests']} ({stats['mean_pairs_per_request'] or 0} pairs each on average); API "
+        f"- Latency p50/p95{_recent_percentiles(stats['latency_p50_ms'], stats['latency_p95_ms'], window)}; HTTP "
+        f"requests {stats['http_requests']} ({stats['mean_pairs_per_request'] or 0} pairs each on average); API "
         f"detections {stats.get('detections', 0)}",
     ]
     load = stats.get("load") or {}
     if load.get("offered_per_s"):
         lines.append(f"- Last minute: {load['offered_per_s']:g} recalls/s asked for, {load['goodput_per_s']:g}/s "
                      f"reranked, {load['shed_per_s']:g}/s shed; queue wait p50/p95"
-                     f"{_recent_percentiles(load['queue_wait_p50_ms'], load['queue_wait_p95_ms'])}")
+                     f"{_recent_percentiles(load['queue_wait_p50_ms'], load['queue_wait_p95_ms'], window)}")
     if any(stats.get(key) for key in _RETRY_COUNTERS):
         counted = ", ".join(f"{label} {stats.get(key, 0)}" for key, label in _RETRY_COUNTERS.items())
         lines.append(f"- Sent again: {counted}")
@@ -228,9 +228,9 @@ def _counter_lines(stats: Mapping[str, Any]) -> list[str]:
         kept = stats["shadow_mean_kept_fraction"] or 0.0
         lines.append(f"- Shadow mode: recalls compared {stats['shadow_recalls']}; {kept:.0%} of the stock top kept "
                      f"on average, mean shift {stats['shadow_mean_displacement']}")
-    lines.extend(server_line(replica) for replica in stats.get("replicas") or ())  # one per server, its breaker too
+    lines.extend(server_line(replica, window) for replica in stats.get("replicas") or ())  # one per server, its breaker
     if stats["last_api"] or stats["last_error"]:
-        error = f" ({ago(stats.get('last_error_age_s'))}): {stats['last_error']}" if stats["last_error"] else ": -"
+        error = f" ({stats['last_error_age']}): {stats['last_error']}" if stats["last_error"] else ": -"
         lines.append(f"- Last API used: {stats['last_api'] or '-'}; last error{error}")
     return lines
 
@@ -246,9 +246,9 @@ _RETRY_COUNTERS: Final = {
 SERVER_STATES: dict[str, str] = {"closed": "in rotation", "open": "ejected", "half_open": "probing back"}
 
 
-def server_line(replica: Mapping[str, Any]) -> str:
-    """One replica: its state and breaker, share of the pairs, recent latency and what it has in flight."""
-    breaker, latency = str(replica["breaker"]), f"no answer in the last {LATENCY_WINDOW_S / 60:g} minutes"
+def server_line(replica: Mapping[str, Any], window: str) -> str:
+    """One replica: its state and breaker, share of the pairs, latency over ``window`` and what it has in flight."""
+    breaker, latency = str(replica["breaker"]), f"no answer in the {window}"
     if replica["latency_ms"] is not None:
         per_pair = "" if replica["ms_per_pair"] is None else f", {replica['ms_per_pair']:g} ms per pair"
         latency = f"{replica['latency_ms']:g} ms per request{per_pair}"
@@ -256,10 +256,19 @@ def server_line(replica: Mapping[str, Any]) -> str:
             f"{replica['share']:.0%} of pairs ({replica['pairs']:,}); {latency}; {replica['in_flight']} in flight")
 
 
-def _recent_percentiles(p50: float | None, p95: float | None) -> str:
+def _recent_percentiles(p50: float | None, p95: float | None, window: str) -> str:
     """Percentiles over the recent window, or that it had none: never a figure from before a quiet spell."""
-    window = f"last {LATENCY_WINDOW_S / 60:g} minutes"
     return f": no rerank in the {window}" if p50 is None else f" ({window}): {_ms(p50)} / {_ms(p95)}"
+
+
+def worded(statistics: dict[str, Any]) -> dict[str, Any]:
+    """The counters' JSON with what the tool and the panel say of them, worded here once so the two cannot
+    drift: the last error's age (``last_error_age``, "3 min ago") and the latency window ("last 5 minutes")."""
+    if not statistics:
+        return statistics
+    minutes = statistics["latency_window_s"] / 60
+    return {**statistics, "latency_window": f"last {minutes:g} minute{'' if minutes == 1 else 's'}",
+            "last_error_age": ago(statistics["last_error_age_s"]) if statistics["last_error"] else ""}
 
 
 def ago(seconds: float | None) -> str:

@@ -99,6 +99,7 @@ class RerankerStatistics:
     last_api: str = ""
     last_error: str = ""
     last_error_age_s: float | None = None  # how long ago ``last_error`` happened: an old one is no current problem
+    latency_window_s: float = LATENCY_WINDOW_S  # what "recent" is for the latencies: the readers say it, not guess it
     cancelled: int = 0
     retries: int = 0
     stale_connection_retries: int = 0
@@ -131,9 +132,8 @@ class RerankerStatistics:
 
 
 class StatsRecorder:
-    def __init__(self, clock: Callable[[], float] = clock.now) -> None:
-        self._lock = threading.Lock()
-        self._clock = clock
+    def __init__(self, clock: Callable[[], float] = clock.now, window_s: float = LATENCY_WINDOW_S) -> None:
+        self._lock, self._clock, self._window_s = threading.Lock(), clock, window_s
         self.reset()
 
     def reset(self) -> None:
@@ -218,17 +218,17 @@ class StatsRecorder:
         replicas: tuple[ReplicaStatistics, ...] = (),
     ) -> RerankerStatistics:
         with self._lock:
-            now = self._clock()
-            latencies, waits = recent(self._latencies, now), recent(self._queue_waits, now)
+            since = (now := self._clock()) - self._window_s
+            latencies, waits = recent(self._latencies, since), recent(self._queue_waits, since)
             counts, rates, fallbacks = self._counts, self._rates.per_second(now), dict(self._fallbacks)
             pools, shadows = counts["pools"], counts["shadow_recalls"]
             return RerankerStatistics(
                 **{name: counts[name] for name in _COUNTS}, fallbacks=fallbacks,
                 latency_p50_ms=percentile(latencies, 0.50), latency_p95_ms=percentile(latencies, 0.95),
-                breakers=dict(breakers or {}), replicas=_timed(replicas, self._answers, now),
+                breakers=dict(breakers or {}), replicas=_timed(replicas, self._answers, since),
                 queued_pairs=queued_pairs, in_flight=in_flight,
                 shadow_mean_kept_fraction=_mean(self._shadow_kept, shadows),
-                shadow_mean_displacement=_mean(self._shadow_displacement, shadows),
+                shadow_mean_displacement=_mean(self._shadow_displacement, shadows), latency_window_s=self._window_s,
                 last_api=self._last_api, last_error=self._last_error,  # and its age: an old one is not a current one
                 last_error_age_s=now - self._last_error_at if self._last_error else None,
                 pool=PoolStatistics(recalls=pools, mean_size=_mean(counts["pool_members"], pools),
@@ -245,11 +245,11 @@ def _mean(total: float, count: int) -> float | None:
 
 
 def _timed(rows: tuple[ReplicaStatistics, ...], answers: Mapping[str, deque[tuple[float, float, int]]],
-           now: float) -> tuple[ReplicaStatistics, ...]:
-    """Each server's row with its latency over its own answers of the window (none: no figure)."""
+           since: float) -> tuple[ReplicaStatistics, ...]:
+    """Each server's row with its latency over its own answers of the window (after ``since``; none: no figure)."""
     timed = []
     for row in rows:
-        latency_ms, ms_per_pair = answer_figures(answers.get(row.url, ()), now)
+        latency_ms, ms_per_pair = answer_figures(answers.get(row.url, ()), since)
         timed.append(replace(row, latency_ms=latency_ms, ms_per_pair=ms_per_pair))
     return tuple(timed)
 

@@ -16,15 +16,15 @@ ANSWERS_PER_SERVER: Final = 256
 SERVERS_KEPT: Final = 64
 
 
-def recent(samples: Iterable[tuple[float, float]], now: float) -> list[float]:
-    """The samples of the last ``LATENCY_WINDOW_S``, sorted: a figure from before a quiet spell is no figure now."""
-    return sorted(value for at, value in samples if at > now - LATENCY_WINDOW_S)
+def recent(samples: Iterable[tuple[float, float]], since: float) -> list[float]:
+    """The samples of the window (after ``since``), sorted: a figure from before a quiet spell is no figure now."""
+    return sorted(value for at, value in samples if at > since)
 
 
-def answer_figures(answers: Iterable[tuple[float, float, int]], now: float) -> tuple[float | None, float | None]:
-    """Milliseconds per request and per pair over one server's answers (when, seconds, pairs) of the window;
+def answer_figures(answers: Iterable[tuple[float, float, int]], since: float) -> tuple[float | None, float | None]:
+    """Milliseconds per request and per pair over one server's answers (when, seconds, pairs) after ``since``;
     None, None when it answered none in it."""
-    mine = [(seconds, pairs) for at, seconds, pairs in answers if at > now - LATENCY_WINDOW_S]
+    mine = [(seconds, pairs) for at, seconds, pairs in answers if at > since]
     if not mine:
         return None, None
     spent = 1000 * sum(seconds for seconds, _ in mine)

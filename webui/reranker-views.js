@@ -3,7 +3,7 @@
 //                    with several replicas a summary and `replicas`, one report each
 //   status:          {success, mode, plugin_enabled, ..., settings_warnings, hints,
 //                     statistics: RerankerStatistics.as_dict() (its pool counters under "pool", one
-//                     entry per server under "replicas")}
+//                     entry per server under "replicas") with latency_window and last_error_age in words}
 
 import { formatNumber } from "/plugins/a0_reranker/webui/reranker-settings.js";
 
@@ -107,6 +107,8 @@ export function statusView(reply) {
     meanPairs: stats.mean_pairs_per_request == null ? "–" : formatNumber(stats.mean_pairs_per_request, 1),
     httpRequests: count(stats.http_requests),
     latency: `${milliseconds(stats.latency_p50_ms) || "–"} / ${milliseconds(stats.latency_p95_ms) || "–"}`,
+    // the window and the error's age as the status words them (a0_hooks/status.py worded), for the tool's too
+    latencyWindow: stats.latency_window || "recent window",
     breakers: breakerItems(stats.breakers ?? {}, servers),
     servers,
     retries: count((stats.retries ?? 0) + (stats.stale_connection_retries ?? 0)),
@@ -116,7 +118,7 @@ export function statusView(reply) {
         `top kept, mean shift ${formatNumber(stats.shadow_mean_displacement, 2)}`
       : "",
     lastError: stats.last_error || "",
-    lastErrorAge: stats.last_error ? ago(stats.last_error_age_s) : "", // an old error is not the current problem
+    lastErrorAge: stats.last_error ? stats.last_error_age || "when unknown" : "", // an old error is no current one
     problems: [...(reply?.settings_problems ?? [])],
     // the project and agent profile whose settings the mode, problems and servers are (the counters: all of A0)
     scope: scopeView(reply?.scope ?? {}),
@@ -163,15 +165,6 @@ function scopeView(scope) {
   const project = scope.project_label || projectName || "Global";
   const profile = scope.agent_profile_label || agentProfile || "All profiles";
   return { projectName, agentProfile, label: `${project}, ${profile}` };
-}
-
-/** An event's age in words ("3 min ago"), as the status tool says it (a0_hooks/status.py ago). */
-export function ago(seconds) {
-  if (typeof seconds !== "number") return "when unknown";
-  for (const [unit, size] of [["d", 86400], ["h", 3600], ["min", 60]]) {
-    if (seconds >= size) return `${Math.floor(seconds / size)} ${unit} ago`;
-  }
-  return `${Math.floor(seconds)} s ago`;
 }
 
 /** One server the reranker sends to (a replica): state, breaker, share of pairs, recent latency, in flight. */

@@ -20,12 +20,16 @@ from usr.plugins.a0_reranker.service import calls, runtime
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def stats_clock() -> Iterator[ManualClock]:
-    """The process's counters on a clock of the test's, read by a runtime started for them."""
+SHORT_WINDOW_S = 120.0  # not the usual 5 minutes: the status must name the window the counters use
+
+
+@pytest.fixture(params=[LATENCY_WINDOW_S])
+def stats_clock(request: pytest.FixtureRequest) -> Iterator[ManualClock]:
+    """The process's counters on a clock of the test's (and a window of ``request.param``), read by a runtime
+    started for them."""
     manual = ManualClock()
     calls._STATS.discard()
-    calls._STATS.get(lambda: StatsRecorder(clock=manual))
+    calls._STATS.get(lambda: StatsRecorder(clock=manual, window_s=request.param))
     runtime.restart(clock=clock.now)
     yield manual
     runtime.shutdown()
@@ -123,3 +127,22 @@ async def test_the_last_error_says_how_long_ago_it_happened(stats_clock: ManualC
     text = tool_text(config)
     assert "last error (3 min ago): " in text, text
     assert config.api_key not in text and config.api_key not in str(stats)
+
+
+@pytest.mark.parametrize("stats_clock", [SHORT_WINDOW_S], indirect=True)
+async def test_the_status_names_the_window_and_the_age_the_counters_have(
+        vllm_server: RunningServer, stats_clock: ManualClock) -> None:
+    """The tool's text and the JSON the panel shows say one window and one age in words, the counters': a
+    window of 2 minutes is named so, and empties the percentiles after 2 minutes."""
+    config = RerankerConfig(endpoint=vllm_server.url, api="rerank", timeout=10.0)
+    assert await runtime.rerank_async(*recall(0, 4), config=config) is not None
+    dead = await start_server("vllm", scorer=encoding_scorer)
+    await dead.close()
+    assert await runtime.rerank_async(*recall(1, 4), config=RerankerConfig(endpoint=dead.url, api="rerank")) is None
+    stats_clock.now += SHORT_WINDOW_S + 1  # past this window, well inside the usual one
+    stats = status.snapshot(None, ({}, config, []))["statistics"]
+    assert (stats["latency_window_s"], stats["latency_window"], stats["last_error_age"]) == (
+        SHORT_WINDOW_S, "last 2 minutes", "2 min ago"), stats
+    text = tool_text(config)
+    assert "Latency p50/p95: no rerank in the last 2 minutes" in text, text
+    assert "no answer in the last 2 minutes" in text and "last error (2 min ago): " in text, text
