@@ -33,7 +33,7 @@ from ..core.errors import ConfigError, DeadlineExceeded, MalformedAnswer, Rerank
 from ..core.redaction import TYPED_AUTH_SCHEME, without_url_secrets
 from ..core.statistics import ReplicaStatistics
 from .http_errors import proxy_refused, translate
-from .proxies import PROXY_VARIABLES, Proxy, opens_tls, proxy_for
+from .proxies import PROXY_VARIABLES, Proxy, proxy_for
 
 MAX_ENDPOINTS: Final = 256  # pairs of server and key: 16 replicas for each of 16 agent profiles' keys
 MAX_GROUPS: Final = 32
@@ -212,7 +212,7 @@ class HttpTransport:
             async with self._session(fresh).request(
                 request.method, endpoint + request.path, json=request.body, headers=headers,
                 timeout=aiohttp.ClientTimeout(total=remaining), allow_redirects=False,
-                ssl=self._ssl_for(tls) if opens_tls(endpoint, proxy) else True,
+                ssl=self._ssl_for(tls) if endpoint.startswith("https:") or str(proxy).startswith("https:") else True,
                 trace_request_ctx=exchange, proxy=proxy, proxy_headers=proxy_headers or None,
             ) as response:
                 if 300 <= response.status < 400:
@@ -264,8 +264,8 @@ class HttpTransport:
 
     def _ssl_for(self, tls: TlsSettings) -> ssl.SSLContext | bool:
         """What aiohttp's ``ssl`` takes: no verification, the system's trust store, or the user's CA bundle, read
-        again when its file changed (a CA rotated in place under settings that stay the same). Asked only for a
-        connection that speaks TLS: a bundle that no longer loads must not stop plain HTTP that never uses it."""
+        again when its file changed (a CA rotated in place under settings that stay the same). Asked only for TLS (an
+        https:// server, or proxy: aiohttp checks that with it too), so a bad bundle cannot stop plain HTTP."""
         bundle = tls.ca_bundle if tls.verify else ""
         version = _file_version(bundle) if bundle else None
         cached = self._ssl_contexts.get(tls)

@@ -58,9 +58,3 @@ def _variable(scheme: str, value: str) -> str:
     """Which variable holds ``value`` for ``scheme``: the lower-case one wins where both are set."""
     lower = f"{scheme}_proxy"
     return lower if os.environ.get(lower) == value else lower.upper()
-
-
-def opens_tls(endpoint: str, proxy: URL | None) -> bool:
-    """Whether the request speaks TLS: to an https:// server, or to an https:// proxy (aiohttp verifies that one with
-    the request's own ``ssl``, so the CA bundle applies to it too)."""
-    return endpoint.startswith("https:") or (proxy is not None and proxy.scheme == "https")
