@@ -211,7 +211,8 @@ class HttpTransport:
         try:
             async with self._session(fresh).request(
                 request.method, endpoint + request.path, json=request.body, headers=headers,
-                timeout=aiohttp.ClientTimeout(total=remaining), allow_redirects=False, ssl=self._ssl_for(tls),
+                timeout=aiohttp.ClientTimeout(total=remaining), allow_redirects=False,
+                ssl=self._ssl_for(tls) if endpoint.startswith("https:") or str(proxy).startswith("https:") else True,
                 trace_request_ctx=exchange, proxy=proxy, proxy_headers=proxy_headers or None,
             ) as response:
                 if 300 <= response.status < 400:
@@ -263,7 +264,8 @@ class HttpTransport:
 
     def _ssl_for(self, tls: TlsSettings) -> ssl.SSLContext | bool:
         """What aiohttp's ``ssl`` takes: no verification, the system's trust store, or the user's CA bundle, read
-        again when its file changed (a CA rotated in place under settings that stay the same)."""
+        again when its file changed (a CA rotated in place under settings that stay the same). Asked only for TLS (an
+        https:// server, or proxy: aiohttp checks that with it too), so a bad bundle cannot stop plain HTTP."""
         bundle = tls.ca_bundle if tls.verify else ""
         version = _file_version(bundle) if bundle else None
         cached = self._ssl_contexts.get(tls)

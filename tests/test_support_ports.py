@@ -3,9 +3,16 @@ breaker, Retry-After and detected API by URL, so a repeated port hands a later t
 
 from __future__ import annotations
 
-import pytest
+import http.server
+from urllib.parse import urlsplit
 
-from support.ports import fresh_socket
+import pytest
+from reliability.hostile_servers import OtherService
+
+from support import ports
+from support.forward_proxy import ForwardProxy
+from support.outages import closed_port
+from support.ports import fresh_socket, listen_on_fresh_port
 from support.servers import start_server
 
 DRAWS = 600  # a plain bind to port 0 repeated 10 to 15 of these in each of five tries on Linux 6
@@ -28,3 +35,21 @@ async def test_a_server_started_after_another_closed_gets_another_port() -> None
         assert second.url != first.url
     finally:
         await second.close()
+
+
+@pytest.mark.anyio
+async def test_every_other_listener_of_the_suite_takes_its_port_from_the_registry() -> None:
+    """The servers that are not protocol servers (another service, the forward proxy, a plain file server) and the
+    ports meant to refuse connections come from ``support.ports`` too."""
+    other = OtherService()
+    proxy = await ForwardProxy().start()
+    files = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler,
+                                            bind_and_activate=False)
+    listen_on_fresh_port(files)
+    try:
+        got = [urlsplit(other.url).port, urlsplit(proxy.url).port, files.server_address[1], closed_port()]
+    finally:
+        other.server_close()
+        await proxy.close()
+        files.server_close()
+    assert all(port in ports._HANDED_OUT for port in got), got

@@ -28,6 +28,7 @@ import pytest
 from helpers.standin import use_root
 
 from support.a0_layout import PLUGIN_NAME, REPO_ROOT, build_a0_root, commit_all, plugin_repository
+from support.ports import listen_on_fresh_port
 from support.servers import start_server
 
 from .conftest import memory_text, prio_scorer
@@ -54,7 +55,8 @@ def upstream(tmp_path: Path) -> Path:
 def hub_thumbnail_url() -> Iterator[str]:
     """The index's thumbnail, served on 127.0.0.1 as the Hub's CDN would serve it."""
     handler = functools.partial(_QuietHandler, directory=str(THUMBNAIL.parent))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler, bind_and_activate=False)
+    listen_on_fresh_port(server)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from support.a0_layout import REPO_ROOT
+from support.ports import fresh_port
 from support.servers import RunningServer, serve_in_thread
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
@@ -99,9 +100,5 @@ def one_error_line() -> Callable[[subprocess.CompletedProcess[str]], str]:
 
 @pytest.fixture
 def unused_port() -> int:
-    """A port nothing listens on (bound, then released)."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port nothing listens on (handed out by ``support.ports``, then released)."""
+    return fresh_port()

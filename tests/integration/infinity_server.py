@@ -18,7 +18,6 @@ import importlib.util
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from support.ports import fresh_port
 
 HERE = Path(__file__).resolve().parent
 MODEL_SCRIPT = HERE / "infinity_model.py"
@@ -106,9 +107,8 @@ def build_model(python: str, dest: Path) -> dict[str, object]:
 
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port from the session's registry (``support.ports``), released for the Infinity process to bind."""
+    return fresh_port()
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from typing import Any, Final
 from aiohttp import web
 from reliability.answer_faults import MUTATIONS, DamagedAnswer
 
+from support.ports import listen_on_fresh_port
 from support.servers import FaultRule, Respond
 
 NESTED_100000: Final = b"[" * 100_000 + b"]" * 100_000
@@ -137,7 +138,8 @@ class OtherService(socketserver.ThreadingTCPServer):
         self.reply = reply
         self.connections = 0
         self.lock = threading.Lock()
-        super().__init__(("127.0.0.1", 0), _OtherServiceConnection)
+        super().__init__(("127.0.0.1", 0), _OtherServiceConnection, bind_and_activate=False)
+        listen_on_fresh_port(self)  # never a port an earlier server had
 
     @property
     def url(self) -> str:

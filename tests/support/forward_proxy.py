@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from .ports import fresh_socket
+
 _REFUSED = (b"HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"corp\"\r\n"
             b"Content-Length: 0\r\nConnection: close\r\n\r\n")
 
@@ -31,7 +33,7 @@ class ForwardProxy:
     _connections: set[asyncio.Task[None]] = field(default_factory=set)
 
     async def start(self) -> ForwardProxy:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self._server = await asyncio.start_server(self._serve, sock=fresh_socket())
         self.url = f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
         return self
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import socket
 from typing import Any, Final
 
-from .ports import fresh_socket
+from .ports import fresh_port, fresh_socket
 from .servers import Respond
 
 # vLLM's (OpenAI-style) error body for a 503 (vLLM's ``ErrorResponse``)
@@ -17,10 +17,8 @@ SHUT_BREAKER: Final[dict[str, Any]] = {"breaker_failures": 1000, "breaker_failur
 
 
 def closed_port() -> int:
-    """A port nothing listens on (bound, then released): connecting is refused."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port nothing listens on (handed out once, then released): connecting is refused."""
+    return fresh_port()
 
 
 _RESERVED: list[socket.socket] = []  # bound for the whole session, never listening

@@ -6,6 +6,7 @@ over ~28,000 ephemeral ports), and the later test then meets the earlier server'
 from __future__ import annotations
 
 import socket
+import socketserver
 
 _HANDED_OUT: set[int] = set()
 
@@ -25,3 +26,18 @@ def fresh_socket() -> socket.socket:
     finally:
         for sock in repeats:
             sock.close()
+
+
+def fresh_port() -> int:
+    """A port as ``fresh_socket`` hands it out, released: for a server that binds its own (a subprocess), or an
+    address meant to refuse connections. Never handed out again, so no later server of the session gets it."""
+    with fresh_socket() as sock:
+        return int(sock.getsockname()[1])
+
+
+def listen_on_fresh_port(server: socketserver.TCPServer) -> None:
+    """Bind a ``socketserver`` server made with ``bind_and_activate=False`` to a fresh port, and listen."""
+    server.socket.close()
+    server.socket = fresh_socket()
+    server.server_address = server.socket.getsockname()
+    server.server_activate()

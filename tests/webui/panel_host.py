@@ -29,6 +29,8 @@ from typing import Any
 from aiohttp import web
 from anyio.from_thread import start_blocking_portal
 
+from support.ports import fresh_socket
+
 HOST_FILES = Path(__file__).resolve().parent / "host"
 RUNTIME_ID = "panel-host"
 
@@ -200,7 +202,7 @@ def serve_panel_host(alpine_js: Path) -> Iterator[PanelHost]:
 async def _start(host: PanelHost) -> web.AppRunner:
     runner = web.AppRunner(host.app(), access_log=None, shutdown_timeout=1.0)
     await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    await web.SockSite(runner, fresh_socket()).start()
     address, port = runner.addresses[0][:2]
     host.url = f"http://{address}:{port}"
     return runner
