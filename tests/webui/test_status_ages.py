@@ -44,15 +44,20 @@ def short_window_clock(panel: Panel, a0_root: A0Root) -> Iterator[ManualClock]:
     yield from counters_on(a0_root, window_s=SHORT_WINDOW_S)
 
 
+def answers_then_a_fallback(a0_root: A0Root, url: str) -> None:
+    """A few reranks answered by ``url``, then a fallback on a closed server; ``url`` becomes the saved endpoint."""
+    rerank_a_few(a0_root, url)
+    with serve_in_thread("infinity") as gone:
+        dead = gone.url
+    a0_root.plugin("helpers.reranker").rerank("q", DOCUMENTS, config={"rerank_endpoint": dead, "rerank_timeout": 2})
+    a0_root.save_global_config({"rerank_endpoint": url})
+
+
 def test_the_last_fallback_is_dated_and_a_quiet_servers_latency_is_none(
         panel: Panel, a0_root: A0Root, stats_clock: ManualClock) -> None:
     window_min = int(a0_root.plugin("core.statistics").LATENCY_WINDOW_S // 60)
     with serve_in_thread("infinity") as server:
-        rerank_a_few(a0_root, server.url)
-        with serve_in_thread("infinity") as gone:
-            dead = gone.url
-        a0_root.plugin("helpers.reranker").rerank("q", DOCUMENTS, config={"rerank_endpoint": dead, "rerank_timeout": 2})
-        a0_root.save_global_config({"rerank_endpoint": server.url})
+        answers_then_a_fallback(a0_root, server.url)
         stats_clock.now += 180
         panel.page.clock.install()  # the page's timers, so the refresh can be stepped
         open_panel(panel)
@@ -73,11 +78,7 @@ def test_the_panel_says_the_window_and_the_age_the_status_reports(
     """The window and the error's age are the status's, not rules of the panel's own: a window of 2 minutes is
     named so and empties the latencies after 2 minutes, and the age is the status's words."""
     with serve_in_thread("infinity") as server:
-        rerank_a_few(a0_root, server.url)
-        with serve_in_thread("infinity") as gone:
-            dead = gone.url
-        a0_root.plugin("helpers.reranker").rerank("q", DOCUMENTS, config={"rerank_endpoint": dead, "rerank_timeout": 2})
-        a0_root.save_global_config({"rerank_endpoint": server.url})
+        answers_then_a_fallback(a0_root, server.url)
         panel.page.clock.install()
         open_panel(panel)
         latency = panel.stat("latency")
