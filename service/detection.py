@@ -5,7 +5,8 @@ Test connection, the status tool and ``a0-reranker probe``, which reports instea
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Final
 
@@ -31,6 +32,7 @@ from ..core.scores import PROBABILITY, RAW, ScoreScale, settled
 from .endpoints import HttpTransport, TlsSettings
 
 GET_TIMEOUT_CAP: Final = 3.0  # identifying GETs are cheap; do not let a slow one eat the whole budget
+Hold = Callable[[str], AbstractAsyncContextManager[None]]  # a replica's 429 hold: kept, and set by a 429
 # Statuses refusing the key (Cohere's 498 included) or the account behind it, whatever the route
 _KEY_REFUSALS: Final = {401: "the API key was refused", 403: "the API key was refused",
                         498: "the API key was refused", 402: "the account behind the API key has no credit left"}
@@ -154,29 +156,43 @@ async def resolve_route(transport: HttpTransport, config: RerankerConfig, deadli
                  settled(chosen.dialect.score_scale, chosen.scores))
 
 
-async def probe_endpoint(transport: HttpTransport, config: RerankerConfig, deadline: float) -> ProbeReport:
+async def probe_endpoint(transport: HttpTransport, config: RerankerConfig, deadline: float, hold: Hold
+                         ) -> ProbeReport:
     """A live Test connection: identify, probe every candidate, report in plain words; never raises. Replicas
-    are probed at once, each on its own, under one deadline: a silent one never hides the others' rows."""
+    are probed at once, each on its own, under one deadline: a silent one never hides the others' rows. Each
+    replica's requests go out under ``hold(url)``, as a recall's do: a 429's hold is kept and set by them too."""
     urls = config.endpoints
     if len(urls) <= 1:
-        return await _probe_replica(transport, config, deadline)
-    reports = await asyncio.gather(*(_probe_replica(transport, config.replicas[url], deadline) for url in urls))
+        return await _probe_replica(transport, config, deadline, hold)
+    reports = await asyncio.gather(*(_probe_replica(transport, config.replicas[url], deadline, hold) for url in urls))
     return ProbeReport.of_replicas(config.endpoint, reports)
 
 
-async def _probe_replica(transport: HttpTransport, config: RerankerConfig, deadline: float) -> ProbeReport:
+async def _probe_replica(transport: HttpTransport, config: RerankerConfig, deadline: float, hold: Hold
+                         ) -> ProbeReport:
     """The best candidate's report (ranking wrongly too), or why none answered."""
     probe, started, forced = _Probe(transport, config, deadline), clock.now(), config.api != "auto"
+    attempts: Sequence[str] = ()
     try:
-        identity = await probe.identify()
-        model = config.model or identity.default_model
-        outcomes = await probe.outcomes(det.candidates(identity, config.api, config.instruction), model)
-        best = read_answer(det.best, outcomes, forced=forced)
+        async with hold(config.endpoint):
+            identity = await probe.identify()
+            model = config.model or identity.default_model
+            outcomes = await probe.outcomes(det.candidates(identity, config.api, config.instruction), model)
+            attempts = [o.describe() for o in outcomes]
+            best = _best(outcomes, forced)
     except RerankError as exc:  # DetectionFailed says what each candidate did
-        attempts = exc.attempts if isinstance(exc, DetectionFailed) else ()
+        attempts = exc.attempts if isinstance(exc, DetectionFailed) else attempts
         return ProbeReport.failure(config.endpoint, str(exc), attempts, clock.now() - started)
-    return ProbeReport.from_outcome(config.endpoint, best, identity, model=model,
-                                    attempts=[o.describe() for o in outcomes], forced=forced)
+    return ProbeReport.from_outcome(config.endpoint, best, identity, model=model, attempts=attempts, forced=forced)
+
+
+def _best(outcomes: Sequence[det.ProbeOutcome], forced: bool) -> det.ProbeOutcome:
+    """``det.best``; when no candidate answered and one got a 429, ``RateLimited``, so the hold takes it."""
+    try:
+        return read_answer(det.best, outcomes, forced=forced)
+    except DetectionFailed as exc:
+        limited = _unreachable(outcomes, str(exc))
+        raise limited if isinstance(limited, RateLimited) else exc from None
 
 
 def _unreachable(attempts: Sequence[det.ProbeOutcome], message: str) -> RerankError | None:

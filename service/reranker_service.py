@@ -64,8 +64,10 @@ class RerankService:
             return RerankResult(None, reason="error", message=f"unexpected error: {type(exc).__name__}")
 
     async def probe(self, config: RerankerConfig, deadline: float) -> ProbeReport:
-        """A live connection test that bypasses the detection cache (a fixed URL tests right at once)."""
-        report = await probe_endpoint(self._transport, config, deadline)
+        """A live connection test that bypasses the detection cache (a fixed URL tests right at once), and not the
+        breaker, but keeps to a 429's hold as a recall does (and sets one)."""
+        report = await probe_endpoint(self._transport, config, deadline,
+                                      lambda url: held_off(self._registry.endpoint(config, url).state, deadline))
         if not report.ok:
             self._routes.forget(config)
         return report.redacted(config.api_key)
