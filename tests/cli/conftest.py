@@ -70,8 +70,10 @@ def start_cli(package_path: Path) -> Callable[..., subprocess.Popen[str]]:
 
 
 def cli_env(package_path: Path, env: dict[str, str] | None = None, path: tuple[Path, ...] = ()) -> dict[str, str]:
-    """The child's environment: this package on its path, strict UTF-8 output, no inherited test keys."""
-    child_env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "A0_TEST_KEY"))}
+    """The child's environment: this package on its path, strict UTF-8 output, no inherited test keys, and no
+    terminal size (pytest-xdist's workers set COLUMNS=80): the output is a pipe's, 100 columns wide."""
+    child_env = {k: v for k, v in os.environ.items()
+                 if not k.startswith(("PYTHON", "A0_TEST_KEY")) and k not in ("COLUMNS", "LINES")}
     child_env["PYTHONPATH"] = os.pathsep.join(str(p) for p in (*path, package_path))
     child_env["PYTHONIOENCODING"] = "utf-8"
     child_env.update(env or {})
