@@ -14,9 +14,11 @@ if [[ -z "${VIRTUAL_ENV:-}" && "${A0R_NO_VENV:-0}" != "1" ]]; then
   python=.venv/bin/python
 fi
 "$python" -m pip install -q -e ".[test,bench]"
+# One worker per core, at most 4 (pytest-xdist); "-n 0" runs in one process.
+parallel=(-n auto --maxprocesses 4)
 
 if [[ "${A0R_FAST:-0}" == "1" ]]; then
-  exec "$python" -m pytest -m "not integration and not browser" "$@"
+  exec "$python" -m pytest "${parallel[@]}" -m "not integration and not browser" "$@"
 fi
 
 if ! command -v chromium >/dev/null 2>&1 && [[ "$(id -u)" == "0" ]] && command -v apt-get >/dev/null 2>&1; then
@@ -29,4 +31,4 @@ if [[ -z "${A0R_INFINITY_PYTHON:-}" ]]; then
   export A0R_INFINITY_PYTHON="$PWD/.venv-infinity/bin/python"
 fi
 
-exec "$python" -m pytest "$@"
+exec "$python" -m pytest "${parallel[@]}" "$@"

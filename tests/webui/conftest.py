@@ -7,6 +7,7 @@ Without Chromium, Playwright or Alpine these tests skip, naming what is missing;
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import json
 import os
@@ -60,18 +61,23 @@ def chromium_path() -> str | None:
 
 
 def install_alpine() -> Path:
-    """Alpine.js from the npm registry into tests/webui/.vendor (gitignored), once per machine."""
-    if ALPINE_JS.is_file():
+    """Alpine.js from the npm registry into tests/webui/.vendor (gitignored), once per machine. Under a lock:
+    pytest-xdist's workers start their first browser tests together, and two npm installs into one folder fail."""
+    VENDOR_DIR.mkdir(exist_ok=True)
+    with (VENDOR_DIR / ".install.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if ALPINE_JS.is_file():
+            return ALPINE_JS
+        npm = shutil.which("npm")
+        if npm is None:
+            unavailable("npm is not installed, so Alpine.js cannot be fetched (apt-get install npm)")
+        shutil.rmtree(VENDOR_DIR / "node_modules", ignore_errors=True)  # a partial install npm calls "up to date"
+        command = [npm, "install", "--prefix", str(VENDOR_DIR), "--no-save", "--no-package-lock", "--no-audit",
+                   "--no-fund", "--loglevel=error", f"alpinejs@{ALPINE_VERSION}"]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=100, check=False)
+        if done.returncode != 0 or not ALPINE_JS.is_file():
+            unavailable(f"`npm install alpinejs@{ALPINE_VERSION}` failed: {done.stderr.strip()[-400:]}")
         return ALPINE_JS
-    npm = shutil.which("npm")
-    if npm is None:
-        unavailable("npm is not installed, so Alpine.js cannot be fetched (apt-get install npm)")
-    command = [npm, "install", "--prefix", str(VENDOR_DIR), "--no-save", "--no-package-lock", "--no-audit",
-               "--no-fund", "--loglevel=error", f"alpinejs@{ALPINE_VERSION}"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=100, check=False)
-    if done.returncode != 0 or not ALPINE_JS.is_file():
-        unavailable(f"`npm install alpinejs@{ALPINE_VERSION}` failed: {done.stderr.strip()[-400:]}")
-    return ALPINE_JS
 
 
 @pytest.fixture(scope="module")
