@@ -12,7 +12,7 @@ from reliability.hostile_servers import OtherService
 from support import ports
 from support.forward_proxy import ForwardProxy
 from support.outages import closed_port
-from support.ports import fresh_socket, listen_on_fresh_port
+from support.ports import fresh_port, fresh_socket, listen_on_fresh_port
 from support.servers import start_server
 
 DRAWS = 600  # a plain bind to port 0 repeated 10 to 15 of these in each of five tries on Linux 6
@@ -53,3 +53,18 @@ async def test_every_other_listener_of_the_suite_takes_its_port_from_the_registr
         await proxy.close()
         files.server_close()
     assert all(port in ports._HANDED_OUT for port in got), got
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_pytest_xdist_workers_hand_out_ports_from_shares_that_do_not_meet(monkeypatch: pytest.MonkeyPatch,
+                                                                          workers: int) -> None:
+    """Each worker of a parallel run hands out only its share of the kernel's ports, so one worker's server never
+    gets a port another worker handed out (to a server, a subprocess about to bind it, or a URL that must refuse)."""
+    shares = []
+    for index in range(workers):
+        monkeypatch.setattr(ports, "SHARE", (index, workers))
+        shares.append({fresh_port() for _ in range(40)})
+        assert all(ports.ours(port) for port in shares[-1])
+    assert sum(len(share) for share in shares) == len(set().union(*shares)) == 40 * workers
+    assert all(any((port // 2) % workers == index for port in range(1024, 1024 + 2 * workers))
+               for index in range(workers))  # every share has ports: no worker waits for one for ever
