@@ -9,6 +9,8 @@ is shorter than the hold it checks, so a busy machine cannot pass or fail it by 
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import pytest
 
 from support.counters import accounted, stats_until
@@ -37,53 +39,48 @@ def cohere_config(server: RunningServer) -> RerankerConfig:
     return RerankerConfig(endpoint=server.url, api_key=KEY, model="rerank-v3.5", timeout=5.0, max_retries=0)
 
 
-async def test_a_probe_sends_nothing_while_a_recall_s_retry_after_holds_the_server() -> None:
-    server = await start_server("cohere", api_key=KEY, scorer=encoding_scorer)
-    try:
-        config = cohere_config(server)
-        assert await runtime.rerank_async(*recall(0, 4), config=config) is not None  # detected, answered
-        over_the_limit(server)
-        assert await runtime.rerank_async(*recall(1, 4), config=config) is None  # its 429 asks for two minutes
-        sent = len(posts(server))
-
-        report = await runtime.probe_async(config)
-        assert len(posts(server)) == sent  # nothing went to a server that asked us to wait
-        assert not report.ok
-        assert "Retry-After" in report.message and "wait" in report.message
-        assert KEY not in repr(report.as_dict())
-    finally:
-        await server.close()
+@pytest.fixture
+async def server() -> AsyncIterator[RunningServer]:
+    running = await start_server("cohere", api_key=KEY, scorer=encoding_scorer)
+    yield running
+    await running.close()
 
 
-async def test_a_probe_s_own_retry_after_holds_the_recalls_back() -> None:
-    server = await start_server("cohere", api_key=KEY, scorer=encoding_scorer)
-    try:
-        config = cohere_config(server)
-        over_the_limit(server)
-        report = await runtime.probe_async(config)  # the live test meets the limit first
-        assert not report.ok
-        sent = len(posts(server))
-        assert sent >= 1
+async def test_a_probe_sends_nothing_while_a_recall_s_retry_after_holds_the_server(server: RunningServer) -> None:
+    config = cohere_config(server)
+    assert await runtime.rerank_async(*recall(0, 4), config=config) is not None  # detected, answered
+    over_the_limit(server)
+    assert await runtime.rerank_async(*recall(1, 4), config=config) is None  # its 429 asks for two minutes
+    sent = len(posts(server))
 
-        assert await runtime.rerank_async(*recall(0, 4), config=config) is None
-        assert len(posts(server)) == sent  # the recall kept to the probe's Retry-After: nothing sent
-        assert (await stats_until(accounted)).fallbacks == {"rate_limited": 1}
-    finally:
-        await server.close()
+    report = await runtime.probe_async(config)
+    assert len(posts(server)) == sent  # nothing went to a server that asked us to wait
+    assert not report.ok
+    assert "Retry-After" in report.message and "wait" in report.message
+    assert KEY not in repr(report.as_dict())
 
 
-async def test_a_probe_under_another_key_is_not_held_by_this_one_s_limit() -> None:
+async def test_a_probe_s_own_retry_after_holds_the_recalls_back(server: RunningServer) -> None:
+    config = cohere_config(server)
+    over_the_limit(server)
+    report = await runtime.probe_async(config)  # the live test meets the limit first
+    assert not report.ok
+    sent = len(posts(server))
+    assert sent >= 1
+
+    assert await runtime.rerank_async(*recall(0, 4), config=config) is None
+    assert len(posts(server)) == sent  # the recall kept to the probe's Retry-After: nothing sent
+    assert (await stats_until(accounted)).fallbacks == {"rate_limited": 1}
+
+
+async def test_a_probe_under_another_key_is_not_held_by_this_one_s_limit(server: RunningServer) -> None:
     """The hold belongs to the key that was refused: a new key, being tested before it is saved, goes out."""
-    server = await start_server("cohere", api_key=KEY, scorer=encoding_scorer)
-    try:
-        config = cohere_config(server)
-        over_the_limit(server)
-        assert await runtime.rerank_async(*recall(0, 4), config=config) is None  # detection's 429 holds this key
-        server.set_fault(None)
-        sent = len(posts(server))
-        report = await runtime.probe_async(config.replace(api_key="another-key"))
-        assert len(posts(server)) > sent  # probed, under its own key
-        assert not report.ok  # the stand-in accepts only KEY: refused, not held
-        assert "Retry-After" not in report.message
-    finally:
-        await server.close()
+    config = cohere_config(server)
+    over_the_limit(server)
+    assert await runtime.rerank_async(*recall(0, 4), config=config) is None  # detection's 429 holds this key
+    server.set_fault(None)
+    sent = len(posts(server))
+    report = await runtime.probe_async(config.replace(api_key="another-key"))
+    assert len(posts(server)) > sent  # probed, under its own key
+    assert not report.ok  # the stand-in accepts only KEY: refused, not held
+    assert "Retry-After" not in report.message
