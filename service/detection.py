@@ -180,8 +180,7 @@ async def _probe_replica(transport: HttpTransport, config: RerankerConfig, deadl
             outcomes = await probe.outcomes(det.candidates(identity, config.api, config.instruction), model)
             attempts = [o.describe() for o in outcomes]
             best = _best(outcomes, forced)
-    except RerankError as exc:  # DetectionFailed says what each candidate did
-        attempts = exc.attempts if isinstance(exc, DetectionFailed) else attempts
+    except RerankError as exc:  # ``attempts``: what each candidate did, when any was tried
         return ProbeReport.failure(config.endpoint, str(exc), attempts, clock.now() - started)
     return ProbeReport.from_outcome(config.endpoint, best, identity, model=model, attempts=attempts, forced=forced)
 
