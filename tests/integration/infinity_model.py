@@ -20,6 +20,7 @@ build itself. Run it as a script to build into a folder from another interpreter
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -346,15 +347,15 @@ def build_tiny_reranker(dest: Path) -> Path:
     """Put the trained model folder at ``dest`` (built once per cache key, then copied) and return it."""
     dest = Path(dest)
     cached = cache_root() / cache_key()
-    if not (cached / "a0r_build.json").is_file():
-        cache_root().mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=cache_root(), prefix="building-") as tmp:
-            _train(Path(tmp))
-            try:
+    cache_root().mkdir(parents=True, exist_ok=True)
+    # one build at a time: pytest-xdist's workers all warm the cache at once, and a second training
+    # beside the first would only slow both down; the others wait for it, then copy
+    with open(cache_root() / "build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (cached / "a0r_build.json").is_file():
+            with tempfile.TemporaryDirectory(dir=cache_root(), prefix="building-") as tmp:
+                _train(Path(tmp))
                 (Path(tmp) / "model").rename(cached)
-            except OSError:
-                if not (cached / "a0r_build.json").is_file():  # not a concurrent build that won
-                    raise
     if dest.exists():
         shutil.rmtree(dest)
     shutil.copytree(cached, dest)
