@@ -216,7 +216,7 @@ class HttpTransport:
                 trace_request_ctx=exchange, proxy=proxy, proxy_headers=proxy_headers or None,
             ) as response:
                 if 300 <= response.status < 400:
-                    target = without_url_secrets(response.headers.get("Location", "another address"))
+                    target = without_url_secrets(response.headers.get("Location", "another address"), all_urls=True)
                     raise TransportError(f"the server redirected to {target}; set the endpoint to the address it "
                                          "redirects to", retryable=False)
                 if response.status == 407:  # a forward proxy's answer to plain HTTP (to CONNECT: an exception)

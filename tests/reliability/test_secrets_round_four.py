@@ -4,7 +4,8 @@ test return, the counters and every log record, searched for
 - a key typed with its ``Bearer`` prefix (any case, any spacing), which a server echoes bare: the prefix must
   not shield the token from the masking;
 - a ``user:password@`` in the ``Location`` of a redirect the server answers with, or in a URL its error quotes
-  (a proxy naming the upstream it could not reach);
+  (a proxy naming the upstream it could not reach), and a token in the query of a relative ``Location`` (a path,
+  or ``//host/path``: RFC 9110 allows any URI reference there);
 - a password, or a key in a URL's query, nested in a bad setting value (a list, a dict, bytes), which the
   settings error quotes.
 """
@@ -75,6 +76,24 @@ async def test_a_password_in_a_redirects_location_is_masked(serve: Any, everythi
     text = shown_text(everything_logged, outcome, outcome.message, report, json.dumps(report.as_dict()))
     for piece in ("hunter2", "c8e1", "admin7", "t0k-9Qz"):
         assert piece not in text, text
+
+
+@pytest.mark.parametrize("location", ["/sso/login?session_token=t0k-9Qz", "//sso.example.invalid/login?s=t0k-9Qz"],
+                         ids=["path", "network-path"])
+async def test_a_token_in_a_relative_redirects_query_is_masked(serve: Any, everything_logged: Any,
+                                                               location: str) -> None:
+    server = serve("infinity")
+    config = config_for("infinity", server.url, timeout=5)
+    assert (await rerank_pool(QUERY, make_pool(), limit=LIMIT, config=config)).applied
+    server.set_fault(on_our_requests(Redirect(location)))
+    outcome = await rerank_pool(QUERY, make_pool(), limit=LIMIT, config=config)
+    server.set_fault(Redirect(location))
+    report = await runtime.probe_async(config)
+    assert outcome.reason == "connect" and "redirected to " in outcome.message, outcome
+    assert "redirected" in json.dumps(report.as_dict()), report
+    text = shown_text(everything_logged, outcome, outcome.message, report, json.dumps(report.as_dict()),
+                      runtime.statistics().last_error)
+    assert "t0k-9Qz" not in text, text
 
 
 @dataclass(frozen=True)
