@@ -221,6 +221,8 @@ class Dispatch:
         first = asyncio.create_task(self._attempt(request, replica, permit))
         first.add_done_callback(lambda task: permit.report("neutral") if task.cancelled() else None)
 
+        sent_of: dict[Attempt, list[bool]] = {}  # each hedge's ``sent``: whether it went out
+
         def start_hedge() -> Attempt | None:
             if not request.has_waiters or not self.replicas.ready() or not self._retries.spend_budget():
                 return None  # no replica may take it now (breakers, Retry-After): no hedge
@@ -228,9 +230,11 @@ class Dispatch:
             hedge = asyncio.create_task(self._hedge(request, replica, sent))
             # one that never went out (no slot before the answer, no caller left, refused) cost the server nothing
             hedge.add_done_callback(lambda _: None if sent else self.replicas.budget.refund())
+            sent_of[hedge] = sent
             return hedge
 
-        return await race(first, start_hedge, delay=delay, hedges=self.policy.hedges)
+        return await race(first, start_hedge, delay=delay, hedges=self.policy.hedges,
+                          went_out=lambda hedge: bool(sent_of[hedge]))
 
 
 def judge_timeouts(request: Plan, state: EndpointState, permit: Permit, started: float) -> None:
@@ -248,9 +252,12 @@ class LatencyWindow(deque[float]):
         return nearest_rank(sorted(self), fraction) if len(self) >= MIN_SAMPLES else None
 
 
-async def race(first: Attempt, start_hedge: Callable[[], Attempt | None], *, delay: float, hedges: int) -> list[float]:
+async def race(first: Attempt, start_hedge: Callable[[], Attempt | None], *, delay: float, hedges: int,
+               went_out: Callable[[Attempt], bool]) -> list[float]:
     """The first answer among ``first`` and up to ``hedges`` duplicates: one after ``delay``, the next at once when
-    one fails while ``first`` is still out. The others are cancelled; if all fail, ``first``'s error."""
+    one fails while ``first`` is still out. The others are cancelled; if all fail, ``first``'s error. Once ``first``
+    failed, a hedge still waiting for a slot is not waited for: that slot may be the one this very request holds
+    (and gives back only when it ends), and the retry ``first``'s error allows should go now."""
     pending = {first}
     sent = 0
     timeout: float | None = delay
@@ -260,6 +267,12 @@ async def race(first: Attempt, start_hedge: Callable[[], Attempt | None], *, del
             for task in done:
                 if not task.cancelled() and task.exception() is None:
                     return task.result()
+            if first.done() and not any(went_out(hedge) for hedge in pending):
+                for hedge in pending:
+                    hedge.cancel()
+                if pending:  # once ended, each has given back its budget: the retry may need it
+                    await asyncio.wait(pending)
+                break
             timeout = None  # from now on only an answer or a failure moves the race on
             if pending == {first} and sent < hedges and (hedge := start_hedge()) is not None:
                 pending.add(hedge)
