@@ -118,7 +118,7 @@ class MicroBatcher:
                 self._fail_jobs(self._queue.drain(), RerankError(f"internal batching error: {type(exc).__name__}"))
 
     async def _dispatch_one(self) -> None:
-        replica, lease = await self._slots.acquire(self, due=self._queue.most_urgent)
+        replica, lease = self._in_time(*await self._slots.acquire(self, due=self._queue.most_urgent))
         try:
             if replica.state.limiter.in_flight > 1:
                 await self._wait_for_company(replica)
@@ -126,6 +126,27 @@ class MicroBatcher:
         finally:
             if lease.holder is self:  # not handed to a plan, whose task gives it back
                 lease.release()
+
+    def _in_time(self, replica: Replica, lease: Lease) -> tuple[Replica, Lease]:
+        """The replica drawn, or, when it could not answer the most urgent recall in time and another with room
+        could, that one, with a slot of its own. The balancer draws a slow replica once its cost faded while it was
+        not asked; it is asked again with a recall that has the time, not one only it would make fall back."""
+        jobs, now = self._queue.jobs, clock.now()
+        if not jobs:
+            return replica, lease
+        job = min(jobs, key=lambda queued: queued.deadline)
+
+        def in_time(member: Replica) -> bool:
+            return worth_sending(member.state.expected_latency(len(job.unsent), now), job.deadline - now)
+
+        if in_time(replica):
+            return replica, lease
+        able = [r for r in self._slots.ready(exclude=[replica]) if r.state.limiter.has_room() and in_time(r)]
+        if not able:
+            return replica, lease
+        lease.release()
+        other = min(able, key=self._slots.cost)
+        return other, other.state.limiter.take(self)
 
     def _start_shares(self, replica: Replica, lease: Lease) -> None:
         """Start requests with ``lease``, a slot of ``replica``. The queue is shared out over the replicas short of
