@@ -163,7 +163,7 @@ class Dispatch:
         started = clock.now()
         judge_timeouts(request, state, permit, started)
         self.events.on_request(len(batch))
-        if request.retry_unsent:
+        if request.retry_unsent or request.failover_unsent:
             self._retries.goes_out(request)
         if not request.sent:  # the budget's share is of requests that went out, not of those held back
             request.sent = True

@@ -77,6 +77,7 @@ class Plan:
     task: asyncio.Task[None] | None = field(default=None, repr=False)
     retries: int = 0  # retries that went out; the fields from here on are the dispatch step's
     retry_unsent: str = ""  # the kind of a retry taken from the budget that has not gone out yet
+    failover_unsent: bool = False  # moved to another replica, and not sent there yet
     replica: Replica | None = field(default=None, repr=False)  # whose slot it holds: ``lease``
     lease: Lease | None = field(default=None, repr=False)
     first_replica: str = ""  # where its first attempt went, and the replica that answered

@@ -105,10 +105,15 @@ class Retries:
         await asyncio.sleep(delay)
 
     def goes_out(self, request: Plan) -> None:
-        """An attempt of ``request`` goes out with the retry the budget was spent on: it is made."""
-        request.retries += 1
-        self.events.on_retry(request.retry_unsent)
-        request.retry_unsent = ""
+        """An attempt of ``request`` goes out with the retry the budget was spent on, or to the replica it failed
+        over to: it is made."""
+        if request.retry_unsent:
+            request.retries += 1
+            self.events.on_retry(request.retry_unsent)
+            request.retry_unsent = ""
+        if request.failover_unsent:
+            request.failover_unsent = False
+            self.events.on_failover()
 
     def never_sent(self, request: Plan) -> None:
         """``request`` ended with the retry the budget was spent on never sent (no slot before the deadline, a
@@ -129,7 +134,7 @@ class Retries:
                 self.replicas.acquire(request, exclude=[failed], priority=True), max(remaining, 0.0))
         except TimeoutError:
             raise DeadlineExceeded("no replica had a free slot before the deadline") from None
-        self.events.on_failover()
+        request.failover_unsent = True  # counted by ``goes_out``, as a retry is
         return True
 
     def may_resend(self, resent: list[bool], replica: Replica) -> bool:
