@@ -236,9 +236,8 @@ class EndpointState:
     def cost(self, unmeasured_seconds_per_pair: float = 0.0) -> float:
         """One more request's cost here, for the balancer: speed times load, raised by recent failures (a failing
         replica is left alone before its breaker opens). Not yet measured, it counts at the set's fastest."""
-        speed = self.seconds_per_pair_now() or unmeasured_seconds_per_pair
-        base = speed * (self.outstanding_pairs + 1) + 1e-9 * self.outstanding_pairs
-        return (base or 1e-9) * self.failure_factor()
+        speed = (self.seconds_per_pair_now() or unmeasured_seconds_per_pair) + 1e-9  # load counts when none is known
+        return speed * (self.outstanding_pairs + 1) * self.failure_factor()
 
     def failure_factor(self) -> float:
         return 1.0 + FAILURE_WEIGHT * self.recent_failures()
