@@ -97,6 +97,9 @@ def pre_update() -> None:
     for name in ours:  # the next import reads the files on disk
         sys.modules.pop(name, None)
     importlib.invalidate_caches()
+    # A0 keeps our extensions' classes, which hold the code just retired: when the pull then fails, A0 clears
+    # nothing, and that code would run every recall stock until a restart. Cleared now, they load what is on disk.
+    recall_entry.from_a0(None, "the extension caches", lambda plugins: plugins.after_plugin_change([PLUGIN_NAME]))
     log.info("a0_reranker: %d module(s) dropped for the update", len(ours))
 
 

@@ -84,6 +84,20 @@ async def test_pre_update_unwraps_and_next_use_rewraps(a0: A0, server: RunningSe
     assert a0.Memory.__dict__[METHOD].__wrapped__ is original
 
 
+async def test_a_failed_update_keeps_recall_reranked(a0: A0, server: RunningServer) -> None:
+    """A0's update runs ``pre_update``, then ``git pull``; when the pull fails (offline, a conflict), neither the
+    install hook nor the cache clearing after it runs. A0 still holds our extensions, loaded before the update,
+    with the code ``pre_update`` retired: every recall ran stock until a restart, while the status said live."""
+    agent = a0.new_agent()
+    await a0.seed(agent, 16)
+    assert is_reranked(await recalled(a0, agent, "alpha beta"))  # A0 now holds our extensions
+    a0.plugins.call_plugin_hook("a0_reranker", "pre_update")  # and the pull fails: nothing more runs
+    assert is_reranked(await recalled(a0, agent, "alpha beta again"))
+    assert is_reranked(await recalled(a0, a0.new_agent(), "alpha beta"))
+    status = a0.ours("a0_hooks.status").snapshot(agent)
+    assert (status["mode"], status["memory_wrapper_installed"]) == ("live", True)
+
+
 UPDATES = 3
 
 
