@@ -15,12 +15,14 @@ from typing import Literal
 
 from ..core import deadline as clock
 from ..core.errors import (
+    KEY_REFUSAL_STATUSES,
     BreakerOpen,
     ConfigError,
     DeadlineExceeded,
     DetectionFailed,
     InputTooLong,
     RateLimited,
+    ServerError,
     StaleConnection,
     TooManyTexts,
     TransportError,
@@ -37,6 +39,8 @@ def health_of(exc: BaseException) -> Health:
         return "neutral"
     if isinstance(exc, TransportError | DeadlineExceeded | DetectionFailed):
         return "down"
+    if isinstance(exc, ServerError) and exc.status in KEY_REFUSAL_STATUSES:
+        return "down"  # as while detecting (``KeyRefused``): three in a row open the breaker
     return "failure"
 
 

@@ -67,6 +67,8 @@ class DeadlineExceeded(RerankError, reason="timeout"):
     """No answer before the deadline."""
 
 
+# Statuses refusing the API key (Cohere's 498 for an invalid token) or the account behind it (402)
+KEY_REFUSAL_STATUSES: Final = frozenset({401, 402, 403, 498})
 # Statuses saying the route no longer holds (the API moved, the key or model changed; 498 is Cohere's 401 for
 # an invalid token).
 ROUTE_GONE_STATUSES: Final = frozenset({401, 403, 404, 405, 498, 501})

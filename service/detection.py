@@ -17,6 +17,7 @@ from ..core.dialects import Dialect, ScoreBatch, WireAnswer, WireRequest
 from ..core.dialects import catalog as cat
 from ..core.dialects.wire import read_answer
 from ..core.errors import (
+    KEY_REFUSAL_STATUSES,
     ConfigError,
     DeadlineExceeded,
     DetectionFailed,
@@ -33,9 +34,6 @@ from .endpoints import HttpTransport, TlsSettings
 
 GET_TIMEOUT_CAP: Final = 3.0  # identifying GETs are cheap; do not let a slow one eat the whole budget
 Hold = Callable[[str], AbstractAsyncContextManager[None]]  # a replica's 429 hold: kept, and set by a 429
-# Statuses refusing the key (Cohere's 498 included) or the account behind it, whatever the route
-_KEY_REFUSALS: Final = {401: "the API key was refused", 403: "the API key was refused",
-                        498: "the API key was refused", 402: "the account behind the API key has no credit left"}
 
 
 @dataclass(frozen=True, eq=False)
@@ -46,6 +44,7 @@ class Route:
     dialect: Dialect
     model: str
     scale: ScoreScale = PROBABILITY  # what the scores are: the dialect's word, settled by the probe
+    heard: bool = True  # the server answered during detection (a hosted API known by its name is not asked)
 
     def same_as(self, other: Route) -> bool:
         """Whether a route detected again says what this one says (it then keeps this one's batcher)."""
@@ -145,8 +144,12 @@ async def resolve_route(transport: HttpTransport, config: RerankerConfig, deadli
         dialect = next((d for d in groups[0] if model or not getattr(d, "requires_model", False)), None)
         if dialect is None:  # every route of the API needs a model id (Voyage, Mixedbread): nothing to send
             raise ConfigError([f"rerank_model: {groups[0][0].name} needs a model id"])
-        scores = (await probe.dialect(dialect, model)).scores if dialect.score_scale == RAW else None
-        return Route(config.endpoint, cat.sized_for(dialect, model), model, settled(dialect.score_scale, scores))
+        outcome = await probe.dialect(dialect, model) if dialect.score_scale == RAW else None
+        if outcome is not None and (refused := _refused([outcome])) is not None:
+            raise refused
+        scores = outcome.scores if outcome is not None else None
+        return Route(config.endpoint, cat.sized_for(dialect, model), model, settled(dialect.score_scale, scores),
+                     heard=scores is not None or not det.hosted_kind(config.endpoint))
     outcomes = await probe.outcomes(groups, model)
     try:
         chosen = read_answer(det.judge, outcomes, forced=config.api != "auto")
@@ -194,6 +197,14 @@ def _best(outcomes: Sequence[det.ProbeOutcome], forced: bool) -> det.ProbeOutcom
         raise limited if isinstance(limited, RateLimited) else exc from None
 
 
+def _refused(attempts: Sequence[det.ProbeOutcome]) -> KeyRefused | None:
+    """The refusal of the key (or of the account behind it) by any attempt, whatever the route."""
+    if (refused := next((o for o in attempts if o.status in KEY_REFUSAL_STATUSES), None)) is None:
+        return None
+    what = "the account behind the API key has no credit left" if refused.status == 402 else "the API key was refused"
+    return KeyRefused(f"{what} ({refused.error})", tuple(o.describe() for o in attempts))
+
+
 def _unreachable(attempts: Sequence[det.ProbeOutcome], message: str) -> RerankError | None:
     """When no candidate got an HTTP answer, no request got through: say why, so the counters keep
     ``detection`` for a server that answered but speaks no API we know. A 429 on any candidate is the server
@@ -202,9 +213,8 @@ def _unreachable(attempts: Sequence[det.ProbeOutcome], message: str) -> RerankEr
     if attempts and not sent:
         return ConfigError([message])
     failures = {o.failure for o in sent}
-    if refused := next((o for o in sent if o.status in _KEY_REFUSALS), None):
-        return KeyRefused(f"{_KEY_REFUSALS[refused.status or 0]} ({refused.error})",
-                          tuple(o.describe() for o in attempts))
+    if refused := _refused(sent):
+        return refused
     if "rate_limited" in failures:  # not a detection failure, and its Retry-After holds the endpoint back
         waits = [o.retry_after for o in attempts if o.retry_after is not None]
         return RateLimited(429, message, retry_after=max(waits) if waits else None)

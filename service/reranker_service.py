@@ -290,6 +290,8 @@ class RouteBook:
                     permit.timeout_health = detection_health(state, detection.deadline)
                     self._on_detection()
                     route = await resolve_route(self._transport, detection.config, detection.deadline)
+                    if not route.heard:  # found by the host's name alone: the recall's answer judges the server
+                        permit.report("neutral")
             return KnownRoute(route, self._clock())
         finally:  # a detection forgotten (cancelled) may end after its successor began: clear only its own mark
             if task is not None:

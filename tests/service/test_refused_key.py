@@ -89,3 +89,44 @@ async def test_a_hosted_api_known_by_name_is_asked_on_its_own_route_only(monkeyp
     finally:
         await proxy.close()
         await server.close()
+
+
+@pytest.mark.parametrize("api", ["auto", "rerank"])
+async def test_llamacpp_a_wrong_key_opens_the_breaker_after_three_refusals(api: str) -> None:
+    """llama.cpp's model listing is public, so a forced API is found without the key: its probe's refusal used to
+    leave the route standing, a refused recall forgot it, and the detection after it (counted a success) broke
+    the streak: the breaker opened only by the failure rate, after 10 refusals."""
+    server = await start_server("llamacpp", api_key=KEY)
+    try:
+        config = RerankerConfig(endpoint=server.url, api_key=f"wrong-key-{api}-0123456789", timeout=5, api=api,
+                                breaker_cooldown=3600)
+        reasons_and_messages = [await recall(config) for _ in range(12)]
+        assert "API key was refused" in reasons_and_messages[0][1], reasons_and_messages[0]
+        statistics = runtime.statistics()
+        assert statistics.fallbacks["http_status"] == 3 and statistics.fallbacks["breaker_open"] == 9, (
+            statistics.fallbacks, [r.path for r in server.requests if r.method == "POST"])
+    finally:
+        await server.close()
+
+
+@pytest.mark.parametrize("api", ["auto", "rerank"])
+async def test_cohere_known_by_name_a_wrong_key_opens_the_breaker_after_three_refusals(
+        monkeypatch: pytest.MonkeyPatch, cohere: RunningServer, api: str) -> None:
+    """With the API forced, Cohere (known by its name) is detected without a request: such a detection says nothing
+    of the server, and no longer breaks the streak of the recalls' refusals."""
+    address = urlsplit(cohere.url)
+    proxy = await ForwardProxy(hosts={"api.cohere.com": (address.hostname or "", address.port or 0)}).start()
+    for name in ("HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", proxy.url)
+    try:
+        config = RerankerConfig(endpoint="http://api.cohere.com", api_key=f"wrong-key-{api}-0123456789",
+                                model="rerank-v3.5", timeout=5, api=api, breaker_cooldown=3600)
+        for _ in range(12):
+            await recall(config)
+        statistics = runtime.statistics()
+        assert statistics.fallbacks["http_status"] == 3 and statistics.fallbacks["breaker_open"] == 9, (
+            statistics.fallbacks, [r.path for r in cohere.requests])
+        assert cohere.count() == (3 if api == "rerank" else 6)  # auto: each detection asks v2, then v1
+    finally:
+        await proxy.close()

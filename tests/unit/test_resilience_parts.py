@@ -163,7 +163,7 @@ def test_a_permit_reports_once_and_a_context_exit_always_reports() -> None:
     (ServerError(502, "gateway"), "failure", "backoff"),
     (ServerError(504, "gateway"), "failure", "backoff"),
     (ServerError(500, "boom"), "failure", "never"),
-    (ServerError(401, "key"), "failure", "never"),
+    (ServerError(401, "key"), "down", "never"),  # a refused key: three in a row open the breaker
     (RateLimited(429, "slow down", 1.0), "neutral", "retry_after"),
     (InputTooLong(400, "too long"), "neutral", "never"),
     (MalformedAnswer("bad json"), "failure", "never"),
