@@ -267,9 +267,9 @@ async def race(first: Attempt, start_hedge: Callable[[], Attempt | None], *, del
             for task in done:
                 if not task.cancelled() and task.exception() is None:
                     return task.result()
-            if first.done() and not any(went_out(hedge) for hedge in pending):
-                for hedge in pending:
-                    hedge.cancel()
+            if first.done() and not any(went_out(task) for task in pending):
+                for task in pending:
+                    task.cancel()
                 if pending:  # once ended, each has given back its budget: the retry may need it
                     await asyncio.wait(pending)
                 break
