@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Final
+from urllib.parse import urlsplit
 
 import aiohttp
 from aiohttp.http_exceptions import ContentLengthError, HttpProcessingError, TransferEncodingError
@@ -34,8 +35,7 @@ _TRANSLATIONS: Final[tuple[tuple[type[BaseException], Translator], ...]] = (
                                       f"for {url}: {_os_reason(e)}")),
     (aiohttp.ClientHttpProxyError,
      lambda e, url, s: proxy_refused(url, getattr(e, "status", 0), str(getattr(e, "message", "")))),
-    (aiohttp.ClientConnectorDNSError,
-     lambda e, url, s: TransportError(f"cannot resolve the host name of {url}", retryable=False)),
+    (aiohttp.ClientConnectorDNSError, lambda e, url, s: _unresolved(e, url)),
     (aiohttp.ClientConnectorError, lambda e, url, s: TransportError(f"cannot connect to {url}: {_os_reason(e)}")),
     (aiohttp.ServerDisconnectedError,
      lambda e, url, s: TransportError(f"{url} closed the connection without answering")),
@@ -66,6 +66,14 @@ def proxy_refused(url: str, status: int, reason: str) -> TransportError:
     reason = " ".join(reason.split())
     return TransportError(f"the proxy refused to connect to {url}: HTTP {status} {reason}".rstrip(),
                           retryable=status >= 500)
+
+
+def _unresolved(exc: BaseException, url: str) -> TransportError:
+    """The endpoint's host name did not resolve, or the proxy's: aiohttp raises the same error for both."""
+    if (host := getattr(exc, "host", None)) and host != urlsplit(url).hostname:
+        return TransportError(f"cannot resolve {host}, the proxy that HTTPS_PROXY, HTTP_PROXY or ALL_PROXY names "
+                              f"for {url}", retryable=False)
+    return TransportError(f"cannot resolve the host name of {url}", retryable=False)
 
 
 def _payload_error(exc: BaseException, url: str) -> RerankError:

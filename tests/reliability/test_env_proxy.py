@@ -127,6 +127,20 @@ async def test_a_proxy_that_is_down_is_named_not_the_server_behind_it(environmen
     assert "cannot connect to the proxy" in outcome.message
 
 
+async def test_a_proxy_whose_name_does_not_resolve_is_named_not_the_server_behind_it(
+        environment: pytest.MonkeyPatch) -> None:
+    """aiohttp raises the same error for the proxy's name as for the server's: it used to read as the endpoint's,
+    which sent the user to fix a correct endpoint instead of a typo in HTTPS_PROXY."""
+    environment.setenv("HTTPS_PROXY", f"http://corp-user:{PROXY_PASSWORD}@corp-proxy.invalid:3128")
+    config = RerankerConfig(endpoint=f"https://{HOSTED_NAME}", model="rerank-v3.5", api_key=KEY, timeout=5)
+    outcome = await rerank_pool(QUERY, make_pool(), limit=LIMIT, config=config)
+    report = await runtime.probe_async(config)
+    assert not outcome.applied and outcome.reason == "connect"
+    for message in (outcome.message, report.message):
+        assert "cannot resolve corp-proxy.invalid, the proxy that HTTPS_PROXY" in message, message
+        assert PROXY_PASSWORD not in message
+
+
 async def test_closing_the_stand_in_proxy_ends_the_connections_it_holds(serve: object) -> None:
     """The proxy must leave no socket for the event loop's end to find (an unclosed-socket warning that fails
     whichever test runs then): a client's kept-alive tunnel is closed by ``close()`` itself."""
