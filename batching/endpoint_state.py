@@ -165,7 +165,8 @@ class EndpointState:
         if wait <= 0:
             return False
         if clock.now() + wait >= deadline:
-            raise RateLimited(429, f"the server asked to wait {wait:.2f} s more (Retry-After)", retry_after=wait)
+            said = f"{wait:.0f}" if wait >= 10 else f"{wait:.1f}"  # "120 s", not the "119.99 s" left of it now
+            raise RateLimited(429, f"the server asked to wait {said} s more (Retry-After)", retry_after=wait)
         await asyncio.sleep(wait)
         return True
 

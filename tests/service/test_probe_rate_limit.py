@@ -57,6 +57,7 @@ async def test_a_probe_sends_nothing_while_a_recall_s_retry_after_holds_the_serv
     assert len(posts(server)) == sent  # nothing went to a server that asked us to wait
     assert not report.ok
     assert "Retry-After" in report.message and "wait" in report.message
+    assert f"wait {HOLD_S} s more" in report.message, report.message  # whole seconds, as the server said it
     assert KEY not in repr(report.as_dict())
 
 
