@@ -103,7 +103,12 @@ class InputTooLong(ServerError, reason="input_too_long"):
 
 class TooManyTexts(ServerError):
     """The server takes fewer texts a request than its detected route sends (TEI restarted with a smaller
-    ``--max-client-batch-size``): the route is detected again; says nothing of the server's health."""
+    ``--max-client-batch-size``, Infinity run with a smaller ``INFINITY_MAX_CLIENT_BATCH_SIZE``): ``limit``, the
+    most it takes as it said, caps the route; says nothing of the server's health."""
+
+    def __init__(self, status: int, message: str, limit: int) -> None:
+        self.limit = limit
+        super().__init__(status, message)
 
     @property
     def route_gone(self) -> bool:

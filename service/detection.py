@@ -5,6 +5,7 @@ Test connection, the status tool and ``a0-reranker probe``, which reports instea
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -45,6 +46,12 @@ class Route:
     model: str
     scale: ScoreScale = PROBABILITY  # what the scores are: the dialect's word, settled by the probe
     heard: bool = True  # the server answered during detection (a hosted API known by its name is not asked)
+    capped_from: int | None = None  # the texts a request detection allowed, until the server said it takes fewer
+
+    def capped(self, limit: int) -> Route:
+        """This route sending at most ``limit`` texts a request, as the server said when it refused more."""
+        dialect = dataclasses.replace(self.dialect, max_pairs=min(limit, self.dialect.max_pairs))
+        return dataclasses.replace(self, dialect=dialect, capped_from=self.capped_from or self.dialect.max_pairs)
 
     def same_as(self, other: Route) -> bool:
         """Whether a route detected again says what this one says (it then keeps this one's batcher)."""

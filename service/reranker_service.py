@@ -1,12 +1,10 @@
-"""The service on the owner loop (``calls`` is how other threads and loops reach it), and the routes it
-has detected per replica (``RouteBook``: async-lru; identical detections share one run; a route is checked
-again in the background once ``DETECTION_TTL_S`` old, and serves meanwhile).
+"""The service on the owner loop (``calls`` is how other threads and loops reach it) and ``RouteBook``, the routes
+it detected per replica (async-lru: identical detections share one run; a route is checked again in the background
+once ``DETECTION_TTL_S`` old, and serves meanwhile).
 
-``RerankService`` is the composition root (config -> endpoints -> routes -> batcher -> ranking) and the
-fail-safe boundary: nothing but cancellation leaves ``rerank``. A detection is an attempt like any other
-(breaker permit, Retry-After) and runs to its end even when its callers leave. A known route is read without
-a task or a turn of the loop, so a burst reaches its queue together.
-"""
+``RerankService`` is the composition root (config -> endpoints -> routes -> batcher -> ranking) and the fail-safe
+boundary: nothing but cancellation leaves ``rerank``. A detection runs to its end even when its callers leave. A
+known route is read without a task or a turn of the loop, so a burst reaches its queue together."""
 
 from __future__ import annotations
 
@@ -38,7 +36,7 @@ from ..core.scores import PROBABILITY, RerankResult, cut_head, normalize, shared
 from ..core.statistics import StatsRecorder
 from .detection import Route, probe_endpoint, resolve_route, tls_of
 from .endpoints import Endpoint, EndpointRegistry, HttpTransport, Members
-from .route_checks import DETECTION_TTL_S, ROUTE_FIELDS, Detection, KnownRoute, detection_health, held_off, recheck
+from .route_checks import DETECTION_TTL_S, ROUTE_FIELDS, Detection, KnownRoute, detect, held_off, recheck
 
 log = logging.getLogger("a0_reranker")
 
@@ -64,8 +62,7 @@ class RerankService:
             return RerankResult(None, reason="error", message=f"unexpected error: {type(exc).__name__}")
 
     async def probe(self, config: RerankerConfig, deadline: float) -> ProbeReport:
-        """A live connection test that bypasses the detection cache (a fixed URL tests right at once), and not the
-        breaker, but keeps to a 429's hold as a recall does (and sets one)."""
+        """A live test past the detection cache (a fixed URL tests right at once) and the breaker, not a 429's hold."""
         report = await probe_endpoint(self._transport, config, deadline,
                                       lambda url: held_off(self._registry.endpoint(config, url).state, deadline))
         if not report.ok:
@@ -80,8 +77,8 @@ class RerankService:
         return {**self._registry.footprint(), "detections": self._routes.cached, "detecting": self._routes.running}
 
     async def close(self) -> None:
-        """Fail what is queued, stop the detections, close the HTTP sessions: each step whatever the one before did,
-        the sessions last. A call arriving during or after it is refused (none may open a session once closed)."""
+        """Fail what is queued, stop the detections, close the HTTP sessions last, each whatever the others did. A
+        call during or after it is refused (none may open a session once closed)."""
         self._closed = True
         async with contextlib.AsyncExitStack() as steps:  # run last-in first-out, each whatever the others raise
             steps.push_async_callback(self._transport.close)
@@ -89,7 +86,7 @@ class RerankService:
             await self._registry.close()
 
     async def _rerank(self, query: str, documents: Sequence[str], config: RerankerConfig, deadline: float, *,
-                      detect_again: bool = True) -> RerankResult:
+                      may_split: bool = True) -> RerankResult:
         if not documents:
             return RerankResult([])
         if self._closed:
@@ -106,11 +103,12 @@ class RerankService:
         try:
             scored = await self._score(batcher, config, query, documents, deadline)
         except ServerError as exc:
+            if isinstance(exc, TooManyTexts) and may_split:  # the routes take its word: the batch is split to it
+                log.info("a0_reranker: the server takes at most %d texts a request; sending no more", exc.limit)
+                await self._routes.cap(config, routes, exc.limit)
+                return await self._rerank(query, documents, config, deadline, may_split=False)
             if exc.route_gone:
                 await self._routes.forget_refused(config, routes)
-            if isinstance(exc, TooManyTexts) and detect_again:  # detection reads the new limit; the batch is split
-                log.info("a0_reranker: the server takes fewer texts a request than detected; detecting again")
-                return await self._rerank(query, documents, config, deadline, detect_again=False)
             raise
         answered = routes.get(scored.answered_by) or next(iter(routes.values()))
         return dataclasses.replace(scored, api=answered.dialect.api, scale=scale or PROBABILITY)
@@ -230,12 +228,21 @@ class RouteBook:
 
     async def forget_refused(self, config: RerankerConfig, refused: Mapping[str, Route]) -> None:
         """Forget each refused route still known: the recalls it refused later join the one detection again."""
-        for url, route in refused.items():
+        await self._on_known(config, refused, lambda key, known: self._forget_key(key))
+
+    async def cap(self, config: RerankerConfig, routes: Mapping[str, Route], limit: int) -> None:
+        """Each of ``routes`` still known sends at most ``limit`` texts a request from now on, a check of it too."""
+        await self._on_known(config, routes, lambda key, known: setattr(known, "route", known.route.capped(limit)))
+
+    async def _on_known(self, config: RerankerConfig, routes: Mapping[str, Route],
+                        act: Callable[[tuple[object, ...], KnownRoute], None]) -> None:
+        """``act`` on the key and entry of each of ``routes`` the cache still holds (finished: read without a wait)."""
+        for url, route in routes.items():
             detection = _detection(config.replicas[url])
-            if detection.key not in self._running and self._detect.cache_contains(detection):  # else: forgotten
+            if detection.key not in self._running and self._detect.cache_contains(detection):
                 with contextlib.suppress(Exception):  # a failed detection again, not yet evicted: not that route
-                    if (await self._detect(detection)).route is route:  # finished: no wait
-                        self._forget_key(detection.key)
+                    if (known := await self._detect(detection)).route is route:
+                        act(detection.key, known)
 
     def forget_endpoint(self, endpoint: Endpoint) -> None:
         """The endpoint's breaker opened: when the server is back, detect again (it may be another now)."""
@@ -268,8 +275,7 @@ class RouteBook:
 
     def _check_again(self, detection: Detection, known: KnownRoute) -> None:
         """Detect an expired route again in a task of its own, recalls using it meanwhile; its breaker closed only."""
-        state = detection.endpoint.state if detection.endpoint is not None else None
-        if state is None or state.breaker.state != "closed":
+        if detection.endpoint is None or (state := detection.endpoint.state).breaker.state != "closed":
             return
         known.checking = True
         task = asyncio.ensure_future(recheck(resolve_route, self._transport, detection, state, self._on_detection))
@@ -285,14 +291,8 @@ class RouteBook:
         if task is not None:
             self._tasks.add(task)
         try:
-            async with held_off(state, detection.deadline):
-                with state.breaker.attempt() as permit:  # detection is an attempt too: a probe while half-open
-                    permit.timeout_health = detection_health(state, detection.deadline)
-                    self._on_detection()
-                    route = await resolve_route(self._transport, detection.config, detection.deadline)
-                    if not route.heard:  # found by the host's name alone: the recall's answer judges the server
-                        permit.report("neutral")
-            return KnownRoute(route, self._clock())
+            return KnownRoute(await detect(resolve_route, self._transport, detection, state, self._on_detection),
+                              self._clock())
         finally:  # a detection forgotten (cancelled) may end after its successor began: clear only its own mark
             if task is not None:
                 self._tasks.discard(task)

@@ -55,6 +55,8 @@ class KnownRoute:
     def checked(self, found: Route | None, now: float) -> None:
         """A check's end: a route found that differs replaces this one; the same route, or none (the check failed),
         keeps this one, and with it its batcher (hedge-delay window, retry budget)."""
+        if found is not None and found.dialect.max_pairs == self.route.capped_from:  # still what the server refused:
+            found = found.capped(self.route.dialect.max_pairs)  # detection cannot read its limit (Infinity's)
         if found is not None and not found.same_as(self.route):
             log.info("a0_reranker: the server's API changed since it was detected; using the new route")
             self.route = found
@@ -80,6 +82,20 @@ async def held_off(state: EndpointState, deadline: float) -> AsyncIterator[None]
         hold_after_429(state, exc, started, random.random())
         raise
     state.answered_within_limit(started)
+
+
+async def detect(resolve: Resolve, transport: HttpTransport, detection: Detection, state: EndpointState,
+                 on_detection: Callable[[], None]) -> Route:
+    """The route of ``detection``: an attempt like any other, under the endpoint's hold and a breaker permit (a
+    probe while half-open). Found by the host's name alone, it asked the server nothing: it counts neither way."""
+    async with held_off(state, detection.deadline):
+        with state.breaker.attempt() as permit:
+            permit.timeout_health = detection_health(state, detection.deadline)
+            on_detection()
+            route = await resolve(transport, detection.config, detection.deadline)
+            if not route.heard:  # the recall's answer judges the server
+                permit.report("neutral")
+            return route
 
 
 async def recheck(resolve: Resolve, transport: HttpTransport, detection: Detection, state: EndpointState,

@@ -99,7 +99,7 @@ def test_the_breaker_admits_through_attempt_alone() -> None:
     admitting = {module for module, tree in product_modules() if "admit" in called_methods(tree)}
     assert admitting == {"batching/breaker.py"}
     attempting = {module for module, tree in product_modules() if "attempt" in called_methods(tree)}
-    assert attempting == {"batching/dispatch.py", "service/reranker_service.py"}  # requests and detections
+    assert attempting == {"batching/dispatch.py", "service/route_checks.py"}  # requests and detections
 
 
 def test_the_deadline_has_one_grace_and_callers_never_count() -> None:

@@ -30,6 +30,9 @@ _TOO_LONG: Final = re.compile(
     re.IGNORECASE,
 )
 
+# TEI: "batch size 40 > maximum allowed batch size 32"; FastAPI (Infinity): "List should have at most 8 items"
+_TOO_MANY: Final = re.compile(r"(?:maximum allowed batch size|list should have at most) (\d+)", re.IGNORECASE)
+
 _STATUS_HINTS: Final = {
     401: "unauthorized: check the API key", 402: "payment required: the account has no credit or quota left",
     403: "forbidden: check the API key and its permissions",
@@ -43,8 +46,8 @@ def server_error(answer: WireAnswer) -> ServerError:
     message = error_message(answer)
     if answer.status == 429:
         return RateLimited(429, message, parse_retry_after(answer.headers.get("retry-after"), time.time()))
-    if answer.status == 422 and "maximum allowed batch size" in message:  # TEI: "batch size N > maximum ..."
-        return TooManyTexts(422, message)
+    if answer.status == 422 and (limit := _TOO_MANY.search(message)):
+        return TooManyTexts(422, message, int(limit.group(1)))
     if answer.status == 413 or (answer.status in (400, 422, 500) and _TOO_LONG.search(message)):
         return InputTooLong(answer.status, message)
     return ServerError(answer.status, message)

@@ -1,6 +1,6 @@
 """A TEI restarted with a smaller ``--max-client-batch-size`` refuses a burst of recalls (422 "batch size N >
-maximum allowed batch size M"), request by request: the route is detected again once, and every recall the
-old route refused waits for, then uses, that one detection."""
+maximum allowed batch size M"), request by request: the limit the refusal names caps the route once, with no
+detection, and every recall the old route refused is sent again on the capped route."""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ RECALLS, DOCS_EACH = 12, 5  # 60 texts: more than one request of the detected 32
 NEW_LIMIT = 8
 
 
-async def test_a_burst_the_old_batch_limit_split_is_detected_again_once() -> None:
-    """The burst's first request is refused and its recalls detect again; the burst's later requests, queued on
-    the old route, are refused after that detection ended. Each forgot the new route and detected once more
-    (a detection per refused request); they must use the route already detected again."""
+async def test_a_burst_the_old_batch_limit_split_is_capped_once_without_detection() -> None:
+    """The burst's first request is refused and caps the route; the burst's later requests, queued on the old
+    route, are refused after that. Each once forgot the new route and detected once more (a detection per refused
+    request); they must use the route already capped, and no detection is needed: the refusal names the limit."""
     server = await start_server("tei")
     try:
         config = RerankerConfig(endpoint=server.url, timeout=10, breaker_failures=1)
@@ -34,8 +34,10 @@ async def test_a_burst_the_old_batch_limit_split_is_detected_again_once() -> Non
         results = await asyncio.gather(*(runtime.rerank_result_async(QUERY, d, config=config) for d in docs))
         assert [r.message for r in results if r.ranking is None] == []
         texts = [len(r.json["texts"]) for r in server.requests[sent:] if r.json and "texts" in r.json]
-        assert len([n for n in texts if n > NEW_LIMIT]) >= 2, texts  # refused request by request
-        assert server.count("/info") - info_gets == 1, texts  # detected again once, not once per refusal
-        assert runtime.statistics().detections - detections == 1
+        refused = [i for i, n in enumerate(texts) if n > NEW_LIMIT]
+        assert len(refused) >= 2, texts  # refused request by request
+        assert server.count("/info") - info_gets == 0, texts  # no detection: the refusal named the limit
+        assert runtime.statistics().detections - detections == 0
+        assert max(texts[refused[-1] + 1:]) <= NEW_LIMIT, texts  # after the last refusal, all split to it
     finally:
         await server.close()

@@ -116,8 +116,8 @@ async def test_a_key_cohere_no_longer_takes_forgets_the_route_whichever_status_s
 
 async def test_a_tei_restarted_with_a_smaller_batch_limit_is_detected_again_and_the_recall_split() -> None:
     """TEI refuses more texts than its ``--max-client-batch-size`` (422 "batch size N > maximum allowed batch
-    size M"). Restarted with a smaller one than detection read from ``/info``, the recall detects again, is
-    split to the new limit and reranked; the refusal says nothing of the server's health."""
+    size M"). Restarted with a smaller one than detection read from ``/info``, the recall is split to the limit
+    the refusal names and reranked; the refusal says nothing of the server's health."""
     server = await start_server("tei")
     try:
         config = RerankerConfig(endpoint=server.url, timeout=10, breaker_failures=1)
@@ -131,6 +131,28 @@ async def test_a_tei_restarted_with_a_smaller_batch_limit_is_detected_again_and_
                                  key=lambda pair: (-pair[1], pair[0]))
         texts = [len(r.json["texts"]) for r in server.requests[sent:] if r.json and "texts" in r.json]
         assert texts[0] == 20 and max(texts[1:]) <= 8  # refused once, then split
+        stats = runtime.statistics()
+        assert stats.fallback_total == 0 and stats.breakers[server.url] == "closed"
+    finally:
+        await server.close()
+
+
+async def test_an_infinity_with_a_smaller_client_batch_limit_gets_requests_split_to_it() -> None:
+    """Infinity run with a smaller ``INFINITY_MAX_CLIENT_BATCH_SIZE`` refuses more documents with FastAPI's 422 "List
+    should have at most N items", and ``/models`` does not say N: every recall over it fell back. The recall is now
+    split to N and reranked, and so are the later ones, without a refusal each."""
+    server = await start_server("infinity", max_client_batch_size=8)
+    try:
+        config = RerankerConfig(endpoint=server.url, timeout=10, breaker_failures=1)
+        docs = [f"{word} note {i}" for i, word in enumerate(("backup", "rotate", "lunch", "key", "menu") * 3)]
+        assert await reranker.rerank_async(QUERY, docs[:2], config=config) is not None  # detected: 2048 a request
+        for attempt in range(2):
+            sent = server.count()
+            ranking = await reranker.rerank_async(QUERY, docs, config=config)
+            assert ranking is not None, runtime.statistics().last_error
+            assert sorted(i for i, _ in ranking) == list(range(len(docs)))
+            sizes = [len(r.json["documents"]) for r in server.requests[sent:] if r.json and "documents" in r.json]
+            assert max(sizes[1:] if attempt == 0 else sizes) <= 8, sizes  # refused once, then split to 8
         stats = runtime.statistics()
         assert stats.fallback_total == 0 and stats.breakers[server.url] == "closed"
     finally:

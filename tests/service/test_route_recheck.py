@@ -88,6 +88,34 @@ async def test_a_route_changed_on_the_server_is_picked_up_by_the_check() -> None
         await server.close()
 
 
+@pytest.mark.parametrize(("kind", "limit_after_check", "posts_after_check"), [("infinity", 4, 2), ("tei", 8, 1)])
+async def test_a_limit_the_server_named_in_a_refusal_outlives_the_check_unless_detection_reads_another(
+        kind: str, limit_after_check: int, posts_after_check: int) -> None:
+    """A 422 naming the most texts a request (Infinity's ``/models`` does not say it) caps the route; the check
+    finds the route detection gives, with the limit that was refused, and keeps the cap. TEI's ``/info`` says its
+    limit: one read by the check (the server restarted with 8) replaces the cap."""
+    server = await start_server(kind, scorer=encoding_scorer, max_client_batch_size=32)
+    clock = ManualClock()
+    service = RerankService(StatsRecorder(), clock=clock)
+    config = RerankerConfig(endpoint=server.url, timeout=30.0)
+    try:
+        assert await reranked(service, config, 0)
+        server.protocol.max_client_batch_size = 4  # type: ignore[attr-defined]
+        sent = posts(server)
+        assert await reranked(service, config, 1, n=6)
+        assert posts(server) - sent == 3  # refused once, then 4 + 2
+        server.protocol.max_client_batch_size = limit_after_check  # type: ignore[attr-defined]
+        clock.now += DETECTION_TTL_S + 1
+        assert await reranked(service, config, 2)  # the capped route serves; the check starts
+        await until(lambda: service.footprint()["detecting"] == 0)
+        sent = posts(server)
+        assert await reranked(service, config, 3, n=6)
+        assert posts(server) - sent == posts_after_check
+    finally:
+        await service.close()
+        await server.close()
+
+
 async def test_a_failed_check_keeps_the_working_route_and_leaves_the_breaker_closed(
         vllm_server: RunningServer) -> None:
     """The server refuses the check's GETs and probe (one failure would open this breaker) while it answers

@@ -1,6 +1,7 @@
 """Infinity refuses more documents than its ``INFINITY_MAX_CLIENT_BATCH_SIZE`` with FastAPI's 422 "List should
 have at most N items": too many documents, not too long an input, so no retry with tighter cuts (which keeps the
-count) and no ``input_too_long`` in the counters. A query over its character limit is too long."""
+count) and no ``input_too_long`` in the counters, but requests of at most N. A query over its character limit is
+too long."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from usr.plugins.a0_reranker.core.dialects import catalog as cat
 from usr.plugins.a0_reranker.core.dialects.wire import ScoreBatch, WireAnswer
-from usr.plugins.a0_reranker.core.errors import InputTooLong, ServerError, TooManyTexts
+from usr.plugins.a0_reranker.core.errors import InputTooLong, TooManyTexts
 
 BATCH = ScoreBatch.single("q", ["a", "b"])
 
@@ -22,10 +23,10 @@ def _answer(problem: dict[str, object]) -> WireAnswer:
 def test_too_many_documents_is_no_input_too_long() -> None:
     problem = {"type": "too_long", "loc": ["body", "documents"],
                "msg": "List should have at most 16 items after validation, not 40"}
-    with pytest.raises(ServerError) as caught:
+    with pytest.raises(TooManyTexts) as caught:
         cat.infinity_dialect().parse(_answer(problem), BATCH)
     assert not isinstance(caught.value, InputTooLong)
-    assert caught.value.status == 422
+    assert caught.value.status == 422 and caught.value.limit == 16
 
 
 def test_a_query_over_its_character_limit_is_input_too_long() -> None:
@@ -40,3 +41,4 @@ def test_teis_batch_size_refusal_is_too_many_texts() -> None:
     with pytest.raises(TooManyTexts) as caught:
         cat.tei_dialect(64).parse(WireAnswer(422, json.dumps(body).encode(), "application/json"), BATCH)
     assert not isinstance(caught.value, InputTooLong) and caught.value.reason == "http_status"
+    assert caught.value.limit == 32
