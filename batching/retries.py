@@ -138,9 +138,9 @@ class Retries:
         return True
 
     def may_resend(self, resent: list[bool], replica: Replica) -> bool:
-        """After a stale pooled connection, whether the transport may send again (out of the retry budget, given
-        back if answered): not when another replica can take it, as going there is one retry."""
-        if self.policy.stale_retries <= 0 or self.replicas.ready(exclude=[replica]) or not self.spend_budget():
+        """After a stale pooled connection, whether the transport may send again on a fresh one, to the same replica
+        (out of the retry budget, given back if answered): the server failed nothing, so no failover, no retry."""
+        if self.policy.stale_retries <= 0 or not self.spend_budget():
             return False
         resent.append(True)
         return True

@@ -131,6 +131,28 @@ async def test_a_stale_keep_alive_connection_is_resent_at_once_and_not_held_agai
         await server.close()
 
 
+async def test_with_two_replicas_a_stale_connection_is_still_resent_at_once() -> None:
+    """With another replica ready, a stale connection used to go there as a failover: one of
+    ``rerank_max_retries``, paid from the retry budget and never given back, so past its reserve 6 of 8 recalls
+    fell back as ``connect``. The server failed nothing: the request goes again on a fresh connection."""
+    servers = [await start_server("vllm", scorer=encoding_scorer) for _ in range(2)]
+    try:
+        config = RerankerConfig(endpoint=", ".join(s.url for s in servers), api="rerank", timeout=PATIENT_S)
+        stales = [CloseKeptAlive(("POST",)) for _ in servers]
+        for server, stale in zip(servers, stales, strict=True):
+            server.set_fault(stale)
+        for q in range(8):
+            assert await runtime.rerank_async(*recall(10 + q, 4), config=config) is not None, (
+                runtime.statistics().last_error)
+        stats = runtime.statistics()
+        assert sum(stale.closed for stale in stales) >= 4 and stats.fallback_total == 0
+        assert stats.retries == 0 and stats.failovers == 0
+        assert stats.stale_connection_retries == sum(stale.closed for stale in stales)
+    finally:
+        for server in servers:
+            await server.close()
+
+
 async def test_a_429_retry_after_is_waited_out_and_the_recall_reranked() -> None:
     server, config = await detected()
     try:
