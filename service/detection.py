@@ -107,11 +107,13 @@ class _Probe:
         if getattr(dialect, "requires_model", False) and not model:
             return det.ProbeOutcome(dialect, error="this API needs a model id (set rerank_model)", failure="config",
                                     sent=False)
-        batch = ScoreBatch.single(det.PROBE_QUERY, det.PROBE_DOCUMENTS)
-        started = clock.now()
+        batch, started = ScoreBatch.single(det.PROBE_QUERY, det.PROBE_DOCUMENTS), clock.now()
+        size = max(1, dialect.max_pairs)  # a TEI whose /info allows fewer texts a request than the probe's four
+        scores: list[float] = []
         try:
-            answer = await self._send(dialect.build(batch, model), self.deadline)
-            scores = read_answer(dialect.parse, answer, batch)
+            for first in range(0, len(batch), size):
+                part = ScoreBatch(batch.queries, batch.pairs[first:first + size])
+                scores += read_answer(dialect.parse, await self._send(dialect.build(part, model), self.deadline), part)
         except ConfigError:
             raise
         except RerankError as exc:

@@ -159,6 +159,22 @@ async def test_an_infinity_with_a_smaller_client_batch_limit_gets_requests_split
         await server.close()
 
 
+async def test_a_tei_taking_fewer_texts_a_request_than_the_probe_sends_is_detected() -> None:
+    """TEI started with ``--max-client-batch-size 2`` (its ``/info`` says so): recalls are split to 2 texts, but the
+    detection's probe sent its 4 in one request, TEI refused it (422), and every recall fell back."""
+    server = await start_server("tei", max_client_batch_size=2)
+    try:
+        config = RerankerConfig(endpoint=server.url, timeout=10)
+        docs = [f"document {i} about backup keys" if i % 3 == 0 else f"filler text number {i}" for i in range(6)]
+        ranking = await reranker.rerank_async(QUERY, docs, config=config)
+        assert ranking is not None, runtime.statistics().last_error
+        assert ranking == sorted(((i, lexical_scorer(QUERY, d)) for i, d in enumerate(docs)),
+                                 key=lambda pair: (-pair[1], pair[0]))
+        assert max(len(r.json["texts"]) for r in server.requests if r.json and "texts" in r.json) == 2
+    finally:
+        await server.close()
+
+
 SERVER_ERRORS = [
     ("vllm", {}, {"model": "nope"}, "does not exist"),
     ("infinity", {"models": ("a-ce", "b-ce")}, {"model": "nope"}, "Invalid model"),
