@@ -222,7 +222,7 @@ def _unreachable(attempts: Sequence[det.ProbeOutcome], message: str) -> RerankEr
     if attempts and not sent:
         return ConfigError([message])
     failures = {o.failure for o in sent}
-    if refused := _refused(sent):
+    if refused := _refused(attempts):  # its list names every candidate, those passed over too
         return refused
     if "rate_limited" in failures:  # not a detection failure, and its Retry-After holds the endpoint back
         waits = [o.retry_after for o in attempts if o.retry_after is not None]

@@ -232,7 +232,7 @@ class RouteBook:
 
     async def cap(self, config: RerankerConfig, routes: Mapping[str, Route], limit: int) -> None:
         """Each of ``routes`` still known sends at most ``limit`` texts a request from now on, a check of it too."""
-        await self._on_known(config, routes, lambda key, known: setattr(known, "route", known.route.capped(limit)))
+        await self._on_known(config, routes, lambda key, known: known.cap(limit))
 
     async def _on_known(self, config: RerankerConfig, routes: Mapping[str, Route],
                         act: Callable[[tuple[object, ...], KnownRoute], None]) -> None:

@@ -52,6 +52,10 @@ class KnownRoute:
     checked_at: float
     checking: bool = False  # a check is under way: recalls go on using ``route`` meanwhile
 
+    def cap(self, limit: int) -> None:
+        """The server said it takes at most ``limit`` texts a request (``Route.capped``)."""
+        self.route = self.route.capped(limit)
+
     def checked(self, found: Route | None, now: float) -> None:
         """A check's end: a route found that differs replaces this one; the same route, or none (the check failed),
         keeps this one, and with it its batcher (hedge-delay window, retry budget)."""
