@@ -157,9 +157,10 @@ class MicroBatcher:
         peers = self._slots.peers_short_of_work(replica, self._queue.pairs)
         was_short = replica.state.limiter.in_flight <= PIPELINE_DEPTH
         targets = sorted([replica, *peers] if was_short or not peers else peers, key=self._slots.cost)
-        per_pair, busy = self._slots.share_costs(targets, clock.now())
+        # shared once over all: a share cut at ``max_pairs`` leaves its rest queued, not to the slower ones after it
+        shares = balanced_shares(self._queue.pairs, *self._slots.share_costs(targets, clock.now())) if peers else None
         for i, target in enumerate(targets):
-            share = balanced_shares(self._queue.pairs, per_pair[i:], busy[i:])[0] if peers else None
+            share = shares[i] if shares is not None else None
             if share is not None and share < 0.5 and target is not replica:
                 continue  # what it has in flight already takes it past the others' finish
             # (the replica the balancer chose takes a recall at least: its pace is only learnt by asking)
@@ -185,7 +186,7 @@ class MicroBatcher:
             return  # nothing queued is due later: with one timeout, always
         ahead = 0
         for queued, _ in by_deadline(queues):
-            if queued.deadline > deadline and not queued.sent:
+            if queued.deadline > deadline:  # one sent in part too: its rest, still queued, would be passed
                 room = queued.deadline - now
                 if admits(self._slots.expected_wait(ahead, len(queued.unsent), now), room) and not admits(
                         self._slots.expected_wait(ahead + pairs, len(queued.unsent), now), room):
@@ -194,12 +195,19 @@ class MicroBatcher:
             ahead += len(queued.unsent)
 
     def _shed_hopeless(self, replica: Replica) -> None:
-        """Shed the queued recalls that a request sent to ``replica`` now could no longer answer in time."""
-        now = clock.now()
-        for job in self._queue.jobs:
-            latency = replica.state.expected_latency(len(job.unsent), now)
-            if not worth_sending(latency, job.deadline - now):
-                self._fail_jobs([job], Overloaded(shed_message(latency or 0.0, job.deadline - now)))
+        """Shed the queued recalls that no request sent now could answer in time, to ``replica`` or to another ready
+        one with a free slot. A lone recall (nothing else queued or in flight) always goes: its answer renews an
+        estimate made in a slow spell, which an idle server's silence does not fade."""
+        now, jobs, members = clock.now(), self._queue.jobs, self._slots.replicas
+        if len(jobs) == 1 and sum(q.pairs for q in self._slots.queues()) == self._queue.pairs and not any(
+                r.state.outstanding_requests for r in members):
+            return
+        able = [replica, *(r for r in self._slots.ready(exclude=[replica]) if r.state.limiter.has_room())]
+        for job in jobs:
+            latencies = [r.state.expected_latency(len(job.unsent), now) for r in able]
+            if not any(worth_sending(latency, job.deadline - now) for latency in latencies):
+                fastest = min(latency or 0.0 for latency in latencies)
+                self._fail_jobs([job], Overloaded(shed_message(fastest, job.deadline - now)))
 
     async def _wait_for_company(self, replica: Replica) -> None:
         """Other requests are in flight: give more jobs until the window closes to join this one. It closes after
