@@ -92,9 +92,9 @@ def _scope(payload: Any) -> dict[str, str]:
     that are not plain folder names."""
     names = payload if isinstance(payload, Mapping) else {}
     scope = {key: names.get(key) or "" for key in ("project_name", "agent_profile")}
-    for name in scope.values():
+    for field, name in scope.items():  # the name is not echoed back: it may be anything, of any length
         if not isinstance(name, str) or not _SCOPE_NAME.match(name):
-            raise ValueError(f"not a project or agent profile name: {name!r}")
+            raise ValueError(f"{field} is not a project or agent profile name")
     return scope
 
 

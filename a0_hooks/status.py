@@ -48,7 +48,7 @@ def snapshot(agent: Any = None, read: Read | None = None, scope: Mapping[str, st
         "endpoint": config.endpoint if config else _shown_endpoint(raw),
         "api_setting": config.api if config else "",
         "model": config.model if config else "",
-        "api_key_set": bool(key),
+        "api_key_set": bool(key.strip()),  # trimmed as every text setting is: a blank key sends no header
         "candidates": config.candidates if config else None,
         "timeout_s": config.timeout if config else None,
         "settings_problems": problems,

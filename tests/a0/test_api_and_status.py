@@ -137,6 +137,23 @@ async def test_status_reports_counters_and_state_without_the_key(a0: A0) -> None
     assert SECRET_KEY not in response.body
 
 
+def test_an_unknown_scope_is_refused_without_echoing_what_was_sent(a0: A0) -> None:
+    sent = "../../" + "A" * 100_000 + "<img src=x onerror=alert(1)>"
+    reply = post(a0, "status", {"project_name": sent}).json()
+    assert reply["success"] is False and "project_name" in reply["message"]
+    assert "onerror" not in reply["message"] and len(reply["message"]) < 200, len(reply["message"])
+
+
+@pytest.mark.anyio
+async def test_a_blank_api_key_is_not_reported_as_set(a0: A0) -> None:
+    """The key is trimmed as every text setting is: a blank one sends no Authorization header at all."""
+    a0.configure_global(endpoint="http://127.0.0.1:9", api_key="   ")
+    reply: dict[str, Any] = (await asyncio.to_thread(post, a0, "status", {})).json()
+    tool = (await a0.new_agent(profile="").call_tool("reranker_status", {})).message
+    assert reply["mode"] == "live"
+    assert reply["api_key_set"] is False and "API key: not set" in tool, (reply["api_key_set"], tool)
+
+
 @pytest.mark.anyio
 async def test_the_key_never_appears_in_logs_replies_or_status(a0: A0, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
