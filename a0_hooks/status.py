@@ -35,7 +35,8 @@ def snapshot(agent: Any = None, read: Read | None = None, scope: Mapping[str, st
     steps = recall_steps(agent, **scope)
     key = str(raw.get("rerank_api_key") or "")
     try:
-        statistics = worded(runtime.statistics(config.endpoints if config else ()).as_dict())  # this scope's servers
+        shown = (config.endpoints, config.key_fingerprint) if config else ((), None)  # this scope's servers and key
+        statistics = worded(runtime.statistics(*shown).as_dict())
     except Exception:
         log.exception("a0_reranker: could not read the counters")
         statistics = {}

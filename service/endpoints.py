@@ -1,11 +1,10 @@
-"""What the service keeps of each server between recalls (``EndpointRegistry``, owner loop only), and the
-HTTP transport every request goes out on (``HttpTransport``, the only code that touches aiohttp).
+"""What the service keeps of each server between recalls (``EndpointRegistry``, owner loop only), and the HTTP
+transport every request goes out on (``HttpTransport``, the only code that touches aiohttp).
 
 One ``Endpoint`` per base URL, API key and the settings its state is built from (a 401 or a per-key rate limit
 says nothing of the server for another key); changed settings get new state, the old drains, leaves the status
 once idle and is forgotten only for room. Redirects are refused (a POST must not become a GET elsewhere), answers
-are capped, and a request whose pooled connection the server had closed is sent again at once on a fresh one.
-"""
+are capped, and a request whose pooled connection the server had closed is sent again at once on a fresh one."""
 
 from __future__ import annotations
 
@@ -46,8 +45,7 @@ MAX_ANSWER_BYTES: Final = 8 * 1024 * 1024
 MAX_CONNECTIONS: Final = 256  # per session
 _CHUNK: Final = 64 * 1024
 USER_AGENT: Final = f"a0-reranker/{__version__}"
-# Idle keep-alive connections are dropped after this; uvicorn (vLLM, Infinity, TEI's router) and llama.cpp close
-# theirs after 5 s, so ours lapse first and a stale one is rare (one left is recognised and sent again at once).
+# Idle keep-alive connections lapse before uvicorn's (vLLM, Infinity, TEI's router) and llama.cpp's 5 s: few go stale
 KEEPALIVE_S: Final = 4.0
 
 
@@ -115,14 +113,16 @@ class EndpointRegistry:
     def _trim_groups(self) -> None:  # a batcher went idle: keep the bound now, not when the next one is made
         _forget(self._groups, MAX_GROUPS, lambda b: b.idle)
 
-    def live_state(self, shown: Collection[str] | None = None) -> dict[str, object]:
-        """The servers ``shown`` (the settings viewed; None: all kept) and any other with a request in flight: one
-        removed from the settings is kept but, once idle, not listed. Queued pairs and in flight: the process's."""
+    def live_state(self, shown: Collection[str] | None = None, key: str | None = None) -> dict[str, object]:
+        """The servers ``shown`` (the settings viewed; None: all kept) and any other with a request in flight. Each
+        one's breaker is the viewed key's (fingerprint ``key``: a key fixed since leaves the old one's open for good),
+        else its keys' worst. Queued pairs and in flight: the process's."""
         busy = {e.url for e in self._endpoints.values() if not e.state.idle}
         listed = [(k, e) for k, e in self._endpoints.items() if shown is None or e.url in shown or e.url in busy]
-        breakers: dict[str, str] = {}  # one per URL: the worst of its keys' breakers, each under its latest settings
-        for e in dict((key[:2], e) for key, e in listed).values():
-            breakers[e.url] = max(e.state.breaker.state, breakers.get(e.url, "closed"), key=_SEVERITY.__getitem__)
+        latest, breakers = dict((k[:2], e) for k, e in listed), {}  # each server and key under its latest settings
+        for (url, fingerprint), e in latest.items():
+            if fingerprint == key or (url, key) not in latest:
+                breakers[url] = max(e.state.breaker.state, breakers.get(url, "closed"), key=_SEVERITY.__getitem__)
         by_url: dict[str, list[EndpointState]] = {}  # replicas: one entry per server URL, all its keys together
         for _, endpoint in listed:
             by_url.setdefault(endpoint.url, []).append(endpoint.state)

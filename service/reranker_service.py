@@ -69,8 +69,8 @@ class RerankService:
             self._routes.forget(config)
         return report.redacted(config.api_key)
 
-    def live_state(self, shown: Collection[str] | None = None) -> dict[str, object]:
-        return self._registry.live_state(shown)
+    def live_state(self, shown: Collection[str] | None = None, key: str | None = None) -> dict[str, object]:
+        return self._registry.live_state(shown, key)
 
     def footprint(self) -> dict[str, int]:
         """State kept per configuration, detections cached and under way: bounded whatever the settings do."""

@@ -79,20 +79,23 @@ def probe(config: RerankerConfig) -> ProbeReport:
     return report or ProbeReport.failure(config.endpoint, "probe() called on the reranker's own loop")
 
 
-def statistics(servers: Collection[str] | None = None) -> RerankerStatistics:
+def statistics(servers: Collection[str] | None = None, key: str | None = None) -> RerankerStatistics:
     """Counters plus the live state (queue and in flight; the breakers and replicas of ``servers``, the endpoints
-    of the settings viewed, and of any other with a request in flight; None: all kept). Starts no owner loop."""
+    of the settings viewed, whose key has fingerprint ``key``, and of any other with a request in flight; None: all
+    kept). Starts no owner loop."""
     current = running()
     if current is None or current.owner.is_current_thread():
         return stats_recorder().snapshot()
     try:  # never wait long on a busy owner loop (blocks: the status tool calls it in a worker thread)
-        return current.owner.submit(_with_live_state, current.service, servers).result(timeout=STATISTICS_WAIT_S)
+        return current.owner.submit(_with_live_state, current.service, servers, key).result(
+            timeout=STATISTICS_WAIT_S)
     except Exception:  # late or stopped: the counters without the live state
         return stats_recorder().snapshot()
 
 
-async def _with_live_state(service: RerankService, servers: Collection[str] | None) -> RerankerStatistics:
-    return stats_recorder().snapshot(**service.live_state(servers))  # type: ignore[arg-type]
+async def _with_live_state(service: RerankService, servers: Collection[str] | None, key: str | None
+                           ) -> RerankerStatistics:
+    return stats_recorder().snapshot(**service.live_state(servers, key))  # type: ignore[arg-type]
 
 
 def running() -> Runtime | None:

@@ -173,3 +173,20 @@ async def test_a_key_the_server_refuses_does_not_eject_it_for_another_key(live: 
     assert runtime.statistics().breakers[live.url] == "open"  # the bad key's breaker (the worst is shown)
     for q in range(5):
         await reranked(good, q)
+
+
+async def test_a_key_fixed_since_does_not_leave_its_server_shown_ejected(live: RunningServer) -> None:
+    """The status of the settings viewed shows their key's breaker. A mistyped key's breaker stays open for good once
+    the key is fixed (nothing is sent with it again): shown as the server's, it said "ejected", then "probing back",
+    beside recalls that were all reranked. Viewed without a key, a server still shows its keys' worst breaker."""
+    live.set_fault(lambda r: Respond(401, {"error": "bad key"}) if r.headers.get("Authorization") == "Bearer typo"
+                   else None)
+    typo, fixed = config_for(live.url, api_key="typo"), config_for(live.url, api_key="fixed")
+    for q in range(5):
+        assert await runtime.rerank_async(*recall(q, 4), config=typo) is None
+    assert runtime.statistics(typo.endpoints, typo.key_fingerprint).breakers == {live.url: "open"}  # as seen then
+    for q in range(5):
+        await reranked(fixed, q)
+    shown = runtime.statistics(fixed.endpoints, fixed.key_fingerprint)
+    assert shown.breakers == {live.url: "closed"} and [row.breaker for row in shown.replicas] == ["closed"]
+    assert runtime.statistics(fixed.endpoints).breakers == {live.url: "open"}  # no key viewed: the worst
