@@ -9,6 +9,9 @@ servers are the real protocol servers, and their gates hold the check's GETs whi
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
+
 import pytest
 
 from support.deadlines import ManualClock
@@ -67,25 +70,37 @@ async def test_an_expired_route_serves_at_once_while_one_check_runs_and_its_batc
         await service.close()
 
 
-async def test_a_route_changed_on_the_server_is_picked_up_by_the_check() -> None:
-    """TEI restarted with a smaller --max-client-batch-size: the old route keeps serving small recalls, the
-    check reads the new limit, and the next larger recall is split to it at once (no 422, no detection)."""
-    server = await start_server("tei", scorer=encoding_scorer, max_client_batch_size=32)
+@contextlib.asynccontextmanager
+async def detected(kind: str) -> AsyncIterator[tuple[RunningServer, ManualClock, RerankService, RerankerConfig]]:
+    """A ``kind`` server that takes 32 texts a request, and a service on its own clock that detected it."""
+    server = await start_server(kind, scorer=encoding_scorer, max_client_batch_size=32)
     clock = ManualClock()
     service = RerankService(StatsRecorder(), clock=clock)
     config = RerankerConfig(endpoint=server.url, timeout=30.0)
     try:
         assert await reranked(service, config, 0)
-        server.protocol.max_client_batch_size = 4  # type: ignore[attr-defined]
-        clock.now += DETECTION_TTL_S + 1
-        assert await reranked(service, config, 1)  # the old route serves; the check starts
-        await until(lambda: service.footprint()["detecting"] == 0)
-        sent, detected = posts(server), gets(server)
-        assert await reranked(service, config, 2, n=6)
-        assert (posts(server) - sent, gets(server) - detected) == (2, 0)  # 4 + 2 pairs, on the route checked
+        yield server, clock, service, config
     finally:
         await service.close()
         await server.close()
+
+
+async def checked_again(service: RerankService, config: RerankerConfig, clock: ManualClock, q: int) -> None:
+    """Past the TTL: a recall served by the known route starts the check, which then ends."""
+    clock.now += DETECTION_TTL_S + 1
+    assert await reranked(service, config, q)
+    await until(lambda: service.footprint()["detecting"] == 0)
+
+
+async def test_a_route_changed_on_the_server_is_picked_up_by_the_check() -> None:
+    """TEI restarted with a smaller --max-client-batch-size: the old route keeps serving small recalls, the
+    check reads the new limit, and the next larger recall is split to it at once (no 422, no detection)."""
+    async with detected("tei") as (server, clock, service, config):
+        server.protocol.max_client_batch_size = 4  # type: ignore[attr-defined]
+        await checked_again(service, config, clock, 1)
+        sent, detected_by = posts(server), gets(server)
+        assert await reranked(service, config, 2, n=6)
+        assert (posts(server) - sent, gets(server) - detected_by) == (2, 0)  # 4 + 2 pairs, on the route checked
 
 
 @pytest.mark.parametrize(("kind", "limit_after_check", "posts_after_check"), [("infinity", 4, 2), ("tei", 8, 1)])
@@ -94,26 +109,16 @@ async def test_a_limit_the_server_named_in_a_refusal_outlives_the_check_unless_d
     """A 422 naming the most texts a request (Infinity's ``/models`` does not say it) caps the route; the check
     finds the route detection gives, with the limit that was refused, and keeps the cap. TEI's ``/info`` says its
     limit: one read by the check (the server restarted with 8) replaces the cap."""
-    server = await start_server(kind, scorer=encoding_scorer, max_client_batch_size=32)
-    clock = ManualClock()
-    service = RerankService(StatsRecorder(), clock=clock)
-    config = RerankerConfig(endpoint=server.url, timeout=30.0)
-    try:
-        assert await reranked(service, config, 0)
+    async with detected(kind) as (server, clock, service, config):
         server.protocol.max_client_batch_size = 4  # type: ignore[attr-defined]
         sent = posts(server)
         assert await reranked(service, config, 1, n=6)
         assert posts(server) - sent == 3  # refused once, then 4 + 2
         server.protocol.max_client_batch_size = limit_after_check  # type: ignore[attr-defined]
-        clock.now += DETECTION_TTL_S + 1
-        assert await reranked(service, config, 2)  # the capped route serves; the check starts
-        await until(lambda: service.footprint()["detecting"] == 0)
+        await checked_again(service, config, clock, 2)  # the capped route serves meanwhile
         sent = posts(server)
         assert await reranked(service, config, 3, n=6)
         assert posts(server) - sent == posts_after_check
-    finally:
-        await service.close()
-        await server.close()
 
 
 async def test_a_failed_check_keeps_the_working_route_and_leaves_the_breaker_closed(

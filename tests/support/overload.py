@@ -12,9 +12,20 @@ from support.counters import stats_until
 from support.deadlines import PATIENT_S
 from support.encoding import recall
 from support.servers import Delay, RecordedRequest, RunningServer
+from usr.plugins.a0_reranker.batching.batcher import MicroBatcher
 from usr.plugins.a0_reranker.core.config import RerankerConfig
+from usr.plugins.a0_reranker.core.errors import Overloaded, RerankError
 from usr.plugins.a0_reranker.core.statistics import RerankerStatistics
 from usr.plugins.a0_reranker.service import runtime
+
+
+async def outcome(batcher: MicroBatcher, query: str, documents: int, deadline: float) -> str:
+    """How one recall of ``documents`` ended at a batcher: ``reranked``, ``overload`` (shed), or its reason."""
+    try:
+        await batcher.score(query, [f"{query} memory {k}" for k in range(documents)], deadline)
+        return "reranked"
+    except RerankError as exc:
+        return "overload" if isinstance(exc, Overloaded) else exc.reason
 
 
 def posts(request: RecordedRequest) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from support.overload import outcome
 from support.virtual_time import run_virtual
 from usr.plugins.a0_reranker.batching.batcher import MicroBatcher
 from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreaker, RetryBudget
@@ -15,7 +16,6 @@ from usr.plugins.a0_reranker.batching.endpoint_state import EndpointState, Repli
 from usr.plugins.a0_reranker.batching.queue import EndpointLimiter
 from usr.plugins.a0_reranker.core import deadline as clock
 from usr.plugins.a0_reranker.core.dialects import ScoreBatch
-from usr.plugins.a0_reranker.core.errors import Overloaded, RerankError
 from usr.plugins.a0_reranker.core.statistics import StatsRecorder
 
 PAIR_S = 0.01
@@ -36,14 +36,6 @@ def engine() -> MicroBatcher:
     return MicroBatcher(Dispatch(ReplicaSet([Replica("gpu", state, OneGpu().send)], budget=RetryBudget()),
                                  StatsRecorder(), DispatchPolicy()),
                         mixes_queries=True, max_pairs=10, window=0.01, max_queued_pairs=1000)
-
-
-async def outcome(batcher: MicroBatcher, query: str, pairs: int, deadline: float) -> str:
-    try:
-        await batcher.score(query, [f"{query} memory {k}" for k in range(pairs)], deadline)
-        return "reranked"
-    except RerankError as exc:
-        return "overload" if isinstance(exc, Overloaded) else exc.reason
 
 
 async def scenario(urgent: bool) -> tuple[str, str]:
