@@ -41,6 +41,10 @@ class _Anchor(types.ModuleType):
         self.reset()
 
     def reset(self) -> None:
+        if hasattr(self, "owners"):  # a forked child: what the parent started is kept, never run nor collected here.
+            # Collected, its portal would wait for an owner thread the child lacks (for ever, inside ``os.fork``),
+            # and its sockets would leave the epoll set both processes share, stalling the parent's requests.
+            self.inherited = [*getattr(self, "inherited", ()), (self.values, self.owners)]
         self.lock = threading.RLock()
         self.values: dict[str, object] = {}
         self.owners: set[OwnerLoop] = set()  # started and not yet stopped, of any copy: the exit hook stops these
