@@ -119,10 +119,10 @@ class EndpointRegistry:
         else its keys' worst. Queued pairs and in flight: the process's."""
         busy = {e.url for e in self._endpoints.values() if not e.state.idle}
         listed = [(k, e) for k, e in self._endpoints.items() if shown is None or e.url in shown or e.url in busy]
-        latest, breakers = dict((k[:2], e) for k, e in listed), {}  # each server and key under its latest settings
+        latest, breakers = dict((k[:2], e) for k, e in listed), dict[str, str]()  # server and key: latest settings
         for (url, fingerprint), e in latest.items():
             if fingerprint == key or (url, key) not in latest:
-                breakers[url] = max(e.state.breaker.state, breakers.get(url, "closed"), key=_SEVERITY.__getitem__)
+                breakers[e.url] = max(e.state.breaker.state, breakers.get(e.url, "closed"), key=_SEVERITY.__getitem__)
         by_url: dict[str, list[EndpointState]] = {}  # replicas: one entry per server URL, all its keys together
         for _, endpoint in listed:
             by_url.setdefault(endpoint.url, []).append(endpoint.state)
