@@ -17,6 +17,7 @@ from ..core.errors import ConfigError
 from ..core.probe_report import ProbeReport
 from ..core.recall_budget import NO_LLM_STEPS, RecallSteps
 from ..core.redaction import redact
+from ..core.statistics import PoolStatistics
 from ..service import runtime
 from . import PLUGIN_NAME, memory_patch, recall_entry
 from .recall_entry import from_a0
@@ -36,10 +37,11 @@ def snapshot(agent: Any = None, read: Read | None = None, scope: Mapping[str, st
     key = str(raw.get("rerank_api_key") or "")
     try:
         shown = (config.endpoints, config.key_fingerprint) if config else ((), None)  # this scope's servers and key
-        statistics = worded(runtime.statistics(*shown).as_dict())
+        counters = runtime.statistics(*shown)
+        statistics, pool = worded(counters.as_dict()), counters.pool
     except Exception:
         log.exception("a0_reranker: could not read the counters")
-        statistics = {}
+        statistics, pool = {}, PoolStatistics()
     info: dict[str, Any] = {
         "plugin_enabled": enabled_in(**scope) if agent is None and scope else recall_entry.enabled_for(agent),
         "memory_wrapper_installed": memory_patch.is_installed(),
@@ -57,7 +59,7 @@ def snapshot(agent: Any = None, read: Read | None = None, scope: Mapping[str, st
         "recall_budget": _recall_budget(config, steps),
         "statistics": statistics,
         "hints": [*overload_hints(statistics.get("load") or {}, config),
-                  *pool_hints(statistics.get("pool") or {}, config)],
+                  *pool_hints(pool, config)],
     }
     return scrub(info, key)
 
@@ -79,9 +81,10 @@ STARVED_MIN_RECALLS = 5  # judge the pools only once a few recalls were seen
 STARVED_FRACTION = 0.5
 
 
-def pool_hints(pool: Mapping[str, Any], config: RerankerConfig | None) -> list[str]:
-    """What to change when most pools left the reranker nothing to choose (empty: nothing to say)."""
-    recalls, starved = pool.get("recalls") or 0, pool.get("starved_fraction") or 0.0
+def pool_hints(pool: PoolStatistics, config: RerankerConfig | None) -> list[str]:
+    """What to change when most pools left the reranker nothing to choose (empty: nothing to say). Judged on the
+    counters as counted: the shown figures are rounded, and 49.6% is not half."""
+    recalls, starved = pool.recalls, pool.starved_fraction or 0.0
     if recalls < STARVED_MIN_RECALLS or starved < STARVED_FRACTION:
         return []
     return [

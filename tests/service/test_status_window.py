@@ -146,3 +146,18 @@ async def test_the_status_names_the_window_and_the_age_the_counters_have(
     text = tool_text(config)
     assert "Latency p50/p95: no rerank in the last 2 minutes" in text, text
     assert "no answer in the last 2 minutes" in text and "last error (2 min ago): " in text, text
+
+
+async def test_the_starved_pool_hint_is_judged_on_the_counts_not_the_rounded_figure(
+        stats_clock: ManualClock) -> None:
+    """124 of 250 pools starved is 49.6%, shown as 0.5: under half, so no hint; one more starved pool is half."""
+    config = RerankerConfig(endpoint="http://127.0.0.1:9/", api="rerank", timeout=10.0)
+    recorder = calls.stats_recorder()
+    for starved in range(250):
+        recorder.pool(5 if starved < 124 else 20, 5)
+    report = status.snapshot(None, ({}, config, []))
+    assert report["statistics"]["pool"]["starved_fraction"] == 0.5  # the shown figure, rounded
+    assert not [hint for hint in report["hints"] if hint.startswith("Pools are starved")]
+    recorder.pool(5, 5)  # 125 of 251: still under half
+    recorder.pool(5, 5)  # 126 of 252: half
+    assert [hint for hint in status.snapshot(None, ({}, config, []))["hints"] if hint.startswith("Pools are starved")]
