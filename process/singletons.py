@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 ANCHOR_MODULE: Final = "_a0_reranker_process_state"
 OWNER_THREAD: Final = "a0-reranker-owner"
-CANCEL_WAIT_S: Final = 2.0  # on stop, what work still running gets to unwind before the closers run
+CANCEL_WAIT_S: Final = 2.0  # on stop, what work still running gets to unwind, and each closer to close
 T = TypeVar("T")
 log = logging.getLogger("a0_reranker")
 
@@ -141,7 +141,7 @@ def _stop_live_owners() -> None:
 class OwnerLoop:
     """One daemon thread running asyncio (anyio's blocking portal) until ``stop``; cancelling a future that
     ``submit`` returned cancels its task on the owner loop, whatever instant the cancel arrives. ``stop`` runs the
-    closers handed to ``close_with`` (the HTTP session), however and by whomever the loop is stopped."""
+    closers handed to ``close_with`` (the HTTP session) once, however and by whomever the loop is stopped."""
 
     def __init__(self) -> None:
         self._stack = contextlib.ExitStack()
@@ -149,6 +149,8 @@ class OwnerLoop:
         self._thread: threading.Thread | None = None
         self._running: set[asyncio.Task[Any]] = set()  # work handed over, still running (owner thread only)
         self._closers: list[Callable[[], Awaitable[None]]] = []
+        self._stop_lock = threading.Lock()  # one ``stop`` at a time: a second finds the loop stopped
+        self._stopping = False  # set once: work handed over from then on is cancelled, not started
         self.loop: asyncio.AbstractEventLoop | None = None
 
     def start(self) -> OwnerLoop:
@@ -172,16 +174,23 @@ class OwnerLoop:
         return self._thread is not None and threading.get_ident() == self._thread.ident
 
     def submit(self, func: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> concurrent.futures.Future[T]:
-        """Start ``func(*args)`` on the owner loop; cancelling the returned future cancels the task."""
+        """Start ``func(*args)`` on the owner loop; cancelling the returned future cancels the task. Once ``stop``
+        began, the future comes back cancelled, as that of work ``stop`` cancelled (the caller reports it stopped)."""
         assert self.loop is not None
-        return asyncio.run_coroutine_threadsafe(self._tracked(func(*args)), self.loop)
+        if self._stopping:
+            stopped: concurrent.futures.Future[T] = concurrent.futures.Future()
+            stopped.cancel()
+            return stopped
+        return asyncio.run_coroutine_threadsafe(self._tracked(func, *args), self.loop)
 
-    async def _tracked(self, work: Coroutine[Any, Any, T]) -> T:
+    async def _tracked(self, func: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T:
+        if self._stopping:  # handed over just as ``stop`` began, to start after it cancelled what ran: none starts
+            raise asyncio.CancelledError
         task = asyncio.current_task()
         assert task is not None
         self._running.add(task)
         try:
-            return await work
+            return await func(*args)
         finally:
             self._running.discard(task)
 
@@ -201,21 +210,29 @@ class OwnerLoop:
         self._closers.append(closer)
 
     def stop(self) -> None:
-        """Cancel the work still running (so none opens a session after the closers ran), run the closers, stop
-        the loop; safe to call twice or from atexit. Not from the owner thread."""
-        portal = self._portal
-        _live_owners().discard(self)
-        if portal is None:
-            return
-        if self.alive:
-            for step in [self._cancel_running, *self._closers]:
-                try:
-                    portal.call(step)
-                except Exception:  # stopping: nothing useful to do with the error but go on to the next step
-                    log.debug("a0_reranker: error while stopping the owner loop", exc_info=True)
-        self._portal = None
-        with contextlib.suppress(RuntimeError):  # the portal is already shut
-            self._stack.close()
+        """Cancel the work still running (so none opens a session after the closers ran), run the closers, each
+        for ``CANCEL_WAIT_S`` at most, stop the loop. Safe to call twice, at once from two threads, or from atexit
+        (the second returns once the first is done). Not from the owner thread."""
+        with self._stop_lock:
+            _live_owners().discard(self)
+            portal = self._portal
+            if portal is None:
+                return
+            self._stopping = True
+            if self.alive:
+                for step in [self._cancel_running, *self._closers]:
+                    try:
+                        portal.call(_bounded, step)
+                    except Exception:  # stopping: nothing useful to do with the error but go on to the next step
+                        log.debug("a0_reranker: error while stopping the owner loop", exc_info=True)
+            self._portal = None
+            with contextlib.suppress(RuntimeError):  # the portal is already shut
+                self._stack.close()
+
+
+async def _bounded(step: Callable[[], Awaitable[None]]) -> None:
+    """A stop step that hangs (a close stuck on a dead peer) must not hang the process's exit."""
+    await asyncio.wait_for(step(), CANCEL_WAIT_S)
 
 
 async def _adopt(name: str) -> tuple[asyncio.AbstractEventLoop, threading.Thread]:

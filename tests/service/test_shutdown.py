@@ -4,6 +4,8 @@ service closes, or after, are refused instead of opening a session nothing would
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import threading
 import time
 
 import pytest
@@ -13,6 +15,8 @@ from support.loop_steps import until_suspended
 from support.servers import start_server
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.core.statistics import StatsRecorder
+from usr.plugins.a0_reranker.process import singletons
+from usr.plugins.a0_reranker.process.singletons import OwnerLoop
 from usr.plugins.a0_reranker.service.reranker_service import RerankService
 
 pytestmark = pytest.mark.anyio
@@ -51,3 +55,73 @@ async def test_recalls_arriving_while_the_service_closes_are_refused_and_open_no
     finally:
         server.gate.release()
         await server.close()
+
+
+# --- the owner loop's own stop (found in review: each failed before its fix) ------------------------------
+
+
+def test_concurrent_stops_run_each_closer_once() -> None:
+    """Shutdown and an update can stop the owner loop from two threads at once: both ran every closer."""
+    owner = OwnerLoop().start()
+    closed: list[int] = []
+
+    async def closer() -> None:
+        closed.append(1)
+
+    owner.close_with(closer)
+    start = threading.Barrier(8)
+    stoppers = [threading.Thread(target=lambda: (start.wait(), owner.stop())) for _ in range(8)]
+    for thread in stoppers:
+        thread.start()
+    for thread in stoppers:
+        thread.join()
+    assert closed == [1] and not owner.alive
+
+
+def test_work_handed_over_while_the_loop_stops_is_cancelled_not_run() -> None:
+    """Work that lands while the closers run started after the running work was cancelled, and ran beside the
+    closers. It must come back cancelled (its caller reports the reranker stopped), with nothing of it run."""
+    owner = OwnerLoop().start()
+    closing, gate, ran = threading.Event(), asyncio.Event(), []
+
+    async def closer() -> None:
+        closing.set()
+        await gate.wait()
+
+    async def work() -> str:
+        ran.append(1)
+        return "ran"
+
+    owner.close_with(closer)
+    stopper = threading.Thread(target=owner.stop)
+    stopper.start()
+    try:
+        assert closing.wait(timeout=30)
+        handed_over = owner.submit(work)
+        with pytest.raises(concurrent.futures.CancelledError):
+            handed_over.result(timeout=30)
+    finally:
+        assert owner.loop is not None
+        owner.loop.call_soon_threadsafe(gate.set)
+        stopper.join()
+    assert ran == [] and owner.submit(work).cancelled()  # after the stop too
+
+
+def test_a_closer_that_hangs_does_not_hang_the_stop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``stop`` runs at exit: a close stuck on a dead peer held it, and the process, for ever."""
+    monkeypatch.setattr(singletons, "CANCEL_WAIT_S", 0.05)
+    owner = OwnerLoop().start()
+    after: list[int] = []
+
+    async def stuck() -> None:
+        await asyncio.Event().wait()
+
+    async def next_closer() -> None:
+        after.append(1)
+
+    owner.close_with(stuck)
+    owner.close_with(next_closer)
+    stopper = threading.Thread(target=owner.stop, daemon=True)
+    stopper.start()
+    stopper.join(timeout=30)
+    assert not stopper.is_alive() and not owner.alive and after == [1]
