@@ -198,8 +198,8 @@ class OwnerLoop:
         tasks = [task for task in self._running if not task.done()]
         for task in tasks:
             task.cancel()
-        if tasks:
-            await asyncio.wait(tasks, timeout=CANCEL_WAIT_S)
+        if tasks:  # bounded, as every stop step, by ``_bounded``
+            await asyncio.wait(tasks)
 
     def call(self, func: Callable[..., Awaitable[T]], *args: Any) -> T:
         """Run ``func(*args)`` on the owner loop and block for its result (never from the owner thread)."""

@@ -105,6 +105,7 @@ def test_work_handed_over_while_the_loop_stops_is_cancelled_not_run() -> None:
         owner.loop.call_soon_threadsafe(gate.set)
         stopper.join()
     assert ran == [] and owner.submit(work).cancelled()  # after the stop too
+    assert not owner.alive and not stopper.is_alive()
 
 
 def test_a_closer_that_hangs_does_not_hang_the_stop(monkeypatch: pytest.MonkeyPatch) -> None:
