@@ -1,14 +1,12 @@
-"""The micro-batcher: coalesce concurrent scoring jobs into few HTTP requests under a cap and deadlines. It
-owns its requests in flight (the plans' tasks) and the dispatcher task; the queue owns the pairs. The dispatcher
-takes a slot, then sends at once if nothing else is in flight there (a lone recall pays no window), else waits
-up to ``window`` for more to join; under load batches grow by themselves. Whatever fails inside, every waiting
-future is completed, and a request whose last waiter left is cancelled.
-"""
+"""The micro-batcher: coalesces concurrent jobs into few requests under a cap and deadlines; owns the plans' tasks
+and the dispatcher. A lone recall pays no window; under load batches grow by themselves. Whatever fails, every
+waiting future is completed, and a request whose last waiter left is cancelled."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import heapq
 from collections.abc import Callable, Sequence
 
 from ..core import deadline as clock
@@ -17,7 +15,7 @@ from ..core.errors import BlankQuery, DeadlineExceeded, Overloaded, QueueFull, R
 from ..core.scores import RerankResult, ranked, sent_ranking
 from .dispatch import Dispatch
 from .endpoint_state import PIPELINE_DEPTH, SEND_MARGIN, Replica, admits, shed_message, worth_sending
-from .queue import Job, Lease, PendingQueue, Plan, by_deadline
+from .queue import Job, Lease, PendingQueue, Plan
 
 
 class MicroBatcher:
@@ -128,13 +126,11 @@ class MicroBatcher:
                 lease.release()
 
     def _in_time(self, replica: Replica, lease: Lease) -> tuple[Replica, Lease]:
-        """The replica drawn, or, when it could not answer the most urgent recall in time and another with room
-        could, that one, with a slot of its own. The balancer draws a slow replica once its cost faded while it was
-        not asked; it is asked again with a recall that has the time, not one only it would make fall back."""
-        jobs, now = self._queue.jobs, clock.now()
-        if not jobs:
+        """The replica drawn, or another with room when only that one could answer the most urgent recall in time: a
+        slow replica drawn once its cost faded is asked again with a recall that has the time to spare."""
+        if not self._queue:
             return replica, lease
-        job = min(jobs, key=lambda queued: queued.deadline)
+        job, now = self._queue.jobs[0], clock.now()  # the earliest deadline
 
         def in_time(member: Replica) -> bool:
             return worth_sending(member.state.expected_latency(len(job.unsent), now), job.deadline - now)
@@ -149,9 +145,8 @@ class MicroBatcher:
         return other, other.state.limiter.take(self)
 
     def _start_shares(self, replica: Replica, lease: Lease) -> None:
-        """Start requests with ``lease``, a slot of ``replica``. The queue is shared out over the replicas short of
-        work that cost no more, cheapest first, so all finish about together instead of one taking all while the
-        others run dry (a burst ends with its last share); ``replica`` takes a share only if it was short too."""
+        """Start requests with ``lease``, a slot of ``replica``, sharing the queue over the replicas short of work that
+        cost no more so all finish together (a burst ends with its last share); ``replica`` takes one if short too."""
         if self._shed:
             self._shed_hopeless(replica)
         peers = self._slots.peers_short_of_work(replica, self._queue.pairs)
@@ -175,9 +170,8 @@ class MicroBatcher:
             self._start(plan)
 
     def _admit(self, deadline: float, pairs: int) -> None:
-        """Shed (raise ``Overloaded``) a recall the servers, at their observed pace, cannot answer in time, or one
-        that, served first as it is due sooner, would make a recall already queued with a longer timeout miss its
-        deadline: an admitted recall keeps its answer, and a shed one gets its stock result at once."""
+        """Shed (raise ``Overloaded``) a recall the servers cannot answer in time, or one that, served first, would make
+        one queued with a longer timeout miss its deadline: an admitted recall keeps its answer."""
         now, queues = clock.now(), self._slots.queues()  # every batcher's queue for these servers, gathered once
         wait = self._slots.expected_wait(sum(queue.pairs_due_by(deadline) for queue in queues), pairs, now)
         if not admits(wait, deadline - now):
@@ -185,7 +179,7 @@ class MicroBatcher:
         if all(queue.latest() <= deadline for queue in queues):
             return  # nothing queued is due later: with one timeout, always
         ahead = 0
-        for queued, _ in by_deadline(queues):
+        for queued in heapq.merge(*(queue.jobs for queue in queues), key=lambda job: job.deadline):
             if queued.deadline > deadline:  # one sent in part too: its rest, still queued, would be passed
                 room = queued.deadline - now
                 if admits(self._slots.expected_wait(ahead, len(queued.unsent), now), room) and not admits(
@@ -195,9 +189,8 @@ class MicroBatcher:
             ahead += len(queued.unsent)
 
     def _shed_hopeless(self, replica: Replica) -> None:
-        """Shed the queued recalls that no request sent now could answer in time, to ``replica`` or to another ready
-        one with a free slot. A lone recall (nothing else queued or in flight) always goes: its answer renews an
-        estimate made in a slow spell, which an idle server's silence does not fade."""
+        """Shed the queued recalls no request sent now could answer in time. A lone recall always goes: its answer
+        renews an estimate made in a slow spell, which an idle server's silence does not fade."""
         now, jobs, members = clock.now(), self._queue.jobs, self._slots.replicas
         if len(jobs) == 1 and sum(q.pairs for q in self._slots.queues()) == self._queue.pairs and not any(
                 r.state.outstanding_requests for r in members):
@@ -210,9 +203,8 @@ class MicroBatcher:
                 self._fail_jobs([job], Overloaded(shed_message(fastest, job.deadline - now)))
 
     async def _wait_for_company(self, replica: Replica) -> None:
-        """Other requests are in flight: give more jobs until the window closes to join this one. It closes after
-        ``window`` from the oldest queued job; never later than ``BATCH_WINDOW_SHARE`` of any queued job's time,
-        nor so late that the request could not be answered in time."""
+        """Others are in flight: let more jobs join until ``window`` after the oldest, never past ``BATCH_WINDOW_SHARE``
+        of any job's time, nor so late that the request could not be answered in time."""
         jobs = self._queue.jobs
         if not jobs:
             return
@@ -228,8 +220,7 @@ class MicroBatcher:
                 return
 
     def _start(self, plan: Plan) -> None:
-        """Hand the plan, and the slot already taken for it, to a task of its own: first, so that its done
-        callback gives the slot back whatever fails after."""
+        """Hand the plan and its slot to a task first, so that its done callback gives the slot back whatever fails."""
         plan.task = asyncio.get_running_loop().create_task(self._send_plan(plan))
         plan.task.add_done_callback(functools.partial(self._plan_done, plan))
         self._plans.add(plan)
@@ -259,8 +250,7 @@ class MicroBatcher:
             self._on_idle()
 
     async def _send_plan(self, plan: Plan) -> None:
-        """Deliver the plan's scores, or fail its waiters with the error masked of every text the request carried
-        (each waiter sees the others' memories masked too)."""
+        """Deliver the scores, or fail the waiters with the error masked of every text sent (others' memories too)."""
         try:
             scores = await self.dispatch.carry_out(plan)
             if scores is not None:

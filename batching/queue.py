@@ -1,20 +1,16 @@
-"""What waits in a batcher: a caller's job in the queue of unsent pairs, the plans taken from it (one HTTP
-request each, coalesced by ``take``), and the endpoint's slots they hold. The queue alone changes a job's
-``unsent``, so the queued-pairs figure cannot drift; the limiter's ``Lease``s know their holder, so giving back
-one not held raises ``SlotNotHeld`` instead of freeing someone else's slot (as anyio's ``CapacityLimiter`` would).
-Both serve the earliest deadline first: agents whose ``rerank_timeout`` differs share a server, and a recall with
-seconds of slack must not hold up one due sooner (with one timeout, deadlines come in order: first come, first
-served).
-"""
+"""What waits in a batcher: jobs' unsent pairs, the plans (one request each) ``take`` coalesces from them, and the
+endpoint's slots they hold. The queue alone changes ``unsent``, so the queued-pairs figure cannot drift; a ``Lease``
+knows its holder, so giving back one not held raises ``SlotNotHeld`` instead of freeing another's slot (as anyio's
+``CapacityLimiter`` would). Both serve the earliest deadline first: agents whose ``rerank_timeout`` differs share
+a server (with one timeout, that is first come, first served)."""
 
 from __future__ import annotations
 
 import asyncio
 import bisect
-import heapq
 import math
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
@@ -200,11 +196,6 @@ class PendingQueue:
         return Plan(batch=ScoreBatch(queries=tuple(queries), pairs=tuple(pairs)), routes=routes)
 
 
-def by_deadline(queues: Iterable[PendingQueue]) -> Iterator[tuple[Job, PendingQueue]]:
-    """Every job of ``queues`` with its queue, in the order a server they share serves them."""
-    return heapq.merge(*([(job, queue) for job in queue.jobs] for queue in queues), key=lambda entry: entry[0].deadline)
-
-
 class SlotNotHeld(RuntimeError):
     """A lease was given back that the limiter does not hold: a bug in whoever gave it back."""
 
@@ -284,13 +275,9 @@ class EndpointLimiter:
         if lease not in self._leases:
             raise SlotNotHeld(f"a slot was given back that is not held (by a {type(lease.holder).__name__})")
         self._leases.remove(lease)
-        while self._waiters and self.in_flight < self.capacity:
-            entry = self._next_waiter()
+        while self._waiters and self.in_flight < self.capacity:  # the latest hedge or failover, else the most urgent
+            entry = next((w for w in self._waiters if w.priority), None) or min(self._waiters, key=lambda w: w.due())
             self._waiters.remove(entry)
             if not entry.future.done():
                 self._leases.add(entry.lease)
                 entry.future.set_result(None)
-
-    def _next_waiter(self) -> _Waiting:
-        """The latest hedge or failover, else the most urgent waiter (``min`` keeps the oldest of a tie)."""
-        return next((w for w in self._waiters if w.priority), None) or min(self._waiters, key=lambda w: w.due())
