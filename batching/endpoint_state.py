@@ -1,8 +1,6 @@
-"""A replica, and what the dispatch step keeps per endpoint (one server: base URL and API key): its slots,
-breaker, a 429's hold, its load, and the pace it serves pairs at, on which the overload rules rest: shed a
-recall that cannot be answered in time, send no request nobody can wait for, and count a timeout against the
-server only when it had a fair chance (docs/overload.md). ``EndpointState`` alone changes what it holds.
-"""
+"""A replica, and what the dispatch step keeps per endpoint (base URL and API key): slots, breaker, a 429's hold,
+load and pace, on which the overload rules rest: shed a recall that cannot be answered in time, send no request
+nobody can wait for, blame a timeout only when the server had a fair chance (docs/overload.md)."""
 
 from __future__ import annotations
 
@@ -46,9 +44,8 @@ class ServiceCost:
 
 
 class ServiceRate:
-    """How fast one server gets through our pairs (its service intervals, not the wait behind our own), over the
-    last few answers and the last few dozen; both fade toward fast while requests wait unanswered, so no slow
-    spell keeps recalls away for ever."""
+    """How fast one server gets through our pairs (service intervals, not the wait behind our own), over the last few
+    answers and few dozen; both fade toward fast while requests wait unanswered: no slow spell lasts for ever."""
 
     __slots__ = ("_idle_at", "_last_answer", "_long_n", "_long_t", "_n", "_nn", "_nt", "_t", "_weight")
 
@@ -118,7 +115,6 @@ class EndpointState:
     # None: never measured. A ratio of decayed sums, not an average of ratios: a small request's fixed
     # cost would otherwise make its replica look slow per pair, and a burst shared out leave it short.
     seconds_per_pair: float | None = None
-    seconds_per_request: float | None = None
     pairs_sent: int = 0
     answers: int = 0
     failure_score: float = 0.0  # EWMA of recent attempts' failures (1) and successes (0)
@@ -176,8 +172,7 @@ class EndpointState:
         self._latency_sum = self._latency_sum * (1 - EWMA_WEIGHT) + seconds
         self._pairs_sum = self._pairs_sum * (1 - EWMA_WEIGHT) + max(pairs, 1)
         self.seconds_per_pair = self._latency_sum / self._pairs_sum
-        self.seconds_per_request = _ewma(self.seconds_per_request, seconds)
-        self.failure_score = _ewma(self.failure_score, 0.0)
+        self.failure_score -= EWMA_WEIGHT * self.failure_score
         self.answered_within_limit(sent_at)
         self.answered_at = sent_at + seconds
         self.service.answered(pairs, sent_at, self.answered_at)
@@ -204,10 +199,9 @@ class EndpointState:
         return max(0.0, work - (now - self.busy_since)) if self.outstanding_requests else 0.0
 
     def expected_latency(self, pairs: int, now: float, *, worst: bool = False) -> float | None:
-        """How long a request of ``pairs`` sent now should take: the shorter (``worst``: the longer, at the slower
-        pace) of behind the pairs in flight at the server's pace (one pass at a time) and at its recent answers'
-        latency per pair (serving side by side). None before an answer. Both fade while requests go unanswered
-        (``worst`` too: a slow spell before a server hung must not judge its timeouts unfair for ever)."""
+        """How long ``pairs`` sent now should take: the shorter (``worst``: the longer, at the slower pace) of behind
+        those in flight at the server's pace (one pass at a time) and at its answers' latency per pair (side by side).
+        Both fade while unanswered (``worst`` too: a slow spell before a hang must not excuse its timeouts)."""
         per_pair = self.service.seconds_per_pair(now, worst=worst)
         if per_pair is None:
             return None
@@ -218,7 +212,8 @@ class EndpointState:
 
     def failed(self) -> None:
         """An attempt failed here (its verdict ``down`` or ``failure``)."""
-        self.failure_score = _ewma(self.recent_failures(), 1.0)
+        recent = self.recent_failures()
+        self.failure_score = recent + EWMA_WEIGHT * (1.0 - recent)
         self.failure_at = clock.now()
 
     def recent_failures(self) -> float:
@@ -228,15 +223,14 @@ class EndpointState:
         return self.failure_score * 0.5 ** ((clock.now() - self.failure_at) / FAILURE_HALF_LIFE_S)
 
     def seconds_per_pair_now(self) -> float | None:
-        """The measured speed, fading while the replica is not asked (no one slow answer keeps it out of rotation);
-        None during its first few answers, as a cold start is no measure of it."""
+        """The measured speed, fading while not asked (one slow answer must not keep it out); None while warming up."""
         if self.answers < WARM_UP_ANSWERS or not self.seconds_per_pair:
             return None
         return self.seconds_per_pair * 0.5 ** ((clock.now() - self.answered_at) / SPEED_HALF_LIFE_S)
 
     def cost(self, unmeasured_seconds_per_pair: float = 0.0) -> float:
-        """One more request's cost here, for the balancer: speed times load, raised by recent failures (a failing
-        replica is left alone before its breaker opens). Not yet measured, it counts at the set's fastest."""
+        """The balancer's cost of one more request: speed times load, raised by recent failures (so a failing replica
+        is left alone before its breaker opens)."""
         speed = (self.seconds_per_pair_now() or unmeasured_seconds_per_pair) + 1e-9  # load counts when none is known
         return speed * (self.outstanding_pairs + 1) * self.failure_factor()
 
@@ -255,14 +249,12 @@ class EndpointState:
 
     @property
     def short_of_work(self) -> bool:
-        """Fewer than ``PIPELINE_DEPTH`` requests in flight, so its GPU would wait once its pass ends. One that
-        failed lately is failing, not short of work: no share is pushed to it (the balancer still picks it)."""
+        """Its GPU would wait once its pass ends; one that failed lately is failing, not short of work."""
         return self.limiter.in_flight < PIPELINE_DEPTH and self.recent_failures() < FAILING_ABOVE
 
 
 def admits(expected_wait: float | None, remaining: float) -> bool:
-    """Whether a recall expected to be answered after ``expected_wait`` (None: no estimate, or nothing ahead of
-    it) fits in the ``remaining`` seconds before its deadline."""
+    """Whether a recall answered after ``expected_wait`` (None: no estimate, nothing ahead) fits in ``remaining``."""
     return expected_wait is None or expected_wait * ADMIT_MARGIN + ADMIT_SLACK_S <= remaining
 
 
@@ -281,10 +273,6 @@ def timeout_health(expected_latency: float | None, remaining: float) -> Health:
 def shed_message(expected_wait: float, remaining: float) -> str:
     return (f"the reranker is overloaded: this recall would wait about {expected_wait:.2f} s for an answer "
             f"and had {max(remaining, 0.0):.2f} s left")
-
-
-def _ewma(previous: float | None, sample: float) -> float:
-    return sample if previous is None else previous + EWMA_WEIGHT * (sample - previous)
 
 
 # send(batch, deadline, may_resend): one HTTP exchange; ``may_resend()``: may it go again on a fresh connection
