@@ -1,8 +1,6 @@
-"""A circuit breaker per endpoint and a retry budget per replica set (Envoy counts both among its circuit
-breaking): stop paying the timeout on every recall while a server is down, keep reranking through one that
-merely fails now and then, and never multiply the load on a struggling one. Each owns its own state; every
-attempt goes through ``attempt``, whose ``Permit`` reports its outcome once (docs/failure-behaviour.md).
-"""
+"""A circuit breaker per endpoint and a retry budget per replica set (Envoy's circuit breaking): pay no timeout per
+recall while a server is down, rerank through one that fails now and then, never multiply a struggling one's load.
+Every attempt goes through ``attempt``, whose ``Permit`` reports its outcome once (docs/failure-behaviour.md)."""
 
 from __future__ import annotations
 

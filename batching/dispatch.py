@@ -1,8 +1,6 @@
-"""The dispatch step: carry out one request (a batch of pairs) by one or more attempts over a set of replicas,
-balanced by power of two choices on their cost (Finagle's and Envoy's least-request balancers); with hedging
-on, an attempt unanswered after the set's p95 latency (or the set delay) gets a duplicate. The batcher knows it
-only through ``carry_out``; what follows a failed attempt is the ``retries.Retries`` it composes.
-"""
+"""The dispatch step: carry out one request by attempts over a replica set, balanced by power of two choices on
+cost (Finagle's and Envoy's least-request balancers); hedging, an attempt unanswered after the set's p95 (or the
+set delay) gets a duplicate. After a failed attempt: the ``retries.Retries`` it composes."""
 
 from __future__ import annotations
 
@@ -30,8 +28,7 @@ Attempt = asyncio.Task[list[float]]
 
 
 class ReplicaSet:
-    """The replicas one batcher's requests can go to, with the retry budget and the latency window (for the hedge
-    delay) they share. Owner loop only; the members are fixed (other routes make another set)."""
+    """One batcher's replicas, with the retry budget and hedge latency window they share; members fixed, owner loop."""
 
     def __init__(self, replicas: Sequence[Replica], *, budget: RetryBudget) -> None:
         self.replicas: tuple[Replica, ...] = tuple(replicas)
@@ -58,8 +55,7 @@ class ReplicaSet:
         return member.state.cost(min(speeds, default=0.0))
 
     def share_costs(self, members: Sequence[Replica], now: float) -> tuple[list[float], list[float]]:
-        """For ``balanced_shares``: each member's seconds per pair (raised by its recent failures) and how long
-        it is busy before a new request's pairs (one not yet measured: as the fastest measured)."""
+        """For ``balanced_shares``: each member's seconds per pair (raised by recent failures) and busy time ahead."""
         costs = [r.state.service.cost(now) for r in members]
         fastest = min((c for c in costs if c is not None), key=lambda c: c.per_pair_s, default=ServiceCost(0.0, 1.0))
         per_pair, busy = [], []
@@ -75,9 +71,8 @@ class ReplicaSet:
         return set().union(*(r.state.queues for r in self.replicas))
 
     def expected_wait(self, queued_pairs: int, pairs: int, now: float) -> float | None:
-        """When a recall of ``pairs`` behind ``queued_pairs`` should be answered: the queue at the ready members'
-        joint pace, then its own request at the soonest one. None when nothing is queued or in flight (a lone
-        recall is always sent, which renews an old estimate) or none answered yet."""
+        """When ``pairs`` behind ``queued_pairs`` should be answered: the queue at the ready members' joint pace, then
+        its own request at the soonest. None with nothing ahead (a lone recall renews an old estimate) or no answer."""
         members = self.ready()
         if not queued_pairs and not any(r.state.outstanding_pairs for r in members):
             return None
@@ -92,8 +87,7 @@ class ReplicaSet:
 
     async def acquire(self, holder: object, *, exclude: Iterable[Replica] = (), priority: bool = False,
                       due: Callable[[], float] = lambda: math.inf) -> tuple[Replica, Lease]:
-        """A slot for ``holder`` on the cheaper of two ready replicas drawn, waiting for it if need be; with none
-        ready, any member (its attempt is then refused at once, not queued)."""
+        """A slot on the cheaper of two ready replicas drawn; with none ready, any (its attempt is refused at once)."""
         left_out = {r.url for r in exclude}
         candidates = self.ready(exclude) or [r for r in self.replicas if r.url not in left_out] or list(self.replicas)
         chosen = candidates[0]
@@ -194,8 +188,7 @@ class Dispatch:
         return scores
 
     async def _hedge(self, request: Plan, primary: Replica, sent: list[bool]) -> list[float]:
-        """The duplicate: another replica if one can take it (else the same, unless a Retry-After holds it back),
-        the next free slot there (ahead of new batches), one attempt with its own permit (``sent`` says so)."""
+        """The duplicate: on another replica if one can take it, ahead of new batches, with a permit of its own."""
         exclude = [primary] if self.replicas.ready(exclude=[primary]) else []
         replica, lease = await self.replicas.acquire(request, exclude=exclude, priority=True)
         try:
@@ -254,10 +247,9 @@ class LatencyWindow(deque[float]):
 
 async def race(first: Attempt, start_hedge: Callable[[], Attempt | None], *, delay: float, hedges: int,
                went_out: Callable[[Attempt], bool]) -> list[float]:
-    """The first answer among ``first`` and up to ``hedges`` duplicates: one after ``delay``, the next at once when
-    one fails while ``first`` is still out. The others are cancelled; if all fail, ``first``'s error. Once ``first``
-    failed, a hedge still waiting for a slot is not waited for: that slot may be the one this very request holds
-    (and gives back only when it ends), and the retry ``first``'s error allows should go now."""
+    """The first answer of ``first`` and up to ``hedges`` duplicates (after ``delay``, then at once when one fails);
+    if all fail, ``first``'s error. Once ``first`` failed, a hedge still waiting for a slot is not waited for: that
+    slot may be the one this very request holds, and the retry ``first``'s error allows should go now."""
     pending = {first}
     sent = 0
     timeout: float | None = delay

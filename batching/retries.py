@@ -1,8 +1,6 @@
-"""What the dispatch step does once an attempt fails, kept apart: a request answered at its first try never
-comes here. It owns no state and spends the replica set's retry budget: scoring is idempotent, so a failed
-attempt goes again when its error allows it, the deadline leaves room and the budget agrees
-(docs/failure-behaviour.md).
-"""
+"""What the dispatch step does once an attempt fails (a first-try answer never comes here). Scoring is idempotent:
+a failed attempt goes again when its error, the deadline and the replica set's retry budget allow it
+(docs/failure-behaviour.md)."""
 
 from __future__ import annotations
 
@@ -35,20 +33,17 @@ RATE_LIMIT_CAP_S: Final = 32.0
 
 
 def rate_limit_hold(in_a_row: int, jitter: float) -> float:
-    """How long the ``in_a_row``-th 429 without Retry-After holds its replica back: a second, doubling with each
-    one in a row up to ``RATE_LIMIT_CAP_S``, with equal jitter (``jitter`` in [0, 1): half fixed, half random).
-    A hosted API answering 429 (Cohere's trial keys: 10 calls a minute) stays over its limit while we retry in
-    milliseconds; the base lets one passing 429 still be waited out within a 10 s recall. The cap (the sixth in a
-    row reaches it) ends a stuck streak at 16 to 32 s, as Google's API guidance does: a per-minute window clears
-    within 60 s, so a key back under its limit is used again within half a minute, and one still over it gets
-    two to four requests a minute."""
+    """How long the ``in_a_row``-th 429 without Retry-After holds its replica back: a second, doubling up to the cap,
+    half fixed and half random (``jitter`` in [0, 1)). A hosted API (Cohere's trial keys: 10 calls a minute) stays
+    over its limit while we retry in milliseconds; the base lets one passing 429 be waited out within a 10 s recall.
+    The cap (reached by the sixth) holds 16 to 32 s, as Google's API guidance does: a per-minute window clears
+    within 60 s, so a key back under its limit is used again within half a minute."""
     ceiling = min(RATE_LIMIT_CAP_S, RATE_LIMIT_BASE_S * 2 ** max(in_a_row - 1, 0))
     return ceiling * (1.0 + jitter) / 2
 
 
 def hold_after_429(state: EndpointState, exc: RateLimited, sent_at: float, jitter: float) -> None:
-    """A 429 to a request (a recall's or detection's) sent at ``sent_at`` holds its endpoint back: as long as its
-    Retry-After asks, or without one as one more in a row of the endpoint's 429s (``rate_limit_hold``)."""
+    """A 429 (to a recall or a detection) holds its endpoint back for its Retry-After, else ``rate_limit_hold``."""
     if exc.retry_after is not None:
         state.hold_off(clock.now() + exc.retry_after)
     else:
@@ -105,8 +100,7 @@ class Retries:
         await asyncio.sleep(delay)
 
     def goes_out(self, request: Plan) -> None:
-        """An attempt of ``request`` goes out with the retry the budget was spent on, or to the replica it failed
-        over to: it is made."""
+        """An attempt goes out with the retry the budget was spent on, or to the replica it failed over to: count it."""
         if request.retry_unsent:
             request.retries += 1
             self.events.on_retry(request.retry_unsent)
@@ -116,8 +110,7 @@ class Retries:
             self.events.on_failover()
 
     def never_sent(self, request: Plan) -> None:
-        """``request`` ended with the retry the budget was spent on never sent (no slot before the deadline, a
-        Retry-After, every caller left): the budget gets it back."""
+        """The request ended with its retry never sent (no slot in time, a Retry-After, no caller left): refund it."""
         request.retry_unsent = ""
         self.replicas.budget.refund()
 
@@ -138,17 +131,15 @@ class Retries:
         return True
 
     def may_resend(self, resent: list[bool], replica: Replica) -> bool:
-        """After a stale pooled connection, whether the transport may send again on a fresh one, to the same replica
-        (out of the retry budget, given back if answered): the server failed nothing, so no failover, no retry."""
+        """After a stale pooled connection, whether to resend on a fresh one to the same replica (out of the budget,
+        refunded if answered): the server failed nothing, so no failover, no retry."""
         if self.policy.stale_retries <= 0 or not self.spend_budget():
             return False
         resent.append(True)
         return True
 
     def record_failure(self, state: EndpointState, exc: BaseException, verdict: Health, sent_at: float) -> None:
-        """What a failed attempt (sent at ``sent_at``) tells the balancer (``verdict``: its permit's, as the breaker
-        heard it: a timeout without a fair chance says nothing), and a 429's hold on the replica: its Retry-After,
-        or without one a hold growing with the 429s in a row (``rate_limit_hold``)."""
+        """Tell the balancer what the breaker heard (a timeout without a fair chance says nothing); a 429 holds off."""
         if verdict in ("down", "failure"):
             state.failed()
         if isinstance(exc, RateLimited):
