@@ -17,7 +17,7 @@ from ..core.errors import BreakerOpen, MalformedAnswer, RateLimited, RerankError
 from ..core.statistics import StatsRecorder
 from ..core.statistics import percentile as nearest_rank
 from .breaker import Permit, RetryBudget
-from .endpoint_state import MIN_SECONDS_PER_PAIR, EndpointState, Replica, ServiceCost, timeout_health
+from .endpoint_state import MIN_SECONDS_PER_PAIR, Replica, ServiceCost, timeout_health
 from .queue import Lease, PendingQueue, Plan
 from .retries import Retries
 
@@ -155,7 +155,10 @@ class Dispatch:
         batch = request.batch
         state = replica.state
         started = clock.now()
-        judge_timeouts(request, state, permit, started)
+        # a timeout counts only with a fair chance; cancelled, only when its last caller left at the deadline
+        permit.timeout_health = timeout_health(state.expected_latency(len(batch), started, worst=True),
+                                               request.deadline - started)
+        permit.on_cancel = lambda: permit.timeout_health if request.abandoned_at_deadline else "neutral"
         self.events.on_request(len(batch))
         if request.retry_unsent or request.failover_unsent:
             self._retries.goes_out(request)
@@ -228,13 +231,6 @@ class Dispatch:
 
         return await race(first, start_hedge, delay=delay, hedges=self.policy.hedges,
                           went_out=lambda hedge: bool(sent_of[hedge]))
-
-
-def judge_timeouts(request: Plan, state: EndpointState, permit: Permit, started: float) -> None:
-    """A timeout counts only with a fair chance; cancelled, only when its last caller left at the deadline."""
-    permit.timeout_health = timeout_health(state.expected_latency(len(request.batch), started, worst=True),
-                                           request.deadline - started)
-    permit.on_cancel = lambda: permit.timeout_health if request.abandoned_at_deadline else "neutral"
 
 
 class LatencyWindow(deque[float]):
