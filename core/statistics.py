@@ -15,9 +15,13 @@ from typing import Any, Final
 
 from . import deadline as clock
 from .errors import BreakerOpen, Overloaded, QueueFull
-from .time_window import ANSWERS_PER_SERVER, LATENCY_WINDOW, SERVERS_KEPT, answer_figures, recent
-from .time_window import LATENCY_WINDOW_S as LATENCY_WINDOW_S  # where the status and the UI read it
 
+LATENCY_WINDOW: Final = 2048  # the newest reranks (and queue waits) kept for the percentiles, of which ...
+LATENCY_WINDOW_S: Final = 300.0  # ... those of the last 5 minutes count: after a quiet spell, none (not stale ones)
+# Each server's answers are kept on their own (a busy replica must not push a quiet one's recent answer out of
+# its row): its newest ANSWERS_PER_SERVER, of SERVERS_KEPT servers at most (the least recently answered goes).
+ANSWERS_PER_SERVER: Final = 256
+SERVERS_KEPT: Final = 64
 SHED_REASONS: Final = frozenset({Overloaded.reason, QueueFull.reason})  # recalls turned away at once
 # the snapshot's plain counts, each kept under its field's name
 _COUNTS: Final = ("reranks", "reranked", "http_requests", "pairs_scored", "shadow_recalls", "cancelled", "retries",
@@ -173,8 +177,7 @@ class StatsRecorder:
             self._counts.update(http_requests=1, pairs_scored=pairs)
 
     def on_answer(self, url: str, seconds: float, pairs: int) -> None:
-        """A server answered a request: its status row's figures, kept apart from the balancer's estimate and
-        from the other servers' answers (a busy one must not push a quiet one's out of the window)."""
+        """A server answered a request: its status row's figures, kept apart from the balancer's estimate."""
         with self._lock:
             answers = self._answers.pop(url, None) or deque(maxlen=ANSWERS_PER_SERVER)
             self._answers[url] = answers  # the newest last: the server that answered least recently goes first
@@ -213,13 +216,12 @@ class StatsRecorder:
             self._counts.update(pools=1, pool_members=size, starved=int(size <= returned), rescued=rescued,
                                 floor_dropped=floor_dropped)
 
-    def snapshot(
-        self, *, breakers: Mapping[str, str] | None = None, queued_pairs: int = 0, in_flight: int = 0,
-        replicas: tuple[ReplicaStatistics, ...] = (),
-    ) -> RerankerStatistics:
+    def snapshot(self, *, breakers: Mapping[str, str] | None = None, queued_pairs: int = 0, in_flight: int = 0,
+                 replicas: tuple[ReplicaStatistics, ...] = ()) -> RerankerStatistics:
         with self._lock:
             since = (now := self._clock()) - self._window_s
-            latencies, waits = recent(self._latencies, since), recent(self._queue_waits, since)
+            latencies, waits = (sorted(ms for at, ms in samples if at > since)
+                                for samples in (self._latencies, self._queue_waits))
             counts, rates, fallbacks = self._counts, self._rates.per_second(now), dict(self._fallbacks)
             pools, shadows = counts["pools"], counts["shadow_recalls"]
             return RerankerStatistics(
@@ -246,19 +248,18 @@ def _mean(total: float, count: int) -> float | None:
 
 def _timed(rows: tuple[ReplicaStatistics, ...], answers: Mapping[str, deque[tuple[float, float, int]]],
            since: float) -> tuple[ReplicaStatistics, ...]:
-    """Each server's row with its latency over its own answers of the window (after ``since``; none: no figure)."""
+    """Each server's row with its figures over its own answers (when, seconds, pairs) of the window."""
     timed = []
     for row in rows:
-        latency_ms, ms_per_pair = answer_figures(answers.get(row.url, ()), since)
-        timed.append(replace(row, latency_ms=latency_ms, ms_per_pair=ms_per_pair))
+        mine = [(seconds, pairs) for at, seconds, pairs in answers.get(row.url, ()) if at > since]
+        spent, pairs = 1000 * sum(seconds for seconds, _ in mine), sum(pairs for _, pairs in mine)
+        timed.append(replace(row, latency_ms=_mean(spent, len(mine)), ms_per_pair=_mean(spent, pairs)))
     return tuple(timed)
 
 
 def percentile(ordered: list[float], fraction: float) -> float | None:
     """Nearest-rank percentile of an already sorted list."""
-    if not ordered:
-        return None
-    return ordered[min(max(1, math.ceil(fraction * len(ordered))), len(ordered)) - 1]
+    return ordered[min(max(1, math.ceil(fraction * len(ordered))), len(ordered)) - 1] if ordered else None
 
 
 class RecentCounts:

@@ -8,8 +8,13 @@ import pytest
 
 from usr.plugins.a0_reranker.core.redaction import redact
 from usr.plugins.a0_reranker.core.scores import cut_head, order_change, ranked, tighter_limits
-from usr.plugins.a0_reranker.core.statistics import LATENCY_WINDOW, LATENCY_WINDOW_S, ReplicaStatistics, StatsRecorder
-from usr.plugins.a0_reranker.core.time_window import SERVERS_KEPT
+from usr.plugins.a0_reranker.core.statistics import (
+    LATENCY_WINDOW,
+    LATENCY_WINDOW_S,
+    SERVERS_KEPT,
+    ReplicaStatistics,
+    StatsRecorder,
+)
 
 
 def test_ranked_is_best_first_and_stable() -> None:
