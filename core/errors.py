@@ -44,8 +44,7 @@ class ConfigError(RerankError, ValueError, reason="config"):
 
 
 class TransportError(RerankError, reason="connect"):
-    """The server could not be reached or the connection broke; not ``retryable`` where sending again cannot
-    help (a redirect, an unknown host name)."""
+    """The server could not be reached or the connection broke; not ``retryable`` for a redirect or unknown host."""
 
     def __init__(self, message: str, *, retryable: bool = True) -> None:
         self.retryable = retryable
@@ -67,10 +66,9 @@ class DeadlineExceeded(RerankError, reason="timeout"):
     """No answer before the deadline."""
 
 
-# Statuses refusing the API key (Cohere's 498 for an invalid token) or the account behind it (402)
+# Statuses refusing the API key (498: Cohere's invalid token) or the account behind it (402), and those saying
+# the route no longer holds (the API moved, the key or model changed)
 KEY_REFUSAL_STATUSES: Final = frozenset({401, 402, 403, 498})
-# Statuses saying the route no longer holds (the API moved, the key or model changed; 498 is Cohere's 401 for
-# an invalid token).
 ROUTE_GONE_STATUSES: Final = frozenset({401, 403, 404, 405, 498, 501})
 
 
@@ -102,9 +100,8 @@ class InputTooLong(ServerError, reason="input_too_long"):
 
 
 class TooManyTexts(ServerError):
-    """The server takes fewer texts a request than its detected route sends (TEI restarted with a smaller
-    ``--max-client-batch-size``, Infinity run with a smaller ``INFINITY_MAX_CLIENT_BATCH_SIZE``): ``limit``, the
-    most it takes as it said, caps the route; says nothing of the server's health."""
+    """The server takes fewer texts a request than its route sends (TEI or Infinity restarted with a smaller
+    client batch size): ``limit``, the most it said it takes, caps the route; says nothing of its health."""
 
     def __init__(self, status: int, message: str, limit: int) -> None:
         self.limit = limit
@@ -133,9 +130,8 @@ class DetectionFailed(RerankError, reason="detection"):
 
 
 class KeyRefused(DetectionFailed, reason="http_status"):
-    """While its API was being found, the server refused the API key (401, 403, Cohere's 498) or the account
-    behind it (402): the settings or the account need a fix, not the model. Counted as the refusal it is; for the
-    breaker a failed detection still, so a refused key is not sent again and again."""
+    """Detection met a refused API key or account (``KEY_REFUSAL_STATUSES``): the settings need a fix, not the
+    model. For the breaker a failed detection still, so a refused key is not sent again and again."""
 
 
 class BlankQuery(RerankError, reason="bad_input", quotes_server_text=False):
