@@ -71,15 +71,7 @@ class RerankerConfig:
         """Build from A0-style ``rerank_*`` keys; unknown keys are ignored, missing ones take defaults."""
         if settings is not None and not isinstance(settings, Mapping):
             raise ConfigError([f"settings: expected a mapping of rerank_* keys, got {type(settings).__name__}"])
-        values: dict[str, Any] = {}
-        problems: list[str] = []
-        for name, coerce in _COERCE.items():
-            key = setting_key(name)
-            if (value := (settings or {}).get(key)) is not None:
-                try:
-                    values[name] = coerce(value)
-                except (TypeError, ValueError) as exc:
-                    problems.append(f"{key}: {exc}")
+        values, problems = _coerced(settings or {})
         try:  # the values that did coerce are checked too: one error names every bad key
             config = cls(**values)
         except ConfigError as exc:
@@ -134,13 +126,20 @@ def canonical_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     """``settings`` with each ``rerank_*`` value written as the plugin reads it (``"AUTO"`` as ``"auto"``,
     ``"yes"`` as ``true``, ``"10"`` as ``10``, a list of replicas as one text), so a form shows what the
     plugin uses; a value that does not coerce is kept as it is, for the checks to name."""
-    canonical = dict(settings)
+    return dict(settings) | {setting_key(name): value for name, value in _coerced(settings)[0].items()}
+
+
+def _coerced(settings: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The set ``rerank_*`` values that coerce, by field name, and a problem for each that does not."""
+    values: dict[str, Any] = {}
+    problems: list[str] = []
     for name, coerce in _COERCE.items():
-        key = setting_key(name)
-        if canonical.get(key) is not None:
-            with contextlib.suppress(TypeError, ValueError):
-                canonical[key] = coerce(canonical[key])
-    return canonical
+        if (value := settings.get(key := setting_key(name))) is not None:
+            try:
+                values[name] = coerce(value)
+            except (TypeError, ValueError) as exc:
+                problems.append(f"{key}: {exc}")
+    return values, problems
 
 
 # Inclusive ranges, written as a user types them (errors repeat them); the panel shows the same limits.

@@ -62,8 +62,7 @@ def redact(text: str, *secrets: str) -> str:
 
 
 def shown(text: str, *secrets: str) -> str:
-    """One printable line of at most ``SHOWN_CHARS``: secrets masked first (and then the ``user:password@`` of any
-    URL a server quotes, an upstream's say), then flattened and cut."""
+    """One printable line of at most ``SHOWN_CHARS``: secrets and any quoted URL's ``user:password@`` masked first."""
     return clipped(UNPRINTABLE.sub("\ufffd", " ".join(without_userinfo(redact(text, *secrets)).split())), SHOWN_CHARS)
 
 
@@ -72,8 +71,8 @@ def clipped(text: str, limit: int) -> str:
 
 
 def userinfo_spans(text: str) -> list[Span]:
-    """Where ``text`` holds a URL's ``user:password@`` (see ``_USERINFO``), each span ending at its ``@``. Only
-    the text up to its last ``@`` is searched: no span ends later, and a long text without one costs one pass."""
+    """Where ``text`` holds a URL's ``user:password@`` (``_USERINFO``), each span ending at its ``@``; only the
+    text up to its last ``@`` is searched, so a long text without one costs one pass."""
     spans: list[Span] = []
     for first, last in (match.span() for match in _USERINFO.finditer(text, 0, text.rfind("@") + 1)):
         if spans and first < spans[-1][1]:  # within the one before, run on past its first @
@@ -84,8 +83,7 @@ def userinfo_spans(text: str) -> list[Span]:
 
 
 def _to_last_at(text: str, first: int, last: int) -> int:
-    """Where a span of ``user:`` (no port) after a scheme's ``//`` or at the text's start ends: at the last ``@``
-    before the next URL, as a password typed raw (``p@ss w``) may hold an ``@`` and a space. Else ``last``."""
+    """Where a span of ``user:`` (no port) after ``//`` or at the start ends: at the last ``@`` before the next URL."""
     if not (first == 0 or text[first - 2 : first] == "//") or _USER_NO_PORT.match(text, first, last) is None:
         return last
     following = _NEXT_URL.search(text, last)
@@ -93,11 +91,9 @@ def _to_last_at(text: str, first: int, last: int) -> int:
 
 
 def without_userinfo(text: str) -> str:
-    """``text`` with each URL's ``user:password@`` masked, without parsing it: in each run of text without spaces,
-    from where the authority starts to the run's last ``@``. A password may hold ``@ / ? # ,`` (a list separator
-    too), and a token typed as the user name may hold ``/``, which makes the rest read as a path with an ``@``:
-    so a URL's every ``@`` is taken to end a user name or password (no endpoint may hold one, ``endpoint_url``).
-    First, a ``user:password@`` over spaces (``userinfo_spans``): a password typed raw may hold one."""
+    """``text`` with each URL's ``user:password@`` masked unparsed: first those over spaces (``userinfo_spans``),
+    then in each run without spaces from where the authority starts to its last ``@`` (a password may hold
+    ``@ / ? # ,``, a token typed as the user name a ``/``; no endpoint may hold an ``@``)."""
     return _WORD.sub(lambda run: _run_without_userinfo(run.group()), _spans_masked(text)) if "@" in text else text
 
 
@@ -109,7 +105,6 @@ def without_url_secrets(text: str, *, all_urls: bool = False) -> str:
 
 
 def _spans_masked(text: str) -> str:
-    """``text`` with each of its ``userinfo_spans`` masked."""
     pieces, kept_from = [], 0
     for first, last in userinfo_spans(text):
         pieces += [text[kept_from:first], MASK, "@"]
@@ -140,8 +135,8 @@ def _run_without_url_secrets(run: str, all_urls: bool) -> str:
 
 
 def shown_value(value: object) -> str:
-    """A short repr of a foreign value, whatever its size or depth; in every text it holds, nested too, a URL's
-    password and query are masked first, as shortening could cut off the ``@`` that ends a password."""
+    """A short repr of a foreign value, whatever its size or depth; URL secrets in its texts masked before the
+    shortening could cut off the ``@`` that ends a password."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
         return f"an integer of about {int(value.bit_length() * 0.30103)} digits"
     try:
