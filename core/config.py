@@ -123,9 +123,8 @@ def settings_keys() -> list[str]:
 
 
 def canonical_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """``settings`` with each ``rerank_*`` value written as the plugin reads it (``"AUTO"`` as ``"auto"``,
-    ``"yes"`` as ``true``, ``"10"`` as ``10``, a list of replicas as one text), so a form shows what the
-    plugin uses; a value that does not coerce is kept as it is, for the checks to name."""
+    """``settings`` with each ``rerank_*`` value as the plugin reads it (``"yes"`` as ``true``), so a form shows
+    what the plugin uses; a value that does not coerce is kept as it is, for the checks to name."""
     return dict(settings) | {setting_key(name): value for name, value in _coerced(settings)[0].items()}
 
 
@@ -152,15 +151,14 @@ NUMERIC_RANGES: Final[dict[str, tuple[float, float]]] = {
 }
 
 # --- coercion: what arrives, turned into a setting's type ---------------------------------------------------
-_TRUE = {"true", "1", "yes", "on"}
-_FALSE = {"false", "0", "no", "off"}
+_BOOLS: Final = dict.fromkeys(("true", "1", "yes", "on"), True) | dict.fromkeys(("false", "0", "no", "off"), False)
 
 
 def to_bool(value: Any) -> bool:
     if isinstance(value, int) and value in (0, 1):  # True and False too
         return bool(value)
-    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
-        return value.strip().lower() in _TRUE
+    if isinstance(value, str) and (flag := _BOOLS.get(value.strip().lower())) is not None:
+        return flag
     raise ValueError(f"expected true or false, got {shown_value(value)}")
 
 

@@ -1,7 +1,6 @@
-"""One clock, and one deadline per call, computed when the call enters and enforced by the owner loop
-(docs/architecture.md, "One clock, one deadline"). A caller on another thread or loop waits ``BACKSTOP_GRACE_S``
-longer, as a backstop against a stuck owner loop, and counts the outcome it returns.
-"""
+"""One clock, and one deadline per call, set when it enters and enforced by the owner loop (docs/architecture.md,
+"One clock, one deadline"); a caller on another thread or loop waits ``BACKSTOP_GRACE_S`` longer, against a stuck
+owner loop, and counts the outcome it returns."""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ BACKSTOP_GRACE_S: Final = 0.05
 
 
 def now() -> float:
-    """The engine's clock, in seconds (monotonic): the running event loop's time, else ``time.monotonic``."""
+    """The running event loop's time, else ``time.monotonic``: the same clock either way."""
     try:
         return asyncio.get_running_loop().time()
     except RuntimeError:

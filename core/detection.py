@@ -1,8 +1,6 @@
-"""Which protocol an endpoint speaks, decided from data: the pure half of auto-detection. ``identify`` reads
-the JSON of a few cheap GETs, ``candidates`` turns it into dialects worth probing, ``best`` and ``judge`` pick
-the answer: a forced API's first, else the first that ranks the correctness probe right (why ``/rerank`` goes
-first: docs/servers.md, "Auto-detection").
-"""
+"""Which protocol an endpoint speaks, decided from data: ``identify`` reads the JSON of a few cheap GETs,
+``candidates`` turns it into dialects worth probing, ``best`` and ``judge`` pick the answer (why ``/rerank`` goes
+first: docs/servers.md, "Auto-detection")."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """Scores, the rankings made of them and what a recall returns. One relevance scale for every server,
 probabilities in [0, 1], so one ``rerank_min_score`` means the same on each (docs/servers.md, "Scores on one
-scale"). For ``raw`` output the route settles the scale once, from the probe's scores: a batch of logits that
-happens to lie inside [0, 1] would otherwise be read as probabilities.
-"""
+scale")."""
 
 from __future__ import annotations
 
@@ -24,7 +22,8 @@ D = TypeVar("D")
 
 
 def settled(declared: ScoreScale, probe_scores: Sequence[float] | None) -> ScoreScale:
-    """What the dialect declares, or for ``raw`` what the probe's scores show (``raw`` when none answered)."""
+    """What the dialect declares, or for ``raw`` what the probe's scores show (``raw`` when none answered), once
+    per route: a batch of logits that happens to lie inside [0, 1] would otherwise be read as probabilities."""
     if declared != RAW or not probe_scores:
         return declared
     return PROBABILITY if _all_in_unit_range(probe_scores) else LOGIT
@@ -63,8 +62,7 @@ def _all_in_unit_range(scores: Sequence[float]) -> bool:
 
 @dataclass(frozen=True)
 class RerankResult:
-    """The engine's one result, from the batcher up to the caller: the ranking, or None with the fallback
-    reason and its message."""
+    """The engine's one result, batcher to caller: the ranking, or None with the fallback reason and message."""
 
     ranking: Ranking | None
     api: str = ""
