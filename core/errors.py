@@ -117,8 +117,7 @@ class MalformedAnswer(RerankError, reason="malformed"):
 
 
 class NotHttp(MalformedAnswer):
-    """What came back was not HTTP or broke its rules: most often the port runs another service. Not down,
-    and sending again cannot help."""
+    """Not HTTP, or HTTP breaking its rules (most often another service on the port): not down, resending can't help."""
 
 
 class DetectionFailed(RerankError, reason="detection"):

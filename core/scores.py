@@ -124,8 +124,7 @@ def order_change(reranked_indices: Sequence[int], limit: int) -> OrderChange:
 
 def page_content(document: Any) -> str:
     """The text A0 stores in a memory ``Document``."""
-    text = getattr(document, "page_content", document)
-    return text if isinstance(text, str) else str(text)
+    return str(getattr(document, "page_content", document))  # a str is returned as it is, not copied
 
 
 @dataclass(frozen=True)
