@@ -115,10 +115,8 @@ class OrderChange:
 def order_change(reranked_indices: Sequence[int], limit: int) -> OrderChange:
     """Compare the reranked order (indices into the stock order) with the stock order."""
     top = list(reranked_indices[:limit])
-    if not top:
-        return OrderChange(limit=0, kept=0, mean_displacement=0.0)
     kept = sum(1 for index in top if index < limit)
-    displacement = sum(abs(index - position) for position, index in enumerate(top)) / len(top)
+    displacement = sum(abs(index - position) for position, index in enumerate(top)) / max(len(top), 1)
     return OrderChange(limit=len(top), kept=kept, mean_displacement=displacement)
 
 
