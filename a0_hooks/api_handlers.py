@@ -1,8 +1,6 @@
-"""What the settings panel asks the server, for the modal's scope (a project and an agent profile): Test
-connection and live status. Each answers, never raises, never returns the API key; state: none. Test
-probes the form's unsaved settings over the defaults live, never from the detection cache, so a URL just
-fixed tests right at once.
-"""
+"""What the settings panel asks the server, for the modal's scope (a project and an agent profile): Test connection
+and live status. Each answers, never raises, never returns the API key; state: none. Test probes the form's unsaved
+settings over the defaults live, never from the detection cache, so a URL just fixed tests right at once."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
-"""Install, uninstall and update as ``hooks.py`` runs them, and wrapping the memory search at startup and
-for each new agent (state: none). A failed pip install's error, A0's only explanation, names each
-requirement and the command to run. An update in place purges no module, so ``pre_update`` unwraps, stops
-and drops our modules, and ``install`` wraps with the pulled code. Imports only the stdlib and PyYAML (A0
-ships it).
-"""
+"""Install, uninstall and update as ``hooks.py`` runs them, and wrapping the memory search at startup and for each
+new agent (state: none). A failed pip install's error, A0's only explanation, names each requirement and the
+command to run. An update in place purges no module, so ``pre_update`` unwraps, stops and drops our modules, and
+``install`` wraps with the pulled code. Imports only the stdlib and PyYAML (A0 ships it)."""
 
 from __future__ import annotations
 

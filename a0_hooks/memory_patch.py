@@ -1,9 +1,7 @@
-"""Putting ``recall_entry``'s wrapper on ``Memory.search_similarity_threshold`` and taking it and the store
-taps off (state: the classes wrapped). Standard library only, so ``uninstall`` needs none of our
-dependencies. A purge makes a new ``Memory`` class or a new copy of our code: ``install`` wraps the class
-A0 uses now, replacing an older copy's wrapper but keeping its original. Ours are known by a marker and
-their code's name, which survives ``functools.wraps`` (another plugin copying our attributes is not ours).
-"""
+"""Putting ``recall_entry``'s wrapper on ``Memory.search_similarity_threshold``, and it and the store taps off
+(state: the classes wrapped). Stdlib only, so ``uninstall`` needs none of our dependencies. A purge makes a new
+class or code copy: ``install`` replaces an older copy's wrapper, keeping its original. Ours are known by a marker
+and their code's name, which survives ``functools.wraps`` (another plugin copying our attributes is not ours)."""
 
 from __future__ import annotations
 
@@ -26,11 +24,8 @@ MEMO: Final = "__a0_reranker_query_embedding__"  # on the tap: its ContextVar
 OWN: Final = "__a0_reranker_replaced_own__"  # on the tap: the store had its own ``_aembed_query`` before
 
 _LOCK: Final[PerProcess[threading.Lock]] = PerProcess("memory_patch_lock", threading.Lock)
+# every Memory class we wrapped (old ones too, for uninstall)
 _PATCHED: Final[PerProcess[weakref.WeakSet[type]]] = PerProcess("memory_patch_classes", weakref.WeakSet)
-
-
-def _patched() -> weakref.WeakSet[type]:  # every Memory class we wrapped (old ones too, for uninstall)
-    return _PATCHED.get()
 
 
 def memory_class() -> type | None:
@@ -59,7 +54,7 @@ def install(make_wrapper: Callable[[Any], Any], is_current: Callable[[Any], bool
             return True  # another wrapper on ours is left alone: ours re-resolves its code on every call
         original = current.__wrapped__ if is_ours(current) else current
         setattr(cls, METHOD, make_wrapper(original))
-        _patched().add(cls)
+        _PATCHED.get().add(cls)
     return True
 
 
@@ -84,7 +79,7 @@ def uninstall() -> int:
     restored = 0
     with _LOCK.get():
         now = memory_class()
-        classes = set(_patched()) | ({now} if now is not None else set())
+        classes = set(_PATCHED.get()) | ({now} if now is not None else set())
         for cls in classes:
             current: Any = getattr(cls, METHOD, None)
             if is_ours(current):
@@ -94,7 +89,7 @@ def uninstall() -> int:
                 restored += 1
             index = getattr(cls, "index", None)  # the class's stores, one per memory subdir
             untap(list(index.values()) if isinstance(index, dict) else ())  # a copy: A0 may add a store meanwhile
-            _patched().discard(cls)
+            _PATCHED.get().discard(cls)
     return restored
 
 

@@ -1,11 +1,9 @@
 """Where a recall enters from A0, and what it reads there (state: the recall scope, the stores tapped, the
-parsed defaults and cached configs); ``memory_patch`` puts the wrapper and tap on.
-
-The wrapper looks ``recall_search`` up by name on every call, so one made before a purge runs the code
-imported after it, and the original alone once the plugin is gone. The tap on the store's ``_aembed_query``
-lets the pool search reuse the query vector of A0's own call. The recall scope is open only around A0's
-``_50_recall_memories`` (whose task keeps a copy), so deletion, consolidation and memorize run stock. A0
-does not catch what extensions raise, so every seam logs its own errors.
+parsed defaults and cached configs). The wrapper looks ``recall_search`` up on every call, so one made before
+a purge runs the code imported after it, and the original alone once the plugin is gone. The tap on the store's
+``_aembed_query`` lets the pool search reuse A0's query vector. The scope is open only around A0's
+``_50_recall_memories`` (whose task keeps a copy), so deletion, consolidation and memorize run stock. A0 does
+not catch what extensions raise, so every seam logs its own errors.
 """
 
 from __future__ import annotations
@@ -43,13 +41,12 @@ def make_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
         try:  # the recall module as imported now (a purge re-imports it); gone or its deps missing: stock
             recall = sys.modules.get(RECALL_MODULE) or importlib.import_module(RECALL_MODULE)
         except Exception:
-            recall = None
             if not warned:
                 warned.append(True)
                 log.warning("a0_reranker: recall code unavailable, memory search runs stock", exc_info=True)
-        if recall is None:
-            return await original(self, *args, **kwargs)
-        return await recall.search(original, self, args, kwargs)
+        else:
+            return await recall.search(original, self, args, kwargs)
+        return await original(self, *args, **kwargs)
 
     wrapper = functools.update_wrapper(_a0_reranker_search, original, updated=())
     setattr(wrapper, MARKER, _THIS_COPY)
@@ -63,8 +60,7 @@ def is_current(func: Any) -> bool:
 
 
 def ensure_installed() -> bool:
-    """Wrap the ``Memory`` class A0 uses now unless this copy's wrapper is on top (a recall's case: nothing
-    to do). True when it is."""
+    """Wrap the ``Memory`` class A0 uses now unless this copy's wrapper is on top (a recall's case); True if on."""
     cls = getattr(sys.modules.get(memory_patch.MEMORY_MODULE), "Memory", None)
     return is_current(getattr(cls, METHOD, None)) or memory_patch.install(make_wrapper, is_current)
 
@@ -179,7 +175,6 @@ def on_monologue_end(agent: Any) -> None:
 
 
 def _open(agent: Any, source: Source) -> None:
-    """Re-check the wrapper, then ``begin``."""
     try:
         ensure_installed()
         begin(agent, source)

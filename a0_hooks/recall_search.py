@@ -1,12 +1,11 @@
 """What the memory wrapper does with one search (state: none): pass it through, or rerank a recall.
 
-Inside the recall scope, with the plugin on and configured, the caller's call runs unchanged first: A0's
-answer is also the fallback, so the fallback is stock by construction. Then the pool search, the same call
-for ``max(limit, rerank_candidates)`` at ``rerank_pool_threshold`` (never above the caller's), reusing its
-query embedding. All the plugin adds fits in ``rerank_timeout``, so a hanging store or API cannot hold a
-recall whose stock answer is ready; as many memories come back as A0's call returned. Every failure
-returns A0's answer: only the store's errors in the first search propagate. One line per reranked,
-shadow-scored or fallen-back recall goes to the agent's A0 log: never document text, never the key.
+A0's own call runs unchanged first: its answer is the fallback, stock by construction. Then the pool search,
+the same call for ``max(limit, rerank_candidates)`` at ``rerank_pool_threshold`` (never above the caller's),
+reusing its query embedding. All the plugin adds fits in ``rerank_timeout``, so a hanging store or API cannot
+hold a recall whose stock answer is ready; as many memories come back as A0's call returned. Every failure
+returns A0's answer: only the store's errors in the first search propagate. One line per reranked, shadow-scored
+or fallen-back recall goes to the agent's A0 log: never document text, never the key.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-"""The settings A0's plugin-settings modal loads, completed (our end of A0's ``Plugins._get_config``): a
-saved ``config.json`` may lack newer keys or hold values in another form than the panel's, so the modal
-gets the settings the plugin uses and Save writes every key. A0 runs this for every plugin's modal, so it
-imports only core: a missing aiohttp must not break another plugin's. State: none.
-"""
+"""The settings A0's plugin-settings modal loads, completed (our end of A0's ``Plugins._get_config``): a saved
+``config.json`` may lack newer keys or hold values in another form than the panel's, so the modal gets the settings
+the plugin uses and Save writes every key. A0 runs this for every plugin's modal, so it imports only core: a
+missing aiohttp must not break another plugin's. State: none."""
 
 from __future__ import annotations
 

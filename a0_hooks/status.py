@@ -1,7 +1,6 @@
-"""What the plugin reports about itself (state: none): the snapshot for the panel's live status and the
-``reranker_status`` tool's plain-text report with a live probe, for the agent's scope or a named one. Never
-the API key (only whether one is set; every text is scrubbed of it) nor a password typed into the endpoint.
-"""
+"""What the plugin reports about itself (state: none): the panel's live status and the ``reranker_status``
+tool's text with a live probe, for the agent's scope or a named one. Never the API key (only whether one is
+set; every text is scrubbed of it) nor a password typed into the endpoint."""
 
 from __future__ import annotations
 
@@ -28,9 +27,9 @@ MEMORY_PLUGIN: Final = "_memory"
 
 
 def snapshot(agent: Any = None, read: Read | None = None, scope: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Settings summary of the agent's scope or the one ``scope`` names (``read`` when already read), whether
-    the plugin is on there and wired in, and the whole process's counters with the servers of those settings (and
-    any other while a request to it runs: one removed from the settings leaves the status). Never raises."""
+    """Settings of the agent's scope or the one ``scope`` names (``read`` when already read), whether the plugin is
+    on there and wired in, and the process's counters with the servers of those settings (and any other while a
+    request to it runs: one removed from the settings leaves the status). Never raises."""
     scope = scope or {}
     raw, config, problems = read or _settings(agent, **scope)
     steps = recall_steps(agent, **scope)
@@ -56,17 +55,14 @@ def snapshot(agent: Any = None, read: Read | None = None, scope: Mapping[str, st
         "timeout_s": config.timeout if config else None,
         "settings_problems": problems,
         "settings_warnings": recall_budget.warnings(config, steps) if config else [],
-        "recall_budget": _recall_budget(config, steps),
+        # only where recalls wait for the reranker: off or without an endpoint, none applies
+        "recall_budget": (recall_budget.budget_line(config, steps)
+                          if config and config.enabled and config.configured else ""),
         "statistics": statistics,
         "hints": [*overload_hints(statistics.get("load") or {}, config),
                   *pool_hints(pool, config)],
     }
     return scrub(info, key)
-
-
-def _recall_budget(config: RerankerConfig | None, steps: RecallSteps) -> str:
-    """The budget line only where recalls wait for the reranker: off or without an endpoint, none applies."""
-    return recall_budget.budget_line(config, steps) if config and config.enabled and config.configured else ""
 
 
 def _shown_endpoint(raw: Mapping[str, Any]) -> str:

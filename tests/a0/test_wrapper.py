@@ -34,9 +34,9 @@ async def test_install_is_idempotent_and_keeps_the_original(a0: A0) -> None:
     a0.new_agent()  # agent_init re-checks: nothing changes
     assert a0.Memory.__dict__[METHOD] is wrapper
     # this root's class, and the classes of earlier tests' roots still alive with our wrapper on top
-    wrapped = sum(patch.is_ours(getattr(cls, METHOD, None)) for cls in patch._patched())
+    wrapped = sum(patch.is_ours(getattr(cls, METHOD, None)) for cls in patch._PATCHED.get())
     assert wrapped >= 1 and patch.uninstall() == wrapped and a0.Memory.__dict__[METHOD] is original
-    assert not patch._patched() and patch.uninstall() == 0  # nothing of ours is left anywhere
+    assert not patch._PATCHED.get() and patch.uninstall() == 0  # nothing of ours is left anywhere
 
 
 async def test_recall_returns_the_stores_own_documents_unmutated(a0: A0, server: RunningServer) -> None:
