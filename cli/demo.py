@@ -1,9 +1,6 @@
-"""``demo``: one memory recall, before and after reranking, with no setup at all.
-
-Without ``--endpoint`` it starts the embedded demo server on 127.0.0.1. The "before" is an embedding-like
-order; the "after" is what the plugin's own recall path, ``rerank_pool``, returns for it. ``--serve`` keeps
-that server running instead, for ``probe`` and ``rerank`` to point at, until Ctrl-C.
-"""
+"""``demo``: one memory recall, before and after reranking, with no setup at all. Without ``--endpoint`` it starts
+the embedded demo server on 127.0.0.1. The "before" is an embedding-like order; the "after" is what the plugin's
+own recall path, ``rerank_pool``, returns for it. ``--serve`` keeps that server running instead, until Ctrl-C."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
-"""``rerank --endpoint URL QUERY [DOC ...]``: rank documents through the plugin's engine and print them.
-
-Documents come from the command line, a file, or stdin: one per line, or JSON Lines of strings or objects with
-a ``"text"`` string (``--format auto``: when the first non-empty line is one). Text that is not valid Unicode
-(a lone surrogate, from undecodable bytes or a ``"\ud800"`` escape) is refused."""
+"""``rerank --endpoint URL QUERY [DOC ...]``: rank documents through the plugin's engine and print them. Documents
+come from the command line, a file, or stdin: one per line, or JSON Lines of strings or objects with a ``"text"``
+string (``--format auto``: when the first non-empty line is one). Text that is not valid Unicode (a lone
+surrogate, from undecodable bytes or a ``"\ud800"`` escape) is refused."""
 
 from __future__ import annotations
 

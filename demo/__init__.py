@@ -1,10 +1,7 @@
 """The embedded demo, so that ``a0-reranker demo`` needs no setup: the sample recall and two stand-in scorers
-(neither is a model) here, and a reference server in ``server``. Nothing here is used inside Agent Zero.
-
-Asked "What changed in the March 1 upgrade?", a plain embedding search puts an unrelated connectivity memory
-that shares "Agent Zero" and "March" on top, and the two memories about the upgrade fall outside the five that
-Agent Zero keeps for the prompt.
-"""
+(neither is a model) here, a reference server in ``server``; nothing here is used inside Agent Zero. Asked "What
+changed in the March 1 upgrade?", a plain embedding search puts an unrelated connectivity memory that shares
+"Agent Zero" and "March" on top, and the two memories about the upgrade fall outside the five A0 keeps."""
 
 from __future__ import annotations
 

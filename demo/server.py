@@ -1,7 +1,6 @@
-"""A reference rerank server for the demo on 127.0.0.1, scored by ``word_overlap_score``: Infinity's routes,
-bodies, status codes and error shapes (michaelfeil/infinity, ``infinity_server.py`` and
-``fastapi_schemas/errors.py``), so the plugin detects and talks to it exactly as to a real Infinity server.
-"""
+"""A reference rerank server for the demo on 127.0.0.1, scored by ``word_overlap_score``: Infinity's routes, bodies,
+status codes and error shapes (michaelfeil/infinity, ``infinity_server.py`` and ``fastapi_schemas/errors.py``),
+so the plugin detects and talks to it exactly as to a real Infinity server."""
 
 from __future__ import annotations
 

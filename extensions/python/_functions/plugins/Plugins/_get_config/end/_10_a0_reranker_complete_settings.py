@@ -1,6 +1,5 @@
-"""a0_reranker: the settings modal gets every setting, missing ones with their defaults (A0's
-``api/plugins.py`` ``Plugins._get_config``, loaded by A0 as the module ``plugins``; see
-a0_hooks/settings_modal.py)."""
+"""a0_reranker: the settings modal gets every setting, missing ones with their defaults (A0's ``api/plugins.py``
+``Plugins._get_config``, loaded by A0 as the module ``plugins``; see a0_hooks/settings_modal.py)."""
 
 from helpers.extension import Extension
 
