@@ -94,8 +94,7 @@ def pool_hints(pool: PoolStatistics, config: RerankerConfig | None) -> list[str]
 
 def overload_hints(load: Mapping[str, Any], config: RerankerConfig | None) -> list[str]:
     """That the server is overloaded, by how much, and what helps (empty: nothing shed last minute)."""
-    shed, goodput = load.get("shed_per_s") or 0.0, load.get("goodput_per_s") or 0.0
-    offered = load.get("offered_per_s") or 0.0
+    shed, goodput, offered = (load.get(key) or 0.0 for key in ("shed_per_s", "goodput_per_s", "offered_per_s"))
     if not shed:
         return []
     ratio = f"{offered / goodput:.1f}x what it reranks" if goodput else "more than it answers in time"

@@ -20,8 +20,7 @@ PROG = "a0-reranker"
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse with its error as one line, less the passwords and queries of the URLs it quotes (e.g. an
-    unquoted endpoint list)."""
+    """argparse with its error as one line, less the passwords and queries of the URLs it quotes."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(exits.USAGE, f"{self.prog}: {without_url_secrets(message)} (see {self.prog} --help)\n")
