@@ -29,7 +29,6 @@ _PATCHED: Final[PerProcess[weakref.WeakSet[type]]] = PerProcess("memory_patch_cl
 
 
 def memory_class() -> type | None:
-    """A0's ``Memory`` class as imported now, or None outside A0."""
     try:
         module = importlib.import_module(MEMORY_MODULE)
     except Exception:
@@ -69,7 +68,6 @@ def _ours_below_top(func: Any) -> bool:
 
 
 def is_installed() -> bool:
-    """The ``Memory`` class A0 uses now goes through a wrapper of ours."""
     current = getattr(memory_class(), METHOD, None)
     return is_ours(current) or _ours_below_top(current)
 

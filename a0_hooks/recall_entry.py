@@ -126,7 +126,6 @@ _RECALL: Final[PerProcess[ContextVar[RecallScope | None]]] = PerProcess(
 
 
 def current() -> RecallScope | None:
-    """The scope of the running context, or None outside recall."""
     return _RECALL.get().get()
 
 
@@ -184,7 +183,6 @@ def _open(agent: Any, source: Source) -> None:
 
 # --- the agent's settings ------------------------------------------------------------------------------
 def a0_plugins() -> Any | None:
-    """A0's ``helpers.plugins`` module, or None outside Agent Zero."""
     try:
         plugins = importlib.import_module("helpers.plugins")
     except Exception:

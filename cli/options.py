@@ -33,7 +33,6 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
 
 
 def server_options_given(args: argparse.Namespace) -> list[str]:
-    """The options of ``add_server_options`` set to other than their defaults."""
     given = {"--api": args.api != "auto", "--model": bool(args.model), "--key-env": bool(args.key_env),
              "--timeout": args.timeout != DEFAULT_TIMEOUT}
     return [option for option, set_ in given.items() if set_]
@@ -71,7 +70,6 @@ def as_options(text: str) -> str:
 
 
 def positive_int(text: str) -> int:
-    """argparse type: a whole number >= 1."""
     try:
         value = int(text)
     except ValueError:
@@ -82,7 +80,6 @@ def positive_int(text: str) -> int:
 
 
 def port_number(text: str) -> int:
-    """argparse type: a TCP port, 1 to 65535."""
     value = positive_int(text)
     if value > 65535:
         raise argparse.ArgumentTypeError(f"expected a port from 1 to 65535, got {value}")
