@@ -1,12 +1,9 @@
-"""What is one per process: the anchor holding each such object where A0's module purges cannot split it,
-and the owner loop, the one daemon thread that runs our asyncio work.
+"""What is one per process, and the owner loop (the one daemon thread that runs our asyncio work).
 
-A0 drops every ``usr.plugins.*`` module when a plugin changes, so a module global would split in two (the
-memory wrapper reading the old copy, fresh extensions writing the new). Each such object lives instead in one
-anchor module named outside ``usr.plugins``, reached through a ``PerProcess``; a forked child finds it empty.
-An update in place or an uninstall (``forget_all``) retires the code imported before it: a recall still running
-in it keeps nothing in the anchor and starts no runtime. Standard library only at import: uninstall uses
-``PerProcess`` (``a0_hooks.memory_patch``) and must work when our dependencies do not.
+A0 drops every ``usr.plugins.*`` module when a plugin changes, which would split a module global in two (the
+memory wrapper reading the old copy, fresh extensions writing the new): each such object lives in one anchor
+module named outside ``usr.plugins``, which a forked child finds empty. Standard library only at import:
+uninstall uses ``PerProcess`` (``a0_hooks.memory_patch``) and must work when our dependencies do not.
 """
 
 from __future__ import annotations
@@ -65,8 +62,8 @@ def _anchor() -> _Anchor:
 
 
 def forget_all() -> dict[str, object]:
-    """Drop every process-wide object and retire the code imported so far (update in place, uninstall): new code
-    must not use the old classes' objects, nor old code still running make new ones. Returns what it dropped."""
+    """Drop every object and retire the code imported so far (update, uninstall): new code must not use the old
+    classes' objects, nor a recall still running in the old code make new ones. Returns what it dropped."""
     anchor = _anchor()
     with anchor.lock:
         dropped = dict(anchor.values)
@@ -83,12 +80,11 @@ _BORN = _generation(_anchor())  # the generation this copy of the code was impor
 
 
 def retired() -> bool:
-    """An update in place replaced this copy of the code: it keeps nothing process-wide and starts nothing."""
+    """An update replaced this copy of the code: it keeps nothing process-wide and starts nothing."""
     return _generation(_anchor()) != _BORN
 
 
 def _store() -> tuple[threading.RLock, dict[str, object]]:
-    """The anchor's lock and objects; for retired code a fresh empty dict each time, shared with nothing."""
     anchor = _anchor()
     return anchor.lock, anchor.values if _generation(anchor) == _BORN else {}
 
@@ -101,7 +97,6 @@ class PerProcess(Generic[T]):
         self._factory = factory
 
     def get(self, factory: Callable[[], T] | None = None) -> T:
-        """The object, made by ``factory`` (or the declared one) if there is none yet; retired code keeps none."""
         lock, values = _store()
         with lock:
             if self.name not in values:
@@ -109,21 +104,19 @@ class PerProcess(Generic[T]):
             return cast(T, values[self.name])
 
     def peek(self) -> T | None:
-        """The object if it exists, without making it."""
         lock, values = _store()
         with lock:
             return cast("T | None", values.get(self.name))
 
     def discard(self) -> T | None:
-        """Remove and return the object (shutdown and tests use this to start afresh)."""
         lock, values = _store()
         with lock:
             return cast("T | None", values.pop(self.name, None))
 
 
 def _live_owners() -> set[OwnerLoop]:
-    """The owner loops running (a retired copy's too), which exit stops: one exit hook a process, which holds
-    no stopped loop, where one hook per runtime kept every runtime ever started (an update each) until exit."""
+    """The owner loops running (a retired copy's too): one exit hook a process, as one per runtime kept every
+    runtime ever started (an update each) until exit."""
     anchor = _anchor()
     with anchor.lock:
         if not getattr(anchor, "stops_at_exit", False):  # an anchor of an older version has no such flag
@@ -133,15 +126,13 @@ def _live_owners() -> set[OwnerLoop]:
 
 
 def _stop_live_owners() -> None:
-    """At exit: stop every owner loop still running, its closers closing the HTTP sessions."""
     for owner in list(_live_owners()):
         owner.stop()
 
 
 class OwnerLoop:
-    """One daemon thread running asyncio (anyio's blocking portal) until ``stop``; cancelling a future that
-    ``submit`` returned cancels its task on the owner loop, whatever instant the cancel arrives. ``stop`` runs the
-    closers handed to ``close_with`` (the HTTP session) once, however and by whomever the loop is stopped."""
+    """One daemon thread running asyncio (anyio's blocking portal) until ``stop``, which runs the closers handed
+    to ``close_with`` (the HTTP session) once, however and by whomever the loop is stopped."""
 
     def __init__(self) -> None:
         self._stack = contextlib.ExitStack()
@@ -174,8 +165,8 @@ class OwnerLoop:
         return self._thread is not None and threading.get_ident() == self._thread.ident
 
     def submit(self, func: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> concurrent.futures.Future[T]:
-        """Start ``func(*args)`` on the owner loop; cancelling the returned future cancels the task. Once ``stop``
-        began, the future comes back cancelled, as that of work ``stop`` cancelled (the caller reports it stopped)."""
+        """Cancelling the future cancels the task, whenever the cancel arrives; once ``stop`` began, it comes back
+        cancelled, as work ``stop`` cancelled does (the caller reports it stopped)."""
         assert self.loop is not None
         if self._stopping:
             stopped: concurrent.futures.Future[T] = concurrent.futures.Future()
@@ -202,7 +193,7 @@ class OwnerLoop:
             await asyncio.wait(tasks)
 
     def call(self, func: Callable[..., Awaitable[T]], *args: Any) -> T:
-        """Run ``func(*args)`` on the owner loop and block for its result (never from the owner thread)."""
+        """Blocks for the result: never from the owner thread."""
         assert self._portal is not None
         return self._portal.call(func, *args)
 
@@ -210,9 +201,9 @@ class OwnerLoop:
         self._closers.append(closer)
 
     def stop(self) -> None:
-        """Cancel the work still running (so none opens a session after the closers ran), run the closers, each
-        for ``CANCEL_WAIT_S`` at most, stop the loop. Safe to call twice, at once from two threads, or from atexit
-        (the second returns once the first is done). Not from the owner thread."""
+        """Cancel the work running (none may open a session after the closers ran), run the closers, stop the loop.
+        Safe twice, at once from two threads, or from atexit (the second returns once the first is done); not from
+        the owner thread."""
         with self._stop_lock:
             _live_owners().discard(self)
             portal = self._portal

@@ -1,8 +1,6 @@
-"""The caller's side of the hop: the process's counters and owner loop with its service, the one wait for work
-handed to that loop (``Handover``), and the rerank calls, which count the outcome they return. A call computes
-its deadline once and the owner loop enforces it; the caller waits one grace longer as a backstop and returns
-instead of raising. ``runtime`` is the public API.
-"""
+"""The caller's side of the hop onto the owner loop, and the rerank calls, which count the outcome they return.
+A call computes its deadline once and the owner loop enforces it; the caller waits one grace longer as a backstop
+and returns instead of raising."""
 
 from __future__ import annotations
 
@@ -31,7 +29,6 @@ _STATS: Final = PerProcess("stats", StatsRecorder)
 
 
 def stats_recorder() -> StatsRecorder:
-    """The process's counters, which outlive a restarted owner loop."""
     return _STATS.get()
 
 
@@ -81,8 +78,8 @@ def stop(current: Runtime) -> None:
 
 @dataclass(frozen=True)
 class Handover(Generic[T]):
-    """The one wait for work on the owner loop: to the deadline plus the grace, then ``late`` (work cancelled);
-    ``stopped`` (by default ``late``) when the owner loop cancelled the work as it stopped (shutdown, update)."""
+    """The wait for work on the owner loop: to the deadline plus the grace, then ``late`` (work cancelled);
+    ``stopped`` (default ``late``) when the owner loop cancelled the work as it stopped (shutdown, update)."""
 
     future: concurrent.futures.Future[T]
     deadline: float
@@ -124,7 +121,6 @@ class Handover(Generic[T]):
 
 
 async def on_owner_async(work: Work[T], deadline: float, late: T, stopped: T | None = None) -> T:
-    """``work(service)`` run on the owner loop, awaited from any event loop (on the owner loop, directly)."""
     current = runtime()
     if current.owner.is_current_thread():
         return await work(current.service)
@@ -140,7 +136,7 @@ def on_owner(work: Work[T], deadline: float, late: T, stopped: T | None = None) 
 
 
 def _refusal(query: Any, documents: Any, config: Any) -> RerankResult | None:
-    """What a call gets without the server (a refusal; [] for no documents), or None. A caller's mistake counts."""
+    """What a call gets without the server (a refusal; [] for no documents). A caller's mistake counts."""
     if not isinstance(config, RerankerConfig):
         return _settled(RerankResult(None, reason="config", message="config: expected a RerankerConfig"))
     if not config.enabled:
@@ -159,9 +155,11 @@ def _refusal(query: Any, documents: Any, config: Any) -> RerankResult | None:
     return RerankResult([]) if empty else None  # nothing to rank: no rerank to count (nor its API or latency)
 
 
-def _copied(documents: Sequence[str]) -> list[str] | RerankResult:
-    """The caller's documents, iterated again after ``_refusal``: a sequence that fails now is the caller's bad
-    input (counted), not ours. Only the exception's type is told: its text may quote a memory."""
+def _texts(query: Any, documents: Any, config: Any) -> list[str] | RerankResult:
+    """The documents copied, or ``_refusal``'s answer. One that fails now, iterated again, is the caller's bad
+    input (counted), not ours; only the exception's type is told, as its text may quote a memory."""
+    if (refused := _refusal(query, documents, config)) is not None:
+        return refused
     try:
         return list(documents)
     except Exception as exc:
@@ -171,8 +169,8 @@ def _copied(documents: Sequence[str]) -> list[str] | RerankResult:
 
 
 def _settled(result: RerankResult, started: float = 0.0) -> RerankResult:
-    """Count the outcome where the caller returns it (the one place), so the counters agree with what callers
-    got however late a busy owner loop answers."""
+    """Count the outcome where the caller returns it, so the counters agree with what callers got however late
+    a busy owner loop answers."""
     if result.ranking is None:
         stats_recorder().fell_back(result.reason, result.message)
         log.debug("a0_reranker: fallback to the stock order (%s): %s", result.reason, result.message)
@@ -184,10 +182,8 @@ def _settled(result: RerankResult, started: float = 0.0) -> RerankResult:
 async def rerank_result_async(query: str, documents: Sequence[str], *, config: RerankerConfig,
                               deadline: float | None = None) -> RerankResult:
     """The ranking with how it went (API used, or why it fell back), by ``deadline`` (default ``rerank_timeout``
-    from now). Awaitable from any event loop; raises nothing but cancellation."""
-    if (refused := _refusal(query, documents, config)) is not None:
-        return refused
-    if isinstance(texts := _copied(documents), RerankResult):
+    from now); raises nothing but cancellation."""
+    if isinstance(texts := _texts(query, documents, config), RerankResult):
         return texts
     due = deadline_in(config.timeout) if deadline is None else deadline
     stats_recorder().rerank_started()
@@ -208,9 +204,7 @@ async def rerank_result_async(query: str, documents: Sequence[str], *, config: R
 
 def rerank_result(query: str, documents: Sequence[str], *, config: RerankerConfig) -> RerankResult:
     """Blocking form for threads (also one running its own loop); raises only what interrupts it (cancelled)."""
-    if (refused := _refusal(query, documents, config)) is not None:
-        return refused
-    if isinstance(texts := _copied(documents), RerankResult):
+    if isinstance(texts := _texts(query, documents, config), RerankResult):
         return texts
     stats_recorder().rerank_started()
     deadline, started = deadline_in(config.timeout), clock.now()

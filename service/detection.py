@@ -1,6 +1,6 @@
-"""The I/O half of detection: the identifying GETs and the correctness probes, through the transport.
-``resolve_route`` is what a rerank needs (cached by the service); ``probe_endpoint`` is the live check behind
-Test connection, the status tool and ``a0-reranker probe``, which reports instead of raising."""
+"""The I/O half of detection: the identifying GETs and the correctness probes. ``resolve_route`` finds what a
+rerank needs; ``probe_endpoint``, the live check behind Test connection, the status tool and ``a0-reranker probe``,
+reports instead of raising."""
 
 from __future__ import annotations
 
@@ -49,12 +49,11 @@ class Route:
     capped_from: int | None = None  # the texts a request detection allowed, until the server said it takes fewer
 
     def capped(self, limit: int) -> Route:
-        """This route sending at most ``limit`` texts a request, as the server said when it refused more."""
         dialect = dataclasses.replace(self.dialect, max_pairs=min(limit, self.dialect.max_pairs))
         return dataclasses.replace(self, dialect=dialect, capped_from=self.capped_from or self.dialect.max_pairs)
 
     def same_as(self, other: Route) -> bool:
-        """Whether a route detected again says what this one says (it then keeps this one's batcher)."""
+        """A route detected again that says what this one says keeps this one's batcher."""
         return (self.endpoint, self.dialect, self.model, self.scale) == (other.endpoint, other.dialect, other.model,
                                                                          other.scale)
 
@@ -65,14 +64,14 @@ def tls_of(config: RerankerConfig) -> TlsSettings:
 
 @dataclass(frozen=True)
 class _Probe:
-    """The requests that detect one replica's API, all by one deadline."""
+    """The requests that detect one replica's API, by one deadline."""
 
     transport: HttpTransport
     config: RerankerConfig
     deadline: float
 
     async def identify(self) -> det.ServerIdentity:
-        """Hosted APIs by host name, else the GETs that name a server without compute. When no GET got an HTTP
+        """Hosted APIs by host name, else the GETs that name a server without compute; when none got an HTTP
         answer, the port runs something else (SSH, Redis): say so, and probe nothing."""
         if hosted := det.hosted_kind(self.config.endpoint):
             return det.ServerIdentity(kind=hosted)
@@ -86,7 +85,7 @@ class _Probe:
         return det.identify(dict(zip(paths, readable, strict=True)))
 
     async def outcomes(self, groups: list[list[Dialect]], model: str) -> list[det.ProbeOutcome]:
-        """Every group at once, each trying its dialects in order until one answers; in candidate order."""
+        """Every group at once, each trying its dialects in order until one answers."""
 
         async def first_answer(group: Sequence[Dialect]) -> list[det.ProbeOutcome]:
             attempts: list[det.ProbeOutcome] = []
@@ -101,9 +100,8 @@ class _Probe:
         return [o for attempts in await asyncio.gather(*(first_answer(group) for group in groups)) for o in attempts]
 
     async def dialect(self, dialect: Dialect, model: str) -> det.ProbeOutcome:
-        """Score the fixed probe documents with one dialect. Raises only a ``ConfigError``: the transport's, for a
-        setting every route shares (a socks proxy, a CA bundle that does not load), before anything was sent, so
-        detection stops at the first route instead of naming it once per route."""
+        """Raises only a ``ConfigError``, the transport's for a setting every route shares (a socks proxy, a CA
+        bundle that does not load): detection stops at the first route instead of naming it once per route."""
         if getattr(dialect, "requires_model", False) and not model:
             return det.ProbeOutcome(dialect, error="this API needs a model id (set rerank_model)", failure="config",
                                     sent=False)
@@ -122,8 +120,8 @@ class _Probe:
         return det.ProbeOutcome(dialect, scores=tuple(scores), latency_s=clock.now() - started)
 
     async def _get_json(self, path: str, deadline: float) -> object:
-        """The JSON of a 200, None for any other answer or error, or the error of an answer not in HTTP. A setting
-        that fails before sending (``ConfigError``) would fail every route too: raised, it ends detection."""
+        """The JSON of a 200, None for any other answer or error, or the error of an answer not in HTTP; raises a
+        ``ConfigError``, as ``dialect``."""
         try:
             answer = await self._send(WireRequest("GET", path), deadline)
             return answer.json() if answer.status == 200 else None
@@ -141,7 +139,7 @@ class _Probe:
 
 
 async def resolve_route(transport: HttpTransport, config: RerankerConfig, deadline: float) -> Route:
-    """The route a rerank uses. ``auto`` judges the probe; a forced API only finds its path."""
+    """``auto`` judges the probe; a forced API only finds its path."""
     probe = _Probe(transport, config, deadline)
     identity = await probe.identify()
     model = config.model or identity.default_model
@@ -170,9 +168,9 @@ async def resolve_route(transport: HttpTransport, config: RerankerConfig, deadli
 
 async def probe_endpoint(transport: HttpTransport, config: RerankerConfig, deadline: float, hold: Hold
                          ) -> ProbeReport:
-    """A live Test connection: identify, probe every candidate, report in plain words; never raises. Replicas
-    are probed at once, each on its own, under one deadline: a silent one never hides the others' rows. Each
-    replica's requests go out under ``hold(url)``, as a recall's do: a 429's hold is kept and set by them too."""
+    """Identify, probe every candidate, report in plain words; never raises. Replicas are probed at once under
+    one deadline (a silent one never hides the others' rows), each under ``hold(url)``: a 429's hold is kept and
+    set by them too, as by a recall."""
     urls = config.endpoints
     if len(urls) <= 1:
         return await _probe_replica(transport, config, deadline, hold)
@@ -198,7 +196,7 @@ async def _probe_replica(transport: HttpTransport, config: RerankerConfig, deadl
 
 
 def _best(outcomes: Sequence[det.ProbeOutcome], forced: bool) -> det.ProbeOutcome:
-    """``det.best``; when no candidate answered and one got a 429, ``RateLimited``, so the hold takes it."""
+    """``det.best``, or ``RateLimited`` when none answered and one got a 429, so the hold takes it."""
     try:
         return read_answer(det.best, outcomes, forced=forced)
     except DetectionFailed as exc:
@@ -207,7 +205,7 @@ def _best(outcomes: Sequence[det.ProbeOutcome], forced: bool) -> det.ProbeOutcom
 
 
 def _refused(attempts: Sequence[det.ProbeOutcome]) -> KeyRefused | None:
-    """The refusal of the key (or of the account behind it) by any attempt, whatever the route."""
+    """The refusal of the key (or of its account) by any attempt, whatever the route."""
     if (refused := next((o for o in attempts if o.status in KEY_REFUSAL_STATUSES), None)) is None:
         return None
     what = "the account behind the API key has no credit left" if refused.status == 402 else "the API key was refused"
@@ -215,9 +213,9 @@ def _refused(attempts: Sequence[det.ProbeOutcome]) -> KeyRefused | None:
 
 
 def _unreachable(attempts: Sequence[det.ProbeOutcome], message: str) -> RerankError | None:
-    """When no candidate got an HTTP answer, no request got through: say why, so the counters keep
-    ``detection`` for a server that answered but speaks no API we know. A 429 on any candidate is the server
-    asking us to wait, whatever its other routes said: the route we look for may be the one held back."""
+    """The failure when it is not the API (nothing got through, the key refused, a 429), so the counters keep
+    ``detection`` for a server that answered but speaks no API we know. A 429 on any candidate asks us to wait,
+    whatever the other routes said: the route we look for may be the one held back."""
     sent = [o for o in attempts if o.sent]  # a route passed over for want of a model id says nothing of the server
     if attempts and not sent:
         return ConfigError([message])

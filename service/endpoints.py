@@ -1,10 +1,9 @@
 """What the service keeps of each server between recalls (``EndpointRegistry``, owner loop only), and the HTTP
-transport every request goes out on (``HttpTransport``, the only code that touches aiohttp).
+transport, the only code that touches aiohttp.
 
-One ``Endpoint`` per base URL, API key and the settings its state is built from (a 401 or a per-key rate limit
-says nothing of the server for another key); changed settings get new state, the old drains, leaves the status
-once idle and is forgotten only for room. Redirects are refused (a POST must not become a GET elsewhere), answers
-are capped, and a request whose pooled connection the server had closed is sent again at once on a fresh one."""
+One ``Endpoint`` per base URL, API key (a 401 or a per-key rate limit says nothing of the server for another key)
+and the settings its state is built from; changed settings get new state, the old drains, leaves the status once
+idle and is forgotten only for room. Redirects are refused: a POST must not become a GET elsewhere."""
 
 from __future__ import annotations
 
@@ -73,8 +72,8 @@ class EndpointRegistry:
         self._groups: OrderedDict[Hashable, MicroBatcher] = OrderedDict()
 
     def endpoint(self, config: RerankerConfig, url: str) -> Endpoint:
-        """The server at ``url`` as these settings see it, made on first use; room is made by forgetting the least
-        recently used endpoint with nothing worth keeping, else an idle one (a group naming it is then another)."""
+        """Made on first use; room is made by forgetting the least recently used endpoint with nothing worth
+        keeping, else an idle one (a group naming it is then another)."""
         key = (url, config.key_fingerprint, config.max_concurrency, breaker_policy(config))
         found = self._endpoints.get(key)
         if found is not None:
@@ -91,8 +90,8 @@ class EndpointRegistry:
 
     def group(self, config: RerankerConfig, to_probability: bool, bound_to: Sequence[tuple[str, object, object]],
               members: Callable[[], Members]) -> MicroBatcher:
-        """The batcher for these settings and the (url, route, state) in ``bound_to``, each equal only to itself,
-        built from ``members()`` the first time. A warm recall with the same settings builds nothing."""
+        """The batcher for these settings and ``bound_to`` (url, route, state; each equal only to itself), built
+        from ``members()`` the first time: a warm recall builds nothing."""
         key = (*(getattr(config, name) for name in _GROUP_FIELDS), to_probability, *bound_to)
         batcher = self._groups.get(key)
         if batcher is None:
@@ -114,9 +113,9 @@ class EndpointRegistry:
         _forget(self._groups, MAX_GROUPS, lambda b: b.idle)
 
     def live_state(self, shown: Collection[str] | None = None, key: str | None = None) -> dict[str, object]:
-        """The servers ``shown`` (the settings viewed; None: all kept) and any other with a request in flight. Each
-        one's breaker is the viewed key's (fingerprint ``key``: a key fixed since leaves the old one's open for good),
-        else its keys' worst. Queued pairs and in flight: the process's."""
+        """The servers ``shown`` (None: all kept) and any other with a request in flight. Each one's breaker is the
+        viewed key's (fingerprint ``key``: a key fixed since leaves the old one's open for good), else its keys'
+        worst."""
         busy = {e.url for e in self._endpoints.values() if not e.state.idle}
         listed = [(k, e) for k, e in self._endpoints.items() if shown is None or e.url in shown or e.url in busy]
         latest, breakers = dict((k[:2], e) for k, e in listed), dict[str, str]()  # server and key: latest settings
@@ -154,7 +153,7 @@ V = TypeVar("V")
 
 
 def _forget(entries: OrderedDict[Any, V], keep: int, *tests: Callable[[V], bool]) -> None:
-    """Forget entries, least recently used first, until ``keep`` are left: those passing each test in turn."""
+    """Least recently used first, until ``keep`` are left: those passing each test in turn."""
     for test in tests:
         for key in list(entries):
             if len(entries) <= keep:
@@ -174,7 +173,7 @@ async def _on_reuse(session: object, context: SimpleNamespace, params: object) -
 
 
 class HttpTransport:
-    """Create and use it on one event loop (the owner loop)."""
+    """Create and use it on the owner loop."""
 
     def __init__(self, *, on_stale_resend: Callable[[], None] = lambda: None) -> None:
         self._on_stale_resend = on_stale_resend
@@ -186,8 +185,8 @@ class HttpTransport:
 
     async def send(self, endpoint: str, request: WireRequest, *, deadline: float, api_key: str = "",
                    tls: TlsSettings = TlsSettings(), may_resend: Callable[[], bool] = lambda: True) -> WireAnswer:
-        """One HTTP exchange: the answer, or a ``RerankError`` saying why not. Sent again, on a fresh connection,
-        only when its pooled one was stale and ``may_resend`` agrees (scoring asks its retry budget)."""
+        """The answer, or a ``RerankError``. Sent again on a fresh connection only when its pooled one was stale
+        (the server had closed it) and ``may_resend`` agrees (scoring asks its retry budget)."""
         try:
             return await self._send_once(endpoint, request, deadline, api_key, tls, fresh=False)
         except StaleConnection:
@@ -237,7 +236,7 @@ class HttpTransport:
             await session.close()
 
     def _proxy(self, endpoint: str) -> Proxy:
-        """The endpoint's proxy, chosen again only when the proxy variables change (they are read every time)."""
+        """Chosen again only when the proxy variables change."""
         key = (endpoint, *map(os.environ.get, PROXY_VARIABLES))
         if (chosen := self._proxies.get(key)) is None:
             if len(self._proxies) >= MAX_ENDPOINTS:
@@ -246,7 +245,7 @@ class HttpTransport:
         return chosen
 
     def _session(self, fresh: bool) -> aiohttp.ClientSession:
-        """The pooled session, or (``fresh``) one whose every request opens its own connection."""
+        """The pooled session, or one whose every request opens its own connection."""
         if self._closed:
             raise RerankError("the reranker is shutting down")
         session = self._sessions.get(fresh)
@@ -263,9 +262,8 @@ class HttpTransport:
         return session
 
     def _ssl_for(self, tls: TlsSettings) -> ssl.SSLContext | bool:
-        """What aiohttp's ``ssl`` takes: no verification, the system's trust store, or the user's CA bundle, read
-        again when its file changed (a CA rotated in place under settings that stay the same). Asked only for TLS (an
-        https:// server, or proxy: aiohttp checks that with it too), so a bad bundle cannot stop plain HTTP."""
+        """The CA bundle is read again when its file changed (a CA rotated in place). Asked only for TLS (an https://
+        server or proxy), so a bad bundle cannot stop plain HTTP."""
         bundle = tls.ca_bundle if tls.verify else ""
         version = _file_version(bundle) if bundle else None
         cached = self._ssl_contexts.get(tls)
@@ -280,7 +278,7 @@ class HttpTransport:
 
 
 def _file_version(path: str) -> object:
-    """What changes when a file is rewritten or replaced (None when it cannot be read: loading it says why)."""
+    """None when it cannot be read: loading it says why."""
     try:
         found = os.stat(path)
     except OSError:

@@ -1,5 +1,4 @@
-"""aiohttp's and the OS's errors translated into the engine's by one table, keeping the cause. An answer that is
-not HTTP becomes ``NotHttp`` with aiohttp's own reason, which names what came back (another service on the port)."""
+"""aiohttp's and the OS's errors translated into the engine's by one table, keeping the cause."""
 
 from __future__ import annotations
 
@@ -50,8 +49,8 @@ _TRANSLATIONS: Final[tuple[tuple[type[BaseException], Translator], ...]] = (
 
 
 def translate(exc: BaseException, endpoint: str, remaining: float, *, reused: bool = False) -> RerankError:
-    """Our error for ``exc``. A pooled connection that broke before any answer was stale: say so, so
-    that it is sent again at once and not held against the server."""
+    """A pooled connection that broke before any answer was stale: so told, it is sent again at once and not
+    held against the server."""
     if reused and isinstance(exc, _BROKEN_CONNECTION) and not isinstance(exc, aiohttp.ClientConnectorError):
         return StaleConnection(f"a kept-alive connection to {endpoint} had been closed by the server")
     for kind, make in _TRANSLATIONS:
@@ -61,8 +60,7 @@ def translate(exc: BaseException, endpoint: str, remaining: float, *, reused: bo
 
 
 def proxy_refused(url: str, status: int, reason: str) -> TransportError:
-    """The forward proxy (HTTPS_PROXY, HTTP_PROXY) refused the request: 407 wants other credentials, which sending
-    again cannot give."""
+    """Retryable only for a 5xx: a 407 wants other credentials, which sending again cannot give."""
     reason = " ".join(reason.split())
     return TransportError(f"the proxy refused to connect to {url}: HTTP {status} {reason}".rstrip(),
                           retryable=status >= 500)
@@ -84,8 +82,8 @@ def _payload_error(exc: BaseException, url: str) -> RerankError:
 
 
 def _not_http(exc: BaseException, url: str) -> NotHttp:
-    """aiohttp's reason on one line, without the pointer under its quote: the quote of what came back
-    (an SSH banner, a Redis error) is what tells a user they typed the wrong port."""
+    """aiohttp's reason on one line, without the pointer under its quote: the quote of what came back (an SSH
+    banner, a Redis error) tells a user they typed the wrong port."""
     source = exc.__cause__ if isinstance(exc.__cause__, HttpProcessingError) else exc
     lines = str(getattr(source, "message", "") or source).splitlines()
     reason = " ".join(line.strip() for line in lines if line.strip(" ^")).rstrip(".")

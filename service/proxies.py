@@ -1,10 +1,8 @@
-"""The forward proxy a request goes through: the one HTTPS_PROXY or HTTP_PROXY names in the environment, else
-ALL_PROXY (a scheme's own variable wins, as curl, httpx and requests read them), unless NO_PROXY exempts the host
-(``core.endpoint_url.proxy_exempt``). Chosen here, not by aiohttp's ``trust_env``, which also reads ~/.netrc on every
-request and refuses our Authorization header beside a netrc entry
-(docs.aiohttp.org/en/stable/client_advanced.html#proxy-support). The transport keeps each choice while these
-variables stay as they are. A socks proxy is refused by name: aiohttp would speak HTTP to it, and going around it
-would bypass the network's policy.
+"""The forward proxy a request goes through: HTTPS_PROXY or HTTP_PROXY, else ALL_PROXY (a scheme's own variable
+wins, as curl, httpx and requests read them), unless NO_PROXY exempts the host. Chosen here, not by aiohttp's
+``trust_env``, which also reads ~/.netrc on every request and refuses our Authorization header beside a netrc entry
+(docs.aiohttp.org/en/stable/client_advanced.html#proxy-support). A socks proxy is refused by name: aiohttp would
+speak HTTP to it, and going around it would bypass the network's policy.
 """
 
 from __future__ import annotations
@@ -26,7 +24,7 @@ Proxy = tuple[URL | None, dict[str, str]]  # the proxy, and the headers that car
 
 
 def proxy_for(endpoint: str) -> Proxy:
-    """The proxy for ``endpoint`` with its ``user:password`` as Proxy-Authorization, or none."""
+    """The proxy, its ``user:password`` as Proxy-Authorization, or none."""
     parts = urlsplit(endpoint)
     proxies = urllib.request.getproxies_environment()  # lower case first, as curl and requests read them
     scheme = parts.scheme if proxies.get(parts.scheme) else "all"
@@ -41,7 +39,7 @@ def proxy_for(endpoint: str) -> Proxy:
 
 
 def _proxy_url(named: str, variable: str, endpoint: SplitResult) -> URL:
-    """The proxy ``variable`` names, or a ``ConfigError`` that names the variable and never its password."""
+    """A ``ConfigError`` names the variable, never its password."""
     try:
         proxy = URL(named if "://" in named else f"http://{named}")
     except ValueError:
@@ -55,6 +53,5 @@ def _proxy_url(named: str, variable: str, endpoint: SplitResult) -> URL:
 
 
 def _variable(scheme: str, value: str) -> str:
-    """Which variable holds ``value`` for ``scheme``: the lower-case one wins where both are set."""
     lower = f"{scheme}_proxy"
     return lower if os.environ.get(lower) == value else lower.upper()

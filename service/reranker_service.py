@@ -1,10 +1,8 @@
-"""The service on the owner loop (``calls`` is how other threads and loops reach it) and ``RouteBook``, the routes
-it detected per replica (async-lru: identical detections share one run; a route is checked again in the background
-once ``DETECTION_TTL_S`` old, and serves meanwhile).
-
-``RerankService`` is the composition root (config -> endpoints -> routes -> batcher -> ranking) and the fail-safe
-boundary: nothing but cancellation leaves ``rerank``. A detection runs to its end even when its callers leave. A
-known route is read without a task or a turn of the loop, so a burst reaches its queue together."""
+"""``RerankService``, the composition root on the owner loop (config -> endpoints -> routes -> batcher -> ranking)
+and fail-safe boundary, and ``RouteBook``, its detected routes per replica (async-lru: identical detections share
+one run, which ends even when its callers leave; a route ``DETECTION_TTL_S`` old is checked again in the background
+and serves meanwhile). A known route is read without a task or a turn of the loop: a burst reaches its queue
+together."""
 
 from __future__ import annotations
 
@@ -50,8 +48,7 @@ class RerankService:
 
     async def rerank(self, query: str, documents: Sequence[str], config: RerankerConfig, deadline: float
                      ) -> RerankResult:
-        """Best-first ``(index, score)`` pairs, or no ranking with the reason; raises only cancellation.
-        Counts no outcome: its caller counts the one it returns (``calls``)."""
+        """The ranking, or none with the reason; raises only cancellation. Counts no outcome (``calls`` does)."""
         try:
             return await self._rerank(query, documents, config, deadline)
         except RerankError as exc:
@@ -77,8 +74,8 @@ class RerankService:
         return {**self._registry.footprint(), "detections": self._routes.cached, "detecting": self._routes.running}
 
     async def close(self) -> None:
-        """Fail what is queued, stop the detections, close the HTTP sessions last, each whatever the others did. A
-        call during or after it is refused (none may open a session once closed)."""
+        """Fail what is queued, stop the detections, close the HTTP sessions last; a call during or after it is
+        refused (none may open a session once closed)."""
         self._closed = True
         async with contextlib.AsyncExitStack() as steps:  # run last-in first-out, each whatever the others raise
             steps.push_async_callback(self._transport.close)
@@ -182,8 +179,8 @@ class RouteBook:
         return len(self._running) + len(self._checks)
 
     async def routes(self, config: RerankerConfig, deadline: float, endpoints: Sequence[Endpoint]) -> dict[str, Route]:
-        """The known routes of ``endpoints`` (URL -> route, at least one), detecting the others; waits only while
-        none is known. Raises the first replica's error when none works."""
+        """The known routes of ``endpoints`` (at least one), detecting the others; waits only while none is known.
+        Raises the first replica's error when none works."""
         detections = [_detection(config.replicas[e.url], deadline, e) for e in endpoints]
         # One shared with an earlier caller runs to that caller's deadline: leave it at ours.
         outlasts_us = any(d.key in self._running and self._running[d.key].deadline > deadline for d in detections)
@@ -236,7 +233,6 @@ class RouteBook:
 
     async def _on_known(self, config: RerankerConfig, routes: Mapping[str, Route],
                         act: Callable[[tuple[object, ...], KnownRoute], None]) -> None:
-        """``act`` on the key and entry of each of ``routes`` the cache still holds (finished: read without a wait)."""
         for url, route in routes.items():
             detection = _detection(config.replicas[url])
             if detection.key not in self._running and self._detect.cache_contains(detection):
@@ -251,7 +247,6 @@ class RouteBook:
         endpoint.route_keys.clear()
 
     def _forget_key(self, key: tuple[object, ...]) -> None:
-        """The cached route and its detection's mark (one forgotten while running cannot touch its successor's)."""
         self._detect.cache_invalidate(Detection(key, RerankerConfig()))
         self._running.pop(key, None)
 
@@ -274,7 +269,7 @@ class RouteBook:
         return task
 
     def _check_again(self, detection: Detection, known: KnownRoute) -> None:
-        """Detect an expired route again in a task of its own, recalls using it meanwhile; its breaker closed only."""
+        """Only while its breaker is closed."""
         if detection.endpoint is None or (state := detection.endpoint.state).breaker.state != "closed":
             return
         known.checking = True
@@ -288,13 +283,12 @@ class RouteBook:
         state = detection.endpoint.state
         self._running[detection.key] = detection
         task = asyncio.current_task()
-        if task is not None:
-            self._tasks.add(task)
+        assert task is not None
+        self._tasks.add(task)
         try:
             return KnownRoute(await detect(resolve_route, self._transport, detection, state, self._on_detection),
                               self._clock())
         finally:  # a detection forgotten (cancelled) may end after its successor began: clear only its own mark
-            if task is not None:
-                self._tasks.discard(task)
+            self._tasks.discard(task)
             if self._running.get(detection.key) is detection:
                 del self._running[detection.key]

@@ -1,10 +1,10 @@
-"""What the route book keeps and runs beside its cache: a detection's arguments (``Detection``), a known route
-with its age (``KnownRoute``), and the check of a route once it is ``DETECTION_TTL_S`` old (``recheck``).
+"""What the route book keeps and runs beside its cache: a detection's arguments, a known route with its age,
+and the check of a route once it is ``DETECTION_TTL_S`` old.
 
-Why a check runs beside the route instead of the route expiring: a recall that met an expired route waited for a
-whole detection (GETs and a probe) and got a new batcher, which forgot its hedge-delay window and retry budget,
-every ten minutes with nothing changed on the server. A check that fails (the server busy or down right then)
-keeps the working route and leaves the breaker alone: the recalls themselves say whether the route still holds.
+A check runs beside the route instead of the route expiring: a recall that met an expired route waited for a whole
+detection and got a new batcher, which forgot its hedge-delay window and retry budget, every ten minutes with
+nothing changed on the server. A check that fails keeps the working route and leaves the breaker alone: the
+recalls themselves say whether the route still holds.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ Resolve = Callable[[HttpTransport, RerankerConfig, float], Awaitable[Route]]
 
 @dataclass(frozen=True)
 class Detection:
-    """One detection's arguments; equal (cached together) when only settings that do not change the answer differ."""
+    """Equal (cached together) when only settings that do not change the answer differ."""
 
     key: tuple[object, ...]
     config: RerankerConfig = field(compare=False)
@@ -46,19 +46,16 @@ class Detection:
 
 @dataclass(eq=False)
 class KnownRoute:
-    """A route in the route book's cache, with when it was last detected (on the service's clock)."""
-
     route: Route
     checked_at: float
     checking: bool = False  # a check is under way: recalls go on using ``route`` meanwhile
 
     def cap(self, limit: int) -> None:
-        """The server said it takes at most ``limit`` texts a request (``Route.capped``)."""
         self.route = self.route.capped(limit)
 
     def checked(self, found: Route | None, now: float) -> None:
-        """A check's end: a route found that differs replaces this one; the same route, or none (the check failed),
-        keeps this one, and with it its batcher (hedge-delay window, retry budget)."""
+        """A route found that differs replaces this one; the same, or none (the check failed), keeps this one and
+        its batcher."""
         if found is not None and found.dialect.max_pairs == self.route.capped_from:  # still what the server refused:
             found = found.capped(self.route.dialect.max_pairs)  # detection cannot read its limit (Infinity's)
         if found is not None and not found.same_as(self.route):
@@ -68,7 +65,7 @@ class KnownRoute:
 
 
 def detection_health(state: EndpointState, deadline: float) -> Health:
-    """What a detection's timeout says of the server: it counts only with a fair chance, as a request's does."""
+    """A detection's timeout counts against the server only with a fair chance, as a request's does."""
     started = clock.now()
     return timeout_health(state.expected_latency(len(PROBE_DOCUMENTS), started, worst=True), deadline - started)
 
@@ -76,8 +73,7 @@ def detection_health(state: EndpointState, deadline: float) -> Health:
 @asynccontextmanager
 async def held_off(state: EndpointState, deadline: float) -> AsyncIterator[None]:
     """A detection is a request like any other: it waits out the endpoint's hold (or raises ``RateLimited``), a 429
-    holds the endpoint back as long as it asked, or without Retry-After as one more in a row of the endpoint's 429s
-    (``hold_after_429``), and its answer ends that streak as a recall's does: the key is back under its limit."""
+    holds the endpoint back (``hold_after_429``), and its answer ends the streak of 429s as a recall's does."""
     await state.wait_out_retry_after(deadline)
     started = clock.now()  # its requests go out from here: answered, they count as sent now
     try:
@@ -90,22 +86,21 @@ async def held_off(state: EndpointState, deadline: float) -> AsyncIterator[None]
 
 async def detect(resolve: Resolve, transport: HttpTransport, detection: Detection, state: EndpointState,
                  on_detection: Callable[[], None]) -> Route:
-    """The route of ``detection``: an attempt like any other, under the endpoint's hold and a breaker permit (a
-    probe while half-open). Found by the host's name alone, it asked the server nothing: it counts neither way."""
+    """An attempt like any other, under the endpoint's hold and a breaker permit (a probe while half-open)."""
     async with held_off(state, detection.deadline):
         with state.breaker.attempt() as permit:
             permit.timeout_health = detection_health(state, detection.deadline)
             on_detection()
             route = await resolve(transport, detection.config, detection.deadline)
-            if not route.heard:  # the recall's answer judges the server
+            if not route.heard:  # found by the host's name alone, it asked the server nothing: the recall judges
                 permit.report("neutral")
             return route
 
 
 async def recheck(resolve: Resolve, transport: HttpTransport, detection: Detection, state: EndpointState,
                   on_detection: Callable[[], None]) -> Route | None:
-    """The route a known one's server speaks now, or None when the check failed (the known route stays). No
-    breaker permit: a check that fails says nothing the recalls on the route would not say themselves."""
+    """The route the server speaks now, or None when the check failed. No breaker permit: a failure says nothing
+    the recalls on the route would not say themselves."""
     try:
         async with held_off(state, detection.deadline):
             on_detection()

@@ -1,5 +1,5 @@
-"""The public engine API callers import: the rerank calls (``calls``'s, named here too), the live connection
-test, the statistics with the live state, and restart and shutdown. Cold (not in a warm recall); never raises."""
+"""The public engine API: the rerank calls (``calls``'s, named here too), the live connection test, the
+statistics with the live state, restart and shutdown. Never raises."""
 
 from __future__ import annotations
 
@@ -44,7 +44,6 @@ def _probe_failed(config: RerankerConfig, exc: Exception) -> ProbeReport:
 
 
 def _probe_refusal(config: Any) -> ProbeReport | None:
-    """The report refusing ``config`` before any request; None when it can be probed."""
     if not isinstance(config, RerankerConfig):
         return ProbeReport.failure("", "config: expected a RerankerConfig")
     if not config.configured:
@@ -80,9 +79,8 @@ def probe(config: RerankerConfig) -> ProbeReport:
 
 
 def statistics(servers: Collection[str] | None = None, key: str | None = None) -> RerankerStatistics:
-    """Counters plus the live state (queue and in flight; the breakers and replicas of ``servers``, the endpoints
-    of the settings viewed, whose key has fingerprint ``key``, and of any other with a request in flight; None: all
-    kept). Starts no owner loop."""
+    """Counters plus the live state (``live_state``: ``servers`` are the settings viewed, ``key`` their key's
+    fingerprint). Starts no owner loop."""
     current = running()
     if current is None or current.owner.is_current_thread():
         return stats_recorder().snapshot()
@@ -99,7 +97,6 @@ async def _with_live_state(service: RerankService, servers: Collection[str] | No
 
 
 def running() -> Runtime | None:
-    """The runtime if one is running, without starting one."""
     current = RUNTIME.peek()
     return current if current is not None and current.owner.alive else None
 
@@ -111,7 +108,7 @@ def restart(*, clock: Callable[[], float]) -> Runtime:
 
 
 def shutdown() -> None:
-    """Stop the owner loop and close its HTTP session (tests, uninstall). The next call starts afresh."""
+    """Stop the owner loop and close its HTTP session (tests, uninstall); the next call starts afresh."""
     current = RUNTIME.discard()
     if current is not None:
         stop(current)
