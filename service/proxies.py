@@ -31,7 +31,8 @@ def proxy_for(endpoint: str) -> Proxy:
     named = proxies.get(scheme)
     if not named or proxy_exempt(parts.hostname or "", proxies.get("no", "")):
         return None, {}
-    proxy = _proxy_url(named, _variable(scheme, named), parts)
+    lower = f"{scheme}_proxy"  # the variable named in errors: the lower-case one wins where both are set
+    proxy = _proxy_url(named, lower if os.environ.get(lower) == named else lower.upper(), parts)
     if proxy.user is None:
         return proxy, {}
     credentials = base64.b64encode(f"{proxy.user}:{proxy.password or ''}".encode()).decode("ascii")
@@ -50,8 +51,3 @@ def _proxy_url(named: str, variable: str, endpoint: SplitResult) -> URL:
                            f" socks proxies are not supported; set {endpoint.scheme.upper()}_PROXY to an http:// proxy,"
                            f" or add {endpoint.hostname} to NO_PROXY to reach it directly"])
     return proxy
-
-
-def _variable(scheme: str, value: str) -> str:
-    lower = f"{scheme}_proxy"
-    return lower if os.environ.get(lower) == value else lower.upper()

@@ -16,7 +16,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Final
 
-from ..batching.breaker import Health
 from ..batching.endpoint_state import EndpointState, timeout_health
 from ..batching.retries import hold_after_429
 from ..core import deadline as clock
@@ -64,12 +63,6 @@ class KnownRoute:
         self.checked_at, self.checking = now, False
 
 
-def detection_health(state: EndpointState, deadline: float) -> Health:
-    """A detection's timeout counts against the server only with a fair chance, as a request's does."""
-    started = clock.now()
-    return timeout_health(state.expected_latency(len(PROBE_DOCUMENTS), started, worst=True), deadline - started)
-
-
 @asynccontextmanager
 async def held_off(state: EndpointState, deadline: float) -> AsyncIterator[None]:
     """A detection is a request like any other: it waits out the endpoint's hold (or raises ``RateLimited``), a 429
@@ -89,7 +82,9 @@ async def detect(resolve: Resolve, transport: HttpTransport, detection: Detectio
     """An attempt like any other, under the endpoint's hold and a breaker permit (a probe while half-open)."""
     async with held_off(state, detection.deadline):
         with state.breaker.attempt() as permit:
-            permit.timeout_health = detection_health(state, detection.deadline)
+            started = clock.now()  # its timeout counts against the server only with a fair chance, as a request's
+            latency = state.expected_latency(len(PROBE_DOCUMENTS), started, worst=True)
+            permit.timeout_health = timeout_health(latency, detection.deadline - started)
             on_detection()
             route = await resolve(transport, detection.config, detection.deadline)
             if not route.heard:  # found by the host's name alone, it asked the server nothing: the recall judges
