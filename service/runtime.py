@@ -12,7 +12,7 @@ from ..core.deadline import deadline_in
 from ..core.probe_report import ProbeReport
 from ..core.scores import Ranking
 from ..core.statistics import RerankerStatistics
-from .calls import RUNTIME, Retired, Runtime, on_owner, on_owner_async, start, stop
+from .calls import RUNTIME, Retired, Runtime, Work, on_owner, on_owner_async, start, stop
 from .calls import rerank_pool as rerank_pool
 from .calls import rerank_result as rerank_result
 from .calls import rerank_result_async as rerank_result_async
@@ -43,36 +43,33 @@ def _probe_failed(config: RerankerConfig, exc: Exception) -> ProbeReport:
     return ProbeReport.failure(config.endpoint, f"unexpected error: {type(exc).__name__}")
 
 
-def _probe_refusal(config: Any) -> ProbeReport | None:
+def _probe_call(config: Any) -> ProbeReport | tuple[Work[ProbeReport], float, ProbeReport]:
+    """The refusal of ``config`` before any request, or its probe's work, deadline and late report."""
     if not isinstance(config, RerankerConfig):
         return ProbeReport.failure("", "config: expected a RerankerConfig")
     if not config.configured:
         return ProbeReport.failure("", "no endpoint is set")
-    return None
-
-
-def _probe_late(config: RerankerConfig) -> ProbeReport:
-    return ProbeReport.failure(config.endpoint, f"no answer within {config.timeout:g} s", (), config.timeout)
+    deadline = deadline_in(config.timeout)
+    late = ProbeReport.failure(config.endpoint, f"no answer within {config.timeout:g} s", (), config.timeout)
+    return (lambda service: service.probe(config, deadline)), deadline, late
 
 
 async def probe_async(config: RerankerConfig) -> ProbeReport:
     """Live connection test (bypasses the detection cache). Never raises."""
-    if (refusal := _probe_refusal(config)) is not None:
-        return refusal
-    deadline = deadline_in(config.timeout)
+    if isinstance(call := _probe_call(config), ProbeReport):
+        return call
     try:
-        return await on_owner_async(lambda service: service.probe(config, deadline), deadline, _probe_late(config))
+        return await on_owner_async(*call)
     except Exception as exc:
         return _probe_failed(config, exc)
 
 
 def probe(config: RerankerConfig) -> ProbeReport:
     """Blocking form of ``probe_async`` for threads and the CLI."""
-    if (refusal := _probe_refusal(config)) is not None:
-        return refusal
-    deadline = deadline_in(config.timeout)
+    if isinstance(call := _probe_call(config), ProbeReport):
+        return call
     try:
-        report = on_owner(lambda service: service.probe(config, deadline), deadline, _probe_late(config))
+        report = on_owner(*call)
     except Exception as exc:
         return _probe_failed(config, exc)
     return report or ProbeReport.failure(config.endpoint, "probe() called on the reranker's own loop")
