@@ -156,7 +156,7 @@ def _refusal(query: Any, documents: Any, config: Any) -> RerankResult | None:
 
 
 def _texts(query: Any, documents: Any, config: Any) -> list[str] | RerankResult:
-    """The documents copied, or ``_refusal``'s answer. One that fails now, iterated again, is the caller's bad
+    """The documents copied, or ``_refusal``'s answer. Documents that fail when read again are the caller's bad
     input (counted), not ours; only the exception's type is told, as its text may quote a memory."""
     if (refused := _refusal(query, documents, config)) is not None:
         return refused
@@ -169,8 +169,7 @@ def _texts(query: Any, documents: Any, config: Any) -> list[str] | RerankResult:
 
 
 def _settled(result: RerankResult, started: float = 0.0) -> RerankResult:
-    """Count the outcome where the caller returns it, so the counters agree with what callers got however late
-    a busy owner loop answers."""
+    """Counted where the caller gets it: the counters agree with callers however late a busy loop answers."""
     if result.ranking is None:
         stats_recorder().fell_back(result.reason, result.message)
         log.debug("a0_reranker: fallback to the stock order (%s): %s", result.reason, result.message)

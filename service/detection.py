@@ -120,8 +120,7 @@ class _Probe:
         return det.ProbeOutcome(dialect, scores=tuple(scores), latency_s=clock.now() - started)
 
     async def _get_json(self, path: str, deadline: float) -> object:
-        """The JSON of a 200, None for any other answer or error, or the error of an answer not in HTTP; raises a
-        ``ConfigError``, as ``dialect``."""
+        """The JSON of a 200, None for another answer or error, the error of one not in HTTP; raises as ``dialect``."""
         try:
             answer = await self._send(WireRequest("GET", path), deadline)
             return answer.json() if answer.status == 200 else None

@@ -76,8 +76,7 @@ def probe(config: RerankerConfig) -> ProbeReport:
 
 
 def statistics(servers: Collection[str] | None = None, key: str | None = None) -> RerankerStatistics:
-    """Counters plus the live state (``live_state``: ``servers`` are the settings viewed, ``key`` their key's
-    fingerprint). Starts no owner loop."""
+    """Counters plus the live state (``EndpointRegistry.live_state``'s); starts no owner loop."""
     current = running()
     if current is None or current.owner.is_current_thread():
         return stats_recorder().snapshot()
