@@ -17,7 +17,7 @@ import os
 import sys
 import threading
 import types
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, cast
 
 if TYPE_CHECKING:
@@ -185,13 +185,6 @@ class OwnerLoop:
         finally:
             self._running.discard(task)
 
-    async def _cancel_running(self) -> None:
-        tasks = [task for task in self._running if not task.done()]
-        for task in tasks:
-            task.cancel()
-        if tasks:  # bounded, as every stop step, by ``_bounded``
-            await asyncio.wait(tasks)
-
     def call(self, func: Callable[..., Awaitable[T]], *args: Any) -> T:
         """Blocks for the result: never from the owner thread."""
         assert self._portal is not None
@@ -211,7 +204,7 @@ class OwnerLoop:
                 return
             self._stopping = True
             if self.alive:
-                for step in [self._cancel_running, *self._closers]:
+                for step in [lambda: cancel_and_wait(self._running), *self._closers]:
                     try:
                         portal.call(_bounded, step)
                     except Exception:  # stopping: nothing useful to do with the error but go on to the next step
@@ -219,6 +212,14 @@ class OwnerLoop:
             self._portal = None
             with contextlib.suppress(RuntimeError):  # the portal is already shut
                 self._stack.close()
+
+
+async def cancel_and_wait(tasks: Iterable[asyncio.Task[Any]]) -> None:
+    running = [task for task in tasks if not task.done()]
+    for task in running:
+        task.cancel()
+    if running:
+        await asyncio.wait(running)
 
 
 async def _bounded(step: Callable[[], Awaitable[None]]) -> None:

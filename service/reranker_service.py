@@ -32,6 +32,7 @@ from ..core.probe_report import ProbeReport
 from ..core.redaction import shown
 from ..core.scores import PROBABILITY, RerankResult, cut_head, normalize, shared_scale, tighter_limits
 from ..core.statistics import StatsRecorder
+from ..process.singletons import cancel_and_wait
 from .detection import Route, probe_endpoint, resolve_route, tls_of
 from .endpoints import Endpoint, EndpointRegistry, HttpTransport, Members
 from .route_checks import DETECTION_TTL_S, ROUTE_FIELDS, Detection, KnownRoute, detect, held_off, recheck
@@ -253,11 +254,7 @@ class RouteBook:
     async def close(self) -> None:
         """Stop every detection and check, even those forgotten: none may send after the transport closed."""
         await self._detect.cache_close()
-        running = [task for task in (*self._tasks, *self._checks) if not task.done()]
-        for task in running:
-            task.cancel()
-        if running:
-            await asyncio.wait(running)
+        await cancel_and_wait([*self._tasks, *self._checks])
 
     def _detection_task(self, detection: Detection) -> asyncio.Task[KnownRoute]:
         """A task of its own, so a caller who leaves does not cancel a detection others may share."""
