@@ -1,2 +1,1 @@
-"""Process-wide infrastructure (the owner loop thread, what is one per process) that ``service`` and the A0
-layer build on; nothing here knows a wire format, a setting or A0."""
+"""Process-wide infrastructure (the owner loop, what is one per process): no wire format, setting or A0 here."""
