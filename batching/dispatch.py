@@ -1,6 +1,6 @@
 """The dispatch step: carry out one request by attempts over a replica set, balanced by power of two choices on
-cost (Finagle's and Envoy's least-request balancers); hedging, an attempt unanswered after the set's p95 (or the
-set delay) gets a duplicate. After a failed attempt: the ``retries.Retries`` it composes."""
+cost (Finagle's and Envoy's least-request balancers). With hedging on, an attempt unanswered after the set's p95
+(or the set delay) gets a duplicate. A failed attempt goes on to the ``retries.Retries`` it composes."""
 
 from __future__ import annotations
 
