@@ -5,6 +5,7 @@ nobody can wait for, blame a timeout only when the server had a fair chance (doc
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -109,6 +110,8 @@ class EndpointState:
     not_before: float = 0.0  # monotonic seconds; set from a 429's Retry-After, or growing without one
     rate_limits: int = 0  # 429s without Retry-After in a row, ended by an answer to a request sent after them
     rate_limited_at: float = float("-inf")  # when the last of them counted: one sent by then is of its burst
+    overload_until: float = float("-inf")  # a hold to here (an overloaded server's 429) ends with our next answer
+    _answer: asyncio.Event = field(default_factory=asyncio.Event, repr=False)  # set and cleared at each answer
     outstanding_pairs: int = 0
     outstanding_requests: int = 0  # sent, not yet answered (``outstanding_pairs`` is their pairs)
     busy_since: float = 0.0  # when the requests now in flight began to go out (the first of them)
@@ -132,13 +135,15 @@ class EndpointState:
     def hold_off(self, until: float) -> None:  # a later Retry-After only extends the hold
         self.not_before = max(self.not_before, until)
 
-    def hold_off_growing(self, sent_at: float, hold_for: Callable[[int], float]) -> None:
-        """A 429 without Retry-After: held back ``hold_for(429s in a row)``. One to a request sent before the last
-        came back is of the same burst (concurrent requests over the limit together), not one more in a row."""
+    def hold_off_growing(self, sent_at: float, hold_for: Callable[[int], float], *, until_answer: bool = False) -> None:
+        """A 429 without Retry-After: held back ``hold_for(429s in a row)``, or (``until_answer``) to our next answer.
+        One to a request sent before the last came back is of the same burst (over the limit together), not one more."""
         now = clock.now()
         if sent_at > self.rate_limited_at:
             self.rate_limits, self.rate_limited_at = self.rate_limits + 1, now
-        self.hold_off(now + hold_for(self.rate_limits))
+        self.hold_off(until := now + hold_for(self.rate_limits))
+        if until_answer:
+            self.overload_until = max(self.overload_until, until)
 
     def answered_within_limit(self, sent_at: float) -> None:
         """A recall's or detection's answer: sent after the last 429, the key is back under its limit."""
@@ -156,14 +161,17 @@ class EndpointState:
         return self.not_before > clock.now()
 
     async def wait_out_retry_after(self, deadline: float) -> bool:
-        """Wait out a Retry-After if the deadline allows it (True when it waited), else raise ``RateLimited``."""
+        """Wait out a Retry-After if the deadline allows it (True when it waited), else raise ``RateLimited``; a hold
+        ``until_answer`` ends at our next answer from the server, and one made longer meanwhile is waited out too."""
         wait = self.not_before - clock.now()
         if wait <= 0:
             return False
         if clock.now() + wait >= deadline:
             said = f"{wait:.0f}" if wait >= 10 else f"{wait:.1f}"  # "120 s", not the "119.99 s" left of it now
             raise RateLimited(429, f"the server asked to wait {said} s more (Retry-After)", retry_after=wait)
-        await asyncio.sleep(wait)
+        while (wait := min(self.not_before, deadline) - clock.now()) > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._answer.wait(), wait)
         return True
 
     def answered(self, seconds: float, pairs: int, sent_at: float | None = None) -> None:
@@ -177,6 +185,10 @@ class EndpointState:
         self.answered_at = sent_at + seconds
         self.service.answered(pairs, sent_at, self.answered_at)
         self.answers += 1
+        if self.not_before <= self.overload_until:  # its permits came back: the overloaded server has room again
+            self.not_before = min(self.not_before, clock.now())
+        self._answer.set()  # wakes whoever waits out a hold (now over, or not)
+        self._answer.clear()
 
     def begin_request(self, pairs: int, now: float) -> None:
         """A request goes out: in flight until ``end_request`` (however it ends), counted as sent."""

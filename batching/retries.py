@@ -30,24 +30,31 @@ RetryKind = Literal["now", "backoff", "retry_after", "never"]
 RETRYABLE_STATUSES: Final = frozenset({502, 503, 504})
 RATE_LIMIT_BASE_S: Final = 1.0
 RATE_LIMIT_CAP_S: Final = 32.0
+OVERLOAD_BASE_S: Final = 0.1
+OVERLOAD_CAP_S: Final = 1.6
 
 
-def rate_limit_hold(in_a_row: int, jitter: float) -> float:
+def rate_limit_hold(in_a_row: int, jitter: float, *, overloaded: bool = False) -> float:
     """How long the ``in_a_row``-th 429 without Retry-After holds its replica back: a second, doubling up to the cap,
     half fixed and half random (``jitter`` in [0, 1)). A hosted API (Cohere's trial keys: 10 calls a minute) stays
     over its limit while we retry in milliseconds; the base lets one passing 429 be waited out within a 10 s recall.
     The cap (reached by the sixth) holds 16 to 32 s, as Google's API guidance does: a per-minute window clears
-    within 60 s, so a key back under its limit is used again within half a minute."""
-    ceiling = min(RATE_LIMIT_CAP_S, RATE_LIMIT_BASE_S * 2 ** max(in_a_row - 1, 0))
+    within 60 s, so a key back under its limit is used again within half a minute. ``overloaded``: a self-hosted
+    server out of permits, free again as soon as any request ends (tens of ms): 0.1 s, doubling to 1.6 s (by the
+    fifth), so a server kept full by others' requests is asked about once a second, and a recall has room to retry."""
+    base, cap = (OVERLOAD_BASE_S, OVERLOAD_CAP_S) if overloaded else (RATE_LIMIT_BASE_S, RATE_LIMIT_CAP_S)
+    ceiling = min(cap, base * 2 ** max(in_a_row - 1, 0))
     return ceiling * (1.0 + jitter) / 2
 
 
 def hold_after_429(state: EndpointState, exc: RateLimited, sent_at: float, jitter: float) -> None:
-    """A 429 (to a recall or a detection) holds its endpoint back for its Retry-After, else ``rate_limit_hold``."""
+    """A 429 (to a recall or a detection) holds its endpoint back for its Retry-After, else ``rate_limit_hold``;
+    an overloaded server's hold also ends with our next answer from it (that request's permits came back)."""
     if exc.retry_after is not None:
         state.hold_off(clock.now() + exc.retry_after)
     else:
-        state.hold_off_growing(sent_at, lambda in_a_row: rate_limit_hold(in_a_row, jitter))
+        state.hold_off_growing(sent_at, lambda in_a_row: rate_limit_hold(in_a_row, jitter, overloaded=exc.overloaded),
+                               until_answer=exc.overloaded)
 
 
 def retry_kind(exc: BaseException) -> RetryKind:

@@ -88,10 +88,13 @@ class ServerError(RerankError, reason="http_status"):
 
 
 class RateLimited(ServerError, reason="rate_limited"):
-    """429: slow down, for ``retry_after`` seconds when it says; not a sign that the server is down."""
+    """429: slow down, for ``retry_after`` seconds when it says; not a sign that the server is down. ``overloaded``:
+    a self-hosted server's own permits or queue were full for now (TEI, Infinity), not a hosted API's quota."""
 
-    def __init__(self, status: int, message: str, retry_after: float | None = None) -> None:
+    def __init__(self, status: int, message: str, retry_after: float | None = None, *,
+                 overloaded: bool = False) -> None:
         self.retry_after = retry_after
+        self.overloaded = overloaded
         super().__init__(status, message)
 
 

@@ -30,6 +30,10 @@ _TOO_LONG: Final = re.compile(
     re.IGNORECASE,
 )
 
+# TEI's error_type "Overloaded" (its message "Model is overloaded": every concurrent-request permit taken, read as
+# "Model is overloaded (Overloaded)"); Infinity's "model <name> is currently overloaded" (its queue full)
+_OVERLOADED: Final = re.compile(r"\(Overloaded\)\Z|is currently overloaded\Z")
+
 # TEI: "batch size 40 > maximum allowed batch size 32"; FastAPI (Infinity): "List should have at most 8 items"
 _TOO_MANY: Final = re.compile(r"(?:maximum allowed batch size|list should have at most) (\d+)", re.IGNORECASE)
 
@@ -45,7 +49,8 @@ _STATUS_HINTS: Final = {
 def server_error(answer: WireAnswer) -> ServerError:
     message = error_message(answer)
     if answer.status == 429:
-        return RateLimited(429, message, parse_retry_after(answer.headers.get("retry-after"), time.time()))
+        return RateLimited(429, message, parse_retry_after(answer.headers.get("retry-after"), time.time()),
+                           overloaded=_OVERLOADED.search(message) is not None)
     if answer.status == 422 and (limit := _TOO_MANY.search(message)):
         return TooManyTexts(422, message, int(limit.group(1)))
     if answer.status == 413 or (answer.status in (400, 422, 500) and _TOO_LONG.search(message)):

@@ -9,8 +9,10 @@ from aiohttp import web
 
 from .protocol_app import ProtocolApp
 from .ranking import best_first
+from .recording import record
 from .scoring import Scorer, lexical_scorer, pair_tokens, to_logit
 from .tei_body import BodyRejected, read_rerank_body
+from .tei_permits import OVERLOADED_MESSAGE, Permits
 from .wire import body_text, empty_response, json_response, key_accepted
 
 _PUBLIC = frozenset({"/health", "/", "/ping", "/metrics"})
@@ -22,7 +24,10 @@ class TeiApp(ProtocolApp):
     Options: ``api_key`` (401 with an empty body on non-public routes; ``/info`` is not public);
     ``max_client_batch_size`` (32); ``reranker`` (True; False serves an embedding model, so a rerank
     is 424 Backend); ``model``; ``version`` ("1.9.3"); ``max_input_length`` (512, reported only:
-    ``--auto-truncate`` is on by default in 1.9, so long inputs are truncated, never refused).
+    ``--auto-truncate`` is on by default in 1.9, so long inputs are truncated, never refused);
+    ``max_concurrent_requests`` (512: ``--max-concurrent-requests``): each text of a rerank holds one of these
+    permits through its inference, and a rerank a text of which finds none free is 429 Overloaded
+    (``tei_permits``; ``app.permits.inference`` holds texts in inference, so their permits stay taken).
     """
 
     kind = "tei"
@@ -30,7 +35,7 @@ class TeiApp(ProtocolApp):
     def __init__(self, *, scorer: Scorer = lexical_scorer, api_key: str | None = None,
                  max_client_batch_size: int = 32, reranker: bool = True,
                  model: str = "BAAI/bge-reranker-base", version: str = "1.9.3",
-                 max_input_length: int = 512) -> None:
+                 max_input_length: int = 512, max_concurrent_requests: int = 512) -> None:
         super().__init__(scorer=scorer)
         self.api_key = api_key
         self.max_client_batch_size = max_client_batch_size
@@ -38,6 +43,7 @@ class TeiApp(ProtocolApp):
         self.model = model
         self.version = version
         self.max_input_length = max_input_length
+        self.permits = Permits(max_concurrent_requests)
 
     def routes(self) -> list[web.RouteDef]:
         """``POST /`` and ``/invocations`` go to rerank only when the model is a reranker."""
@@ -67,7 +73,7 @@ class TeiApp(ProtocolApp):
         )
         return {"model_id": self.model, "model_sha": None, "model_dtype": "float32",
                 "served_model_name": self.model, "model_type": model_type,
-                "max_concurrent_requests": 512, "max_input_length": self.max_input_length,
+                "max_concurrent_requests": self.permits.total, "max_input_length": self.max_input_length,
                 "max_batch_tokens": 16384, "max_batch_requests": None,
                 "max_client_batch_size": self.max_client_batch_size, "auto_truncate": True,
                 "tokenization_workers": 4, "version": self.version, "sha": None, "docker_label": None}
@@ -80,6 +86,8 @@ class TeiApp(ProtocolApp):
         problem = self._refusal(body["texts"])
         if problem is not None:
             return problem
+        if not await self.permits.run(await record(request), len(body["texts"])):
+            return _tei_error(429, OVERLOADED_MESSAGE, "Overloaded")
         return json_response(self._ranked(body), headers=_timing_headers(body))
 
     def _refusal(self, texts: list[str]) -> web.Response | None:

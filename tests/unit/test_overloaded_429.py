@@ -1,0 +1,140 @@
+"""A self-hosted server's 429 for its own permits being full (TEI's ``Overloaded``, Infinity's "is currently
+overloaded") clears as soon as any request ends: the endpoint is held back only until our next answer from it,
+or a short growing hold (0.1 s, doubling to 1.6 s) when none of ours is there. A hosted API's quota 429 keeps the
+long hold (a second, doubling to 32 s), whatever answers come meanwhile.
+
+The batcher, dispatch step, limiter, retries and endpoint state are the real ones, on a loop whose clock jumps
+to its next timer (``support.virtual_time``). The server is a model of TEI's permits (each text holds one for
+its request's service time; a request a text of which finds none free is refused at once), and its refusals
+are TEI's and Cohere's wire answers read by the real dialect code (``server_error``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from collections.abc import Callable
+
+import pytest
+
+from support.virtual_time import run_virtual
+from usr.plugins.a0_reranker.batching.batcher import MicroBatcher
+from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreaker, RetryBudget
+from usr.plugins.a0_reranker.batching.dispatch import Dispatch, DispatchPolicy, ReplicaSet
+from usr.plugins.a0_reranker.batching.endpoint_state import EndpointState, Replica
+from usr.plugins.a0_reranker.batching.queue import EndpointLimiter
+from usr.plugins.a0_reranker.core import deadline as clock
+from usr.plugins.a0_reranker.core.dialects import ScoreBatch
+from usr.plugins.a0_reranker.core.dialects.server_errors import server_error
+from usr.plugins.a0_reranker.core.dialects.wire import WireAnswer
+from usr.plugins.a0_reranker.core.errors import RateLimited
+from usr.plugins.a0_reranker.core.statistics import StatsRecorder
+
+SERVICE_S = 0.03  # one request's pass: tens of milliseconds, shorter than the shortest timed hold (0.05 s)
+TEI_OVERLOADED = WireAnswer(429, json.dumps({"error": "Model is overloaded", "error_type": "Overloaded"}).encode(),
+                            "application/json")
+INFINITY_OVERLOADED = WireAnswer(429, json.dumps({"error": {"message": "model bge is currently overloaded",
+                                                            "type": None, "param": None, "code": 429}}).encode(),
+                                 "application/json")
+COHERE_TRIAL = WireAnswer(429, json.dumps({"message": "You are using a Trial key, which is limited to 10 API "
+                                                      "calls / minute."}).encode(), "application/json")
+PLAIN_429 = WireAnswer(429, b"Too Many Requests", "text/plain")
+
+
+class PermitServer:
+    """TEI's ``--max-concurrent-requests`` permits: each text of a request takes one for ``SERVICE_S``; a request
+    that finds too few free is refused with ``refusal`` at once. Records when each request went out and ended."""
+
+    def __init__(self, permits: int, refusal: WireAnswer) -> None:
+        self.free = permits
+        self.refusal = refusal
+        self.log: list[tuple[str, str, float]] = []  # (query, "sent" | "answered" | "refused", virtual time)
+        self.in_flight = asyncio.Event()  # set once a request holds permits
+
+    async def send(self, batch: ScoreBatch, deadline: float, may_resend: Callable[[], bool]) -> list[float]:
+        query = batch.queries[0]
+        self.log.append((query, "sent", clock.now()))
+        if self.free < len(batch):
+            self.log.append((query, "refused", clock.now()))
+            raise server_error(self.refusal)
+        self.free -= len(batch)
+        self.in_flight.set()
+        try:
+            await asyncio.sleep(SERVICE_S)
+        finally:
+            self.free += len(batch)
+        self.log.append((query, "answered", clock.now()))
+        return [1.0 - i / 100 for i in range(len(batch))]
+
+    def times(self, query: str, what: str) -> list[float]:
+        return [at for q, event, at in self.log if q == query and event == what]
+
+
+def engine(server: PermitServer) -> tuple[MicroBatcher, EndpointState]:
+    state = EndpointState(EndpointLimiter(8), CircuitBreaker(BreakerPolicy()))
+    replica = Replica("tei", state, server.send)
+    dispatch = Dispatch(ReplicaSet([replica], budget=RetryBudget()), StatsRecorder(), DispatchPolicy())
+    return MicroBatcher(dispatch, mixes_queries=False, max_pairs=64, window=0.0, max_queued_pairs=1000), state
+
+
+def first_recall_holds_the_permits_second_is_refused(refusal: WireAnswer) -> tuple[PermitServer, list[bool]]:
+    """Recall "a" takes both permits; "b", sent while "a" is in flight, is refused; both have 10 s."""
+    server = PermitServer(permits=2, refusal=refusal)
+    batcher, _ = engine(server)
+
+    async def recall(query: str) -> bool:
+        await batcher.score(query, ["the nightly backup", "a recipe"], clock.now() + 10.0)
+        return True
+
+    async def main() -> list[bool]:
+        first = asyncio.ensure_future(recall("a"))
+        await server.in_flight.wait()  # "a" holds the permits (the loop's own steps: no time passes)
+        return list(await asyncio.gather(first, recall("b")))
+
+    return server, run_virtual(main())
+
+
+@pytest.mark.parametrize("refusal", [TEI_OVERLOADED, INFINITY_OVERLOADED], ids=["tei", "infinity"])
+def test_an_overloaded_429_is_retried_the_moment_our_request_in_flight_is_answered(refusal: WireAnswer) -> None:
+    server, outcomes = first_recall_holds_the_permits_second_is_refused(refusal)
+    assert outcomes == [True, True]  # both reranked
+    (refused,), (answered,) = server.times("b", "refused"), server.times("a", "answered")
+    assert server.times("b", "sent") == [refused, answered]  # "b" went again at the instant "a" gave its permits back
+    assert answered - refused == pytest.approx(SERVICE_S)  # far inside the old hold (0.5 s at the least)
+
+
+def test_a_quota_429_keeps_the_long_hold_though_our_request_in_flight_is_answered() -> None:
+    server, outcomes = first_recall_holds_the_permits_second_is_refused(COHERE_TRIAL)
+    assert outcomes == [True, True]
+    (refused,), (answered,) = server.times("b", "refused"), server.times("a", "answered")
+    _, retried = server.times("b", "sent")
+    assert retried > answered and 0.5 <= retried - refused <= 1.0  # the first quota 429's hold, waited out
+
+
+def test_an_overloaded_429_with_none_of_ours_in_flight_holds_a_short_growing_while() -> None:
+    """Nothing of ours at the server (others' requests fill it): 0.05 to 0.1 s for the first, twice that for
+    the second in a row, an answer to a request sent after them ending the streak."""
+    server = PermitServer(permits=0, refusal=TEI_OVERLOADED)
+    batcher, state = engine(server)
+
+    async def main() -> None:
+        with pytest.raises(RateLimited):
+            await batcher.score("c", ["a", "b"], clock.now() + 10.0)
+
+    run_virtual(main())
+    sent = server.times("c", "sent")
+    assert len(sent) == 3  # the first try and the two retries a request is allowed
+    first, second = (later - earlier for earlier, later in itertools.pairwise(sent))
+    assert 0.05 <= first <= 0.1 and 0.1 <= second <= 0.2
+    assert state.rate_limits == 3 and state.breaker.would_admit()  # a 429 says nothing of its health
+
+
+@pytest.mark.parametrize(("answer", "overloaded"), [
+    (TEI_OVERLOADED, True), (INFINITY_OVERLOADED, True), (COHERE_TRIAL, False), (PLAIN_429, False),
+    (WireAnswer(429, b'{"error": "Model is overloaded", "error_type": "Overloaded"}', "application/json",
+                {"retry-after": "3"}), True),
+], ids=["tei", "infinity", "cohere-trial", "plain", "tei-with-retry-after"])
+def test_the_dialects_tell_an_overloaded_server_from_a_quota(answer: WireAnswer, overloaded: bool) -> None:
+    error = server_error(answer)
+    assert error.reason == "rate_limited" and getattr(error, "overloaded", None) is overloaded
