@@ -161,18 +161,17 @@ class EndpointState:
         return self.not_before > clock.now()
 
     async def wait_out_retry_after(self, deadline: float) -> bool:
-        """Wait out a Retry-After if the deadline allows it (True when it waited), else raise ``RateLimited``; a hold
-        ``until_answer`` ends at our next answer from the server, and one made longer meanwhile is waited out too."""
-        wait = self.not_before - clock.now()
-        if wait <= 0:
-            return False
-        if clock.now() + wait >= deadline:
-            said = f"{wait:.0f}" if wait >= 10 else f"{wait:.1f}"  # "120 s", not the "119.99 s" left of it now
-            raise RateLimited(429, f"the server asked to wait {said} s more (Retry-After)", retry_after=wait)
-        while (wait := min(self.not_before, deadline) - clock.now()) > 0:
+        """Wait out a Retry-After (or a hold made longer meanwhile) while the deadline allows it (True when it waited),
+        else raise ``RateLimited``. A hold ``until_answer`` ends early at our next answer from the server."""
+        waited = False
+        while (wait := self.not_before - clock.now()) > 0:
+            if clock.now() + wait >= deadline:
+                said = f"{wait:.0f}" if wait >= 10 else f"{wait:.1f}"  # "120 s", not the "119.99 s" left of it now
+                raise RateLimited(429, f"the server asked to wait {said} s more (Retry-After)", retry_after=wait)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._answer.wait(), wait)
-        return True
+            waited = True
+        return waited
 
     def answered(self, seconds: float, pairs: int, sent_at: float | None = None) -> None:
         if sent_at is None:
