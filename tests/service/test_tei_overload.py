@@ -6,8 +6,10 @@ keeps the long hold (0.5 s and more). A 429 never opens the breaker.
 
 Through the public API against the TEI stand-in on loopback, sequenced by its permit counters and its inference
 gate (``support.servers.tei_permits``): texts holding permits wait at that gate until the test releases it. The
-deadlines below are shorter than the long hold's least (0.5 s), so a recall the long hold would keep back falls
-back at once, with nothing more sent: what each test tells apart is an outcome, not a time.
+recalls that must be reranked get a patient timeout, so a busy machine cannot make them race the clock; when the
+retry goes out (at our answer, well before the long hold's 0.5 s) is told apart in virtual time, in
+``tests/unit/test_overloaded_429.py``. The quota 429 below has 0.45 s, less than the long hold's least: held back,
+it falls back at once, with nothing more sent, an outcome the clock cannot change.
 """
 
 from __future__ import annotations
@@ -52,14 +54,14 @@ def start(agent: int, config: RerankerConfig) -> asyncio.Task[Any]:
 
 
 async def test_an_overloaded_429_goes_again_once_our_request_in_flight_is_answered() -> None:
-    """Recall 100 holds every permit; recall 101, with 0.45 s, is refused, and is reranked once 100 is answered:
-    held back the old way (0.5 s at the least) it would have fallen back at once."""
+    """Recall 100 holds every permit; recall 101 is refused, goes again once 100 is answered, and is reranked: an
+    overloaded 429 neither loses the recall nor opens the breaker."""
     server, app, config = await tei(permits=TEXTS)
     try:
         app.permits.inference.hold()
         first = start(100, config)
         await app.permits.wait_until_taken(TEXTS)
-        second = start(101, config.replace(timeout=0.45))
+        second = start(101, config)
         await app.permits.wait_until_overloaded(1)
         app.permits.inference.release()
         assert await first is not None and await second is not None
@@ -71,14 +73,15 @@ async def test_an_overloaded_429_goes_again_once_our_request_in_flight_is_answer
 
 
 async def test_offered_load_above_the_permits_is_served_with_every_recall_reranked() -> None:
-    """Four recalls at once (1 s each) at a server with permits for two requests' texts: two are refused; the
-    server stays full past their first short hold, so they are refused again; once it answers ours, both go
-    again and are reranked. Held back the old way (0.5 to 1 s, then 1 to 2 s), they could not be refused a
-    second time before their deadline."""
+    """Four recalls at once at a server with permits for two requests' texts: two are refused; the server stays
+    full past their first short hold, so they are refused again; once it answers ours, both go again and are
+    reranked. Retries and their budget are raised so that a third refusal, if the machine is slow to release the
+    server, still leaves a retry: what is told apart is the outcome, not a race."""
     server, app, config = await tei(permits=2 * TEXTS)
     try:
         app.permits.inference.hold()
-        calls = [start(200 + k, config.replace(timeout=1.0)) for k in range(4)]
+        patient = config.replace(max_retries=5, retry_budget=1.0)
+        calls = [start(200 + k, patient) for k in range(4)]
         await app.permits.wait_until_overloaded(4, within_s=5.0)  # two refused, each twice
         assert app.permits.taken == 2 * TEXTS
         app.permits.inference.release()
