@@ -18,18 +18,13 @@ from collections.abc import Callable
 
 import pytest
 
+from support.one_replica import one_replica_batcher
 from support.virtual_time import run_virtual
-from usr.plugins.a0_reranker.batching.batcher import MicroBatcher
-from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreaker, RetryBudget
-from usr.plugins.a0_reranker.batching.dispatch import Dispatch, DispatchPolicy, ReplicaSet
-from usr.plugins.a0_reranker.batching.endpoint_state import EndpointState, Replica
-from usr.plugins.a0_reranker.batching.queue import EndpointLimiter
 from usr.plugins.a0_reranker.core import deadline as clock
 from usr.plugins.a0_reranker.core.dialects import ScoreBatch
 from usr.plugins.a0_reranker.core.dialects.server_errors import server_error
 from usr.plugins.a0_reranker.core.dialects.wire import WireAnswer
 from usr.plugins.a0_reranker.core.errors import RateLimited
-from usr.plugins.a0_reranker.core.statistics import StatsRecorder
 
 SERVICE_S = 0.03  # one request's pass: tens of milliseconds, shorter than the shortest timed hold (0.05 s)
 TEI_OVERLOADED = WireAnswer(429, json.dumps({"error": "Model is overloaded", "error_type": "Overloaded"}).encode(),
@@ -71,17 +66,10 @@ class PermitServer:
         return [at for q, event, at in self.log if q == query and event == what]
 
 
-def engine(server: PermitServer) -> tuple[MicroBatcher, EndpointState]:
-    state = EndpointState(EndpointLimiter(8), CircuitBreaker(BreakerPolicy()))
-    replica = Replica("tei", state, server.send)
-    dispatch = Dispatch(ReplicaSet([replica], budget=RetryBudget()), StatsRecorder(), DispatchPolicy())
-    return MicroBatcher(dispatch, mixes_queries=False, max_pairs=64, window=0.0, max_queued_pairs=1000), state
-
-
 def first_recall_holds_the_permits_second_is_refused(refusal: WireAnswer) -> tuple[PermitServer, list[bool]]:
     """Recall "a" takes both permits; "b", sent while "a" is in flight, is refused; both have 10 s."""
     server = PermitServer(permits=2, refusal=refusal)
-    batcher, _ = engine(server)
+    batcher, _ = one_replica_batcher(server.send)
 
     async def recall(query: str) -> bool:
         await batcher.score(query, ["the nightly backup", "a recipe"], clock.now() + 10.0)
@@ -116,7 +104,7 @@ def test_an_overloaded_429_with_none_of_ours_in_flight_holds_a_short_growing_whi
     """Nothing of ours at the server (others' requests fill it): 0.05 to 0.1 s for the first, twice that for
     the second in a row, an answer to a request sent after them ending the streak."""
     server = PermitServer(permits=0, refusal=TEI_OVERLOADED)
-    batcher, state = engine(server)
+    batcher, state = one_replica_batcher(server.send)
 
     async def main() -> None:
         with pytest.raises(RateLimited):
@@ -138,3 +126,4 @@ def test_an_overloaded_429_with_none_of_ours_in_flight_holds_a_short_growing_whi
 def test_the_dialects_tell_an_overloaded_server_from_a_quota(answer: WireAnswer, overloaded: bool) -> None:
     error = server_error(answer)
     assert error.reason == "rate_limited" and getattr(error, "overloaded", None) is overloaded
+

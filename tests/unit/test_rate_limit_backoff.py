@@ -13,17 +13,15 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
+from support.one_replica import new_state, one_replica_batcher
 from support.virtual_time import run_virtual
 from usr.plugins.a0_reranker.batching.batcher import MicroBatcher
-from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreaker, RetryBudget
-from usr.plugins.a0_reranker.batching.dispatch import Dispatch, DispatchPolicy, ReplicaSet
-from usr.plugins.a0_reranker.batching.endpoint_state import EndpointState, Replica
-from usr.plugins.a0_reranker.batching.queue import EndpointLimiter
+from usr.plugins.a0_reranker.batching.dispatch import DispatchPolicy
+from usr.plugins.a0_reranker.batching.endpoint_state import EndpointState
 from usr.plugins.a0_reranker.core import deadline as clock
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.core.dialects import ScoreBatch
 from usr.plugins.a0_reranker.core.errors import RateLimited
-from usr.plugins.a0_reranker.core.statistics import StatsRecorder
 from usr.plugins.a0_reranker.service.route_checks import Detection, recheck
 
 LIMITED = "429"  # a script step: a 429 without Retry-After (Cohere's, Jina's and Voyage's way)
@@ -52,10 +50,7 @@ class Server:
 
 
 def engine(server: Server, state: EndpointState | None = None) -> MicroBatcher:
-    state = state or EndpointState(EndpointLimiter(8), CircuitBreaker(BreakerPolicy()))
-    replica = Replica("only", state, server.send)
-    dispatch = Dispatch(ReplicaSet([replica], budget=RetryBudget()), StatsRecorder(), DispatchPolicy(max_retries=0))
-    return MicroBatcher(dispatch, mixes_queries=False, max_pairs=64, window=0.0, max_queued_pairs=1000)
+    return one_replica_batcher(server.send, state=state, policy=DispatchPolicy(max_retries=0))[0]
 
 
 async def recall(batcher: MicroBatcher, within_s: float = 600.0) -> bool:
@@ -96,7 +91,7 @@ def test_an_answer_ends_the_streak() -> None:
 def test_an_answer_to_detection_sent_after_the_last_429_ends_the_streak() -> None:
     """A route check (detection beside the recalls) answered: the key is back under its limit, as when a recall
     is answered. One whose requests were in flight before the last 429 says nothing of it: the streak stands."""
-    server, state = Server([LIMITED] * 4), EndpointState(EndpointLimiter(8), CircuitBreaker(BreakerPolicy()))
+    server, state = Server([LIMITED] * 4), new_state()
     batcher, in_flight, answer = engine(server, state), asyncio.Event(), asyncio.Event()
 
     async def detect(transport: object, config: RerankerConfig, deadline: float) -> object:  # the server's answer
@@ -168,7 +163,7 @@ def test_a_burst_answered_with_429s_together_counts_once() -> None:
 
 
 def test_changed_settings_carry_the_streak_over() -> None:
-    old, new = (EndpointState(EndpointLimiter(4), CircuitBreaker(BreakerPolicy())) for _ in range(2))
+    old, new = (new_state(4) for _ in range(2))
 
     async def main() -> float:
         for _ in range(2):
