@@ -154,6 +154,7 @@ class EndpointState:
         """Made for changed settings of the same server and key: what the server said of itself still holds (its
         Retry-After, its 429s in a row, its breaker open); our own measures (slots, speed) start afresh."""
         self.hold_off(previous.not_before)
+        self.overload_until = previous.overload_until  # an overloaded server's hold still ends at our next answer
         self.rate_limits, self.rate_limited_at = previous.rate_limits, previous.rate_limited_at
         self.breaker.carry_over(previous.breaker)
 
@@ -165,7 +166,7 @@ class EndpointState:
         else raise ``RateLimited``. A hold ``until_answer`` ends early at our next answer from the server."""
         waited = False
         while (wait := self.not_before - clock.now()) > 0:
-            if clock.now() + wait >= deadline:
+            if self.not_before >= deadline:
                 said = f"{wait:.0f}" if wait >= 10 else f"{wait:.1f}"  # "120 s", not the "119.99 s" left of it now
                 raise RateLimited(429, f"the server asked to wait {said} s more (Retry-After)", retry_after=wait)
             with contextlib.suppress(TimeoutError):

@@ -18,8 +18,9 @@ from collections.abc import Callable
 
 import pytest
 
-from support.one_replica import one_replica_batcher
+from support.one_replica import new_state, one_replica_batcher
 from support.virtual_time import run_virtual
+from usr.plugins.a0_reranker.batching.retries import hold_after_429
 from usr.plugins.a0_reranker.core import deadline as clock
 from usr.plugins.a0_reranker.core.dialects import ScoreBatch
 from usr.plugins.a0_reranker.core.dialects.server_errors import server_error
@@ -127,3 +128,48 @@ def test_the_dialects_tell_an_overloaded_server_from_a_quota(answer: WireAnswer,
     error = server_error(answer)
     assert error.reason == "rate_limited" and getattr(error, "overloaded", None) is overloaded
 
+
+def test_an_overloaded_hold_carried_over_to_changed_settings_still_ends_at_our_next_answer() -> None:
+    """Changed settings get new state, which keeps what the server said of itself (``carry_over``): the hold, and
+    that our next answer ends it."""
+
+    async def main() -> tuple[bool, bool]:
+        old, new = new_state(), new_state()
+        refusal = server_error(TEI_OVERLOADED)
+        assert isinstance(refusal, RateLimited)
+        hold_after_429(old, refusal, clock.now(), jitter=0.0)
+        new.carry_over(old)
+        held = new.rate_limited()
+        new.answered(SERVICE_S, 2)
+        return held, new.rate_limited()
+
+    assert run_virtual(main()) == (True, False)
+
+
+def test_a_recall_cancelled_while_it_waits_out_an_overloaded_hold_gives_back_all_it_took() -> None:
+    """Recall "b" is refused while "a" holds the permits and waits out the hold; its caller is cancelled there. Its
+    slot, its queued pairs and the retry it spent come back, and nothing more of it is sent."""
+    server = PermitServer(permits=2, refusal=TEI_OVERLOADED)
+    batcher, state = one_replica_batcher(server.send)
+    documents = ["the nightly backup", "a recipe"]
+
+    async def main() -> tuple[bool, int]:
+        first = asyncio.ensure_future(batcher.score("a", documents, clock.now() + 10.0))
+        await server.in_flight.wait()
+        second = asyncio.ensure_future(batcher.score("b", documents, clock.now() + 10.0))
+        # virtual time: every step that takes none is done first, so "b" has been refused and waits out its hold
+        # (at least 0.05 s, or until "a" is answered at SERVICE_S)
+        await asyncio.sleep(SERVICE_S / 3)
+        assert server.times("b", "refused") and state.rate_limited()
+        second.cancel()
+        await first
+        await asyncio.gather(second, return_exceptions=True)
+        budget = batcher.dispatch.replicas.budget  # read on the virtual clock its counts were made on
+        return second.cancelled(), sum(budget.try_spend() for _ in range(10))
+
+    cancelled, retries_left = run_virtual(main())
+    assert cancelled
+    assert retries_left == 2  # two requests sent: the reserve of two retries, the one spent for "b" given back
+    assert server.times("b", "sent") == server.times("b", "refused")  # sent once: not again after it left
+    assert batcher.idle and batcher.queued_pairs == 0
+    assert state.limiter.in_flight == 0 and state.outstanding_requests == 0
