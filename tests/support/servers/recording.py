@@ -37,3 +37,8 @@ async def record(request: web.Request) -> RecordedRequest:
         text=text,
         query=dict(request.query),
     )
+
+
+# The snapshot the server took of a request, kept in the request for its handler. aiohttp 3.14 wants a typed key
+# (web.RequestKey, new in 3.14: a plain name warns); older versions take the plain name.
+RECORDED: Any = web.RequestKey("a0r_recorded", RecordedRequest) if hasattr(web, "RequestKey") else "a0r_recorded"

@@ -16,7 +16,7 @@ from .faults import Fault, FaultRule, as_rule
 from .gate import Gate
 from .monitor import StateMonitor
 from .protocol_app import ProtocolApp
-from .recording import RecordedRequest, record
+from .recording import RECORDED, RecordedRequest, record
 from .registry import build
 from .scoring import Scorer, lexical_scorer
 
@@ -91,7 +91,7 @@ class RunningServer:
 
     @web.middleware
     async def _instrument(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        seen = await record(request)
+        seen = request[RECORDED] = await record(request)
         self.requests.append(seen)
         self._counts[seen.path] += 1
         task = asyncio.current_task()

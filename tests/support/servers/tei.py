@@ -9,7 +9,7 @@ from aiohttp import web
 
 from .protocol_app import ProtocolApp
 from .ranking import best_first
-from .recording import record
+from .recording import RECORDED
 from .scoring import Scorer, lexical_scorer, pair_tokens, to_logit
 from .tei_body import BodyRejected, read_rerank_body
 from .tei_permits import OVERLOADED_MESSAGE, Permits
@@ -86,7 +86,7 @@ class TeiApp(ProtocolApp):
         problem = self._refusal(body["texts"])
         if problem is not None:
             return problem
-        if not await self.permits.run(await record(request), len(body["texts"])):
+        if not await self.permits.run(request[RECORDED], len(body["texts"])):
             return _tei_error(429, OVERLOADED_MESSAGE, "Overloaded")
         return json_response(self._ranked(body), headers=_timing_headers(body))
 
