@@ -155,7 +155,7 @@ def _refusal(query: Any, documents: Any, config: Any) -> RerankResult | None:
     return RerankResult([]) if empty else None  # nothing to rank: no rerank to count (nor its API or latency)
 
 
-def _texts(query: Any, documents: Any, config: Any) -> list[str] | RerankResult:
+def _accepted_texts(query: Any, documents: Any, config: Any) -> list[str] | RerankResult:
     """The documents copied, or ``_refusal``'s answer. Documents that fail when read again are the caller's bad
     input (counted), not ours; only the exception's type is told, as its text may quote a memory."""
     if (refused := _refusal(query, documents, config)) is not None:
@@ -182,7 +182,7 @@ async def rerank_result_async(query: str, documents: Sequence[str], *, config: R
                               deadline: float | None = None) -> RerankResult:
     """The ranking with how it went (API used, or why it fell back), by ``deadline`` (default ``rerank_timeout``
     from now); raises nothing but cancellation."""
-    if isinstance(texts := _texts(query, documents, config), RerankResult):
+    if isinstance(texts := _accepted_texts(query, documents, config), RerankResult):
         return texts
     due = deadline_in(config.timeout) if deadline is None else deadline
     stats_recorder().rerank_started()
@@ -203,7 +203,7 @@ async def rerank_result_async(query: str, documents: Sequence[str], *, config: R
 
 def rerank_result(query: str, documents: Sequence[str], *, config: RerankerConfig) -> RerankResult:
     """Blocking form for threads (also one running its own loop); raises only what interrupts it (cancelled)."""
-    if isinstance(texts := _texts(query, documents, config), RerankResult):
+    if isinstance(texts := _accepted_texts(query, documents, config), RerankResult):
         return texts
     stats_recorder().rerank_started()
     deadline, started = deadline_in(config.timeout), clock.now()
