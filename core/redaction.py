@@ -17,7 +17,6 @@ MIN_SECRET_CHARS: Final = 4  # shorter texts are too common to mask without mang
 MIN_QUOTE_CHARS: Final = 16  # a run this long of a secret's first or last characters is a quote of it
 SHOWN_CHARS: Final = 400
 _WORD: Final = re.compile(r"\S+")
-_SPACES: Final = re.compile(r"\s+")
 # controls, line breaks and lone surrogates: shown as U+FFFD, refused in a header value or a file name
 UNPRINTABLE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 # Where a URL's authority starts in a run of text without spaces: after its scheme and slashes (``http:/`` as
@@ -177,12 +176,14 @@ def _forms(secret: str, escaped: bool, room: int) -> set[str]:
     if room < MIN_SECRET_CHARS or (len(secret) <= 2 * MIN_SECRET_CHARS and len(secret.strip()) < MIN_SECRET_CHARS):
         return set()
     pieces = [secret] if len(secret) <= room else [_flat_end(secret, room, True), _flat_end(secret, room, False)]
-    variants = []
-    for piece in pieces:
-        variants.append(piece)
-        if escaped:
-            variants += [json.dumps(piece)[1:-1], json.dumps(piece, ensure_ascii=False)[1:-1], repr(piece)[1:-1]]
-    forms = {form for variant in variants for form in (" ".join(variant.split()), _SPACES.sub(" ", variant))}
+    variants = set(pieces)  # each flattened once: escaping most texts changes nothing
+    if escaped:
+        variants.update(quoted for piece in pieces for quoted in (
+            json.dumps(piece)[1:-1], json.dumps(piece, ensure_ascii=False)[1:-1], repr(piece)[1:-1]))
+    forms: set[str] = set()
+    for variant in variants:
+        flat = " ".join(variant.split())
+        forms |= {flat, " " * variant[:1].isspace() + flat + " " * variant[-1:].isspace()}
     return {form for form in forms if len(form.replace(" ", "")) >= MIN_SECRET_CHARS}  # blanks quote nothing
 
 
