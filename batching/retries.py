@@ -43,7 +43,7 @@ def rate_limit_hold(in_a_row: int, jitter: float, *, overloaded: bool = False) -
     server out of permits, free again as soon as any request ends (tens of ms): 0.1 s, doubling to 1.6 s (by the
     fifth), so a server kept full by others' requests is asked about once a second, and a recall has room to retry."""
     base, cap = (OVERLOAD_BASE_S, OVERLOAD_CAP_S) if overloaded else (RATE_LIMIT_BASE_S, RATE_LIMIT_CAP_S)
-    ceiling = min(cap, base * 2 ** max(in_a_row - 1, 0))
+    ceiling = min(cap, base * 2.0 ** min(max(in_a_row - 1, 0), 32))  # a float power past 1,024 would overflow
     return ceiling * (1.0 + jitter) / 2
 
 

@@ -18,6 +18,7 @@ from support.virtual_time import run_virtual
 from usr.plugins.a0_reranker.batching.batcher import MicroBatcher
 from usr.plugins.a0_reranker.batching.dispatch import DispatchPolicy
 from usr.plugins.a0_reranker.batching.endpoint_state import EndpointState
+from usr.plugins.a0_reranker.batching.retries import RATE_LIMIT_CAP_S, rate_limit_hold
 from usr.plugins.a0_reranker.core import deadline as clock
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.core.dialects import ScoreBatch
@@ -143,6 +144,19 @@ def test_the_hold_is_capped() -> None:
     gaps = server.gaps()
     assert max(gaps) <= 32.0
     assert all(gap >= 16.0 for gap in gaps[-5:])  # at the cap from the sixth in a row on
+
+
+def test_a_key_refused_for_days_stays_at_the_cap() -> None:
+    """A key out of credit answers 429 to every request: past 1,024 in a row (nine hours at the cap) the hold is
+    still the cap's, not an ``OverflowError`` that fails every recall as an unexpected error."""
+    state = new_state()
+    state.rate_limits = 5_000
+
+    async def main() -> float:
+        state.hold_off_growing(clock.now(), lambda in_a_row: rate_limit_hold(in_a_row, jitter=0.0))
+        return state.not_before - clock.now()
+
+    assert run_virtual(main()) == RATE_LIMIT_CAP_S / 2  # half fixed, half by the jitter
 
 
 def test_a_burst_answered_with_429s_together_counts_once() -> None:
