@@ -49,12 +49,19 @@ def rate_limit_hold(in_a_row: int, jitter: float, *, overloaded: bool = False) -
 
 def hold_after_429(state: EndpointState, exc: RateLimited, sent_at: float, jitter: float) -> None:
     """A 429 (to a recall or a detection) holds its endpoint back for its Retry-After, else ``rate_limit_hold``;
-    an overloaded server's hold also ends with our next answer from it (that request's permits came back)."""
+    an overloaded server's hold also ends with our next answer from it (that request's permits came back), and
+    there is none when such an answer came since the refused request went out (TEI answers the 429 only once the
+    texts that got a permit are through the model: permits have come back since it refused)."""
     if exc.retry_after is not None:
         state.hold_off(clock.now() + exc.retry_after)
-    else:
+    elif not (exc.overloaded and state.answered_at > sent_at):
         state.hold_off_growing(sent_at, lambda in_a_row: rate_limit_hold(in_a_row, jitter, overloaded=exc.overloaded),
                                until_answer=exc.overloaded)
+
+
+def _out_of_permits(exc: RerankError) -> bool:
+    """A self-hosted server's 429 that it was full (``RateLimited.overloaded``) and named no wait of its own."""
+    return isinstance(exc, RateLimited) and exc.overloaded and exc.retry_after is None
 
 
 def retry_kind(exc: BaseException) -> RetryKind:
@@ -83,6 +90,14 @@ class Retries:
     async def after_failure(self, exc: RerankError, request: Plan, replica: Replica) -> None:
         """Go on to another replica at once, or wait for this one, or give up by raising ``exc``."""
         kind = retry_kind(exc)
+        if _out_of_permits(exc) and not self.replicas.ready(exclude=[replica]):
+            # refused at the door, not failed: it goes again when the hold ends (at our next answer from there),
+            # costing neither a retry nor budget, for as long as its deadline and the pace allow
+            now = clock.now()
+            left = request.deadline - max(now, replica.state.not_before)
+            if left <= 0 or not worth_sending(replica.state.expected_latency(len(request.batch), now), left):
+                raise exc
+            return
         if kind == "never" or request.retries >= self.policy.max_retries:
             raise exc
         if self.replicas.ready(exclude=[replica]):

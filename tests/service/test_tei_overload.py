@@ -75,12 +75,11 @@ async def test_an_overloaded_429_goes_again_once_our_request_in_flight_is_answer
 async def test_offered_load_above_the_permits_is_served_with_every_recall_reranked() -> None:
     """Four recalls at once at a server with permits for two requests' texts: two are refused; the server stays
     full past their first short hold, so they are refused again; once it answers ours, both go again and are
-    reranked. Retries and their budget are raised so that a third refusal, if the machine is slow to release the
-    server, still leaves a retry: what is told apart is the outcome, not a race."""
+    reranked. No retry is allowed: a refusal at the door spends none, however often it comes."""
     server, app, config = await tei(permits=2 * TEXTS)
     try:
         app.permits.inference.hold()
-        patient = config.replace(max_retries=5, retry_budget=1.0)
+        patient = config.replace(max_retries=0)
         calls = [start(200 + k, patient) for k in range(4)]
         await app.permits.wait_until_overloaded(4, within_s=5.0)  # two refused, each twice
         assert app.permits.taken == 2 * TEXTS
@@ -109,5 +108,28 @@ async def test_a_quota_429_keeps_the_long_hold_while_our_request_in_flight_is_an
         assert len(sent_for(server, 301)) == 1
         stats = await stats_until(accounted)
         assert stats.fallbacks == {"rate_limited": 1} and stats.breakers[server.url] == "closed", stats
+    finally:
+        await server.close()
+
+
+async def test_many_agents_above_the_permits_take_turns_with_every_recall_reranked() -> None:
+    """24 agents, 5 recalls each of 20 memories, at a TEI whose permits hold the texts of two of our four requests
+    (each request's texts 20 ms in the model, the stand-in's inference): the refused go again at our answers, and
+    every recall is reranked. Before, 39% of such recalls fell back once their two retries were spent."""
+    server, app, config = await tei(permits=2 * 20)
+
+    async def inference(request: RecordedRequest) -> None:
+        await asyncio.sleep(0.02)  # the model's time, which keeps the permits taken: no synchronisation waits on it
+
+    app.permits.inference.passage = inference  # type: ignore[method-assign]
+    try:
+        async def agent(a: int) -> list[object]:
+            return [await runtime.rerank_async(*recall(1000 + 10 * a + k, 20), config=config) for k in range(5)]
+
+        results = [r for rs in await asyncio.gather(*(agent(a) for a in range(24))) for r in rs]
+        assert all(result is not None for result in results)
+        assert app.permits.overloaded > 0  # they did take turns: some were refused
+        stats = await stats_until(accounted)
+        assert stats.fallbacks == {} and stats.breakers[server.url] == "closed", stats
     finally:
         await server.close()

@@ -20,7 +20,8 @@ import pytest
 
 from support.one_replica import new_state, one_replica_batcher
 from support.virtual_time import run_virtual
-from usr.plugins.a0_reranker.batching.retries import hold_after_429
+from usr.plugins.a0_reranker.batching.dispatch import DispatchPolicy
+from usr.plugins.a0_reranker.batching.retries import OVERLOAD_BASE_S, OVERLOAD_CAP_S, hold_after_429
 from usr.plugins.a0_reranker.core import deadline as clock
 from usr.plugins.a0_reranker.core.dialects import ScoreBatch
 from usr.plugins.a0_reranker.core.dialects.server_errors import server_error
@@ -40,7 +41,8 @@ PLAIN_429 = WireAnswer(429, b"Too Many Requests", "text/plain")
 
 class PermitServer:
     """TEI's ``--max-concurrent-requests`` permits: each text of a request takes one for ``SERVICE_S``; a request
-    that finds too few free is refused with ``refusal`` at once. Records when each request went out and ended."""
+    that finds too few free is refused with ``refusal``, at once when it got none, else once the texts that got one
+    have been through their pass, as TEI does. Records when each request went out and ended."""
 
     def __init__(self, permits: int, refusal: WireAnswer) -> None:
         self.free = permits
@@ -51,15 +53,17 @@ class PermitServer:
     async def send(self, batch: ScoreBatch, deadline: float, may_resend: Callable[[], bool]) -> list[float]:
         query = batch.queries[0]
         self.log.append((query, "sent", clock.now()))
-        if self.free < len(batch):
-            self.log.append((query, "refused", clock.now()))
-            raise server_error(self.refusal)
-        self.free -= len(batch)
+        got = min(self.free, len(batch))
+        self.free -= got
         self.in_flight.set()
         try:
-            await asyncio.sleep(SERVICE_S)
+            if got:
+                await asyncio.sleep(SERVICE_S)
         finally:
-            self.free += len(batch)
+            self.free += got
+        if got < len(batch):
+            self.log.append((query, "refused", clock.now()))
+            raise server_error(self.refusal)
         self.log.append((query, "answered", clock.now()))
         return [1.0 - i / 100 for i in range(len(batch))]
 
@@ -93,6 +97,43 @@ def test_an_overloaded_429_is_retried_the_moment_our_request_in_flight_is_answer
     assert answered - refused == pytest.approx(SERVICE_S)  # far inside the old hold (0.5 s at the least)
 
 
+def test_an_overloaded_429_that_comes_after_our_answer_goes_again_at_once() -> None:
+    """"a" (two texts) and "b" (two, one permit left for it) go out together; "a" is answered, then "b" is refused,
+    its one text through its pass first. The permits came back before that 429 reached us: "b" goes again at
+    once, not after a hold (0.05 s at the least), and is answered."""
+    server = PermitServer(permits=3, refusal=TEI_OVERLOADED)
+    batcher, _ = one_replica_batcher(server.send)
+
+    async def main() -> list[object]:
+        deadline = clock.now() + 10.0
+        return list(await asyncio.gather(*(batcher.score(q, ["the nightly backup", "a recipe"], deadline)
+                                           for q in ("a", "b"))))
+
+    assert all(run_virtual(main()))
+    (start,), (refused,) = server.times("a", "sent"), server.times("b", "refused")
+    assert server.times("a", "answered") == [start + SERVICE_S] and refused == start + SERVICE_S
+    assert server.times("b", "sent") == [start, refused] and server.times("b", "answered") == [refused + SERVICE_S]
+
+
+def test_refused_at_the_door_again_and_again_a_recall_spends_no_retry() -> None:
+    """Six recalls at once at a server with permits for one request's texts, with no retries allowed: the refused
+    go again at each of our answers, one is let in each time, and all six are reranked, served back to back."""
+    server = PermitServer(permits=2, refusal=TEI_OVERLOADED)
+    batcher, state = one_replica_batcher(server.send, policy=DispatchPolicy(max_retries=0))
+    queries = "abcdef"
+
+    async def main() -> list[object]:
+        deadline = clock.now() + 10.0
+        return list(await asyncio.gather(*(batcher.score(q, ["the nightly backup", "a recipe"], deadline)
+                                           for q in queries)))
+
+    assert all(run_virtual(main()))
+    start = min(at for q in queries for at in server.times(q, "sent"))
+    answered = sorted(at for q in queries for at in server.times(q, "answered"))
+    assert answered == pytest.approx([start + k * SERVICE_S for k in range(1, 7)])
+    assert state.breaker.would_admit() and state.limiter.in_flight == 0
+
+
 def test_a_quota_429_keeps_the_long_hold_though_our_request_in_flight_is_answered() -> None:
     server, outcomes = first_recall_holds_the_permits_second_is_refused(COHERE_TRIAL)
     assert outcomes == [True, True]
@@ -103,20 +144,25 @@ def test_a_quota_429_keeps_the_long_hold_though_our_request_in_flight_is_answere
 
 def test_an_overloaded_429_with_none_of_ours_in_flight_holds_a_short_growing_while() -> None:
     """Nothing of ours at the server (others' requests fill it): 0.05 to 0.1 s for the first, twice that for
-    the second in a row, an answer to a request sent after them ending the streak."""
+    the second in a row, and so on up to 0.8 to 1.6 s; refused at the door, not failed, the request goes again
+    for as long as its deadline allows, without spending the retries a failed request has (two)."""
     server = PermitServer(permits=0, refusal=TEI_OVERLOADED)
     batcher, state = one_replica_batcher(server.send)
 
-    async def main() -> None:
+    async def main() -> float:
+        deadline = clock.now() + 10.0  # on the virtual clock
         with pytest.raises(RateLimited):
-            await batcher.score("c", ["a", "b"], clock.now() + 10.0)
+            await batcher.score("c", ["a", "b"], deadline)
+        return deadline
 
-    run_virtual(main())
+    deadline = run_virtual(main())
     sent = server.times("c", "sent")
-    assert len(sent) == 3  # the first try and the two retries a request is allowed
-    first, second = (later - earlier for earlier, later in itertools.pairwise(sent))
-    assert 0.05 <= first <= 0.1 and 0.1 <= second <= 0.2
-    assert state.rate_limits == 3 and state.breaker.would_admit()  # a 429 says nothing of its health
+    for in_a_row, (earlier, later) in enumerate(itertools.pairwise(sent), start=1):
+        ceiling = min(OVERLOAD_CAP_S, OVERLOAD_BASE_S * 2 ** (in_a_row - 1))
+        assert ceiling / 2 <= later - earlier <= ceiling, (in_a_row, sent)
+    assert sent[-1] + OVERLOAD_CAP_S > deadline  # it stopped only when no hold could end in time
+    assert len(sent) > 3 and state.rate_limits == len(sent)
+    assert state.breaker.would_admit()  # a 429 says nothing of its health
 
 
 @pytest.mark.parametrize(("answer", "overloaded"), [
@@ -146,10 +192,12 @@ def test_an_overloaded_hold_carried_over_to_changed_settings_still_ends_at_our_n
     assert run_virtual(main()) == (True, False)
 
 
-def test_a_recall_cancelled_while_it_waits_out_an_overloaded_hold_gives_back_all_it_took() -> None:
+@pytest.mark.parametrize("refusal", [TEI_OVERLOADED, COHERE_TRIAL], ids=["overloaded", "quota"])
+def test_a_recall_cancelled_while_it_waits_out_a_hold_gives_back_all_it_took(refusal: WireAnswer) -> None:
     """Recall "b" is refused while "a" holds the permits and waits out the hold; its caller is cancelled there. Its
-    slot, its queued pairs and the retry it spent come back, and nothing more of it is sent."""
-    server = PermitServer(permits=2, refusal=TEI_OVERLOADED)
+    slot, its queued pairs and the retry a quota 429 spent (an overloaded one spends none) come back, and nothing
+    more of it is sent."""
+    server = PermitServer(permits=2, refusal=refusal)
     batcher, state = one_replica_batcher(server.send)
     documents = ["the nightly backup", "a recipe"]
 
@@ -169,7 +217,7 @@ def test_a_recall_cancelled_while_it_waits_out_an_overloaded_hold_gives_back_all
 
     cancelled, retries_left = run_virtual(main())
     assert cancelled
-    assert retries_left == 2  # two requests sent: the reserve of two retries, the one spent for "b" given back
+    assert retries_left == 2  # two requests sent: the reserve of two retries, any spent for "b" given back
     assert server.times("b", "sent") == server.times("b", "refused")  # sent once: not again after it left
     assert batcher.idle and batcher.queued_pairs == 0
     assert state.limiter.in_flight == 0 and state.outstanding_requests == 0
