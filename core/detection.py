@@ -156,6 +156,7 @@ class ProbeOutcome:
     latency_s: float = 0.0
     failure: str = ""  # the error's reason (``connect``, ``tls``, ``http_status`` ...) when it did not answer
     retry_after: float | None = None  # a 429's Retry-After, when the failure was ``rate_limited``
+    overloaded: bool = False  # a 429 for the server's own full permits (``RateLimited.overloaded``), no quota
     status: int | None = None  # the HTTP status of a failed answer
     sent: bool = True  # False: passed over without a request (a route that needs a model id, none set)
 

@@ -116,7 +116,8 @@ class _Probe:
             raise
         except RerankError as exc:
             return det.ProbeOutcome(dialect, error=str(exc), latency_s=clock.now() - started, failure=exc.reason,
-                                    retry_after=getattr(exc, "retry_after", None), status=getattr(exc, "status", None))
+                                    retry_after=getattr(exc, "retry_after", None), status=getattr(exc, "status", None),
+                                    overloaded=getattr(exc, "overloaded", False))
         return det.ProbeOutcome(dialect, scores=tuple(scores), latency_s=clock.now() - started)
 
     async def _get_json(self, path: str, deadline: float) -> object:
@@ -223,7 +224,8 @@ def _unreachable(attempts: Sequence[det.ProbeOutcome], message: str) -> RerankEr
         return refused
     if "rate_limited" in failures:  # not a detection failure, and its Retry-After holds the endpoint back
         waits = [o.retry_after for o in attempts if o.retry_after is not None]
-        return RateLimited(429, message, retry_after=max(waits) if waits else None)
+        return RateLimited(429, message, retry_after=max(waits) if waits else None,
+                           overloaded=all(o.overloaded for o in sent if o.failure == "rate_limited"))
     if not sent or not failures <= {"connect", "tls", "timeout"}:  # a setting's error ended detection at once
         return None
     if failures == {"timeout"}:

@@ -24,6 +24,7 @@ from support.deadlines import PATIENT_S
 from support.encoding import encoding_scorer, number, recall
 from support.servers import RecordedRequest, Respond, RunningServer, start_server
 from support.servers.tei import TeiApp
+from usr.plugins.a0_reranker.batching import retries
 from usr.plugins.a0_reranker.core.config import RerankerConfig
 from usr.plugins.a0_reranker.service import runtime
 
@@ -131,5 +132,30 @@ async def test_many_agents_above_the_permits_take_turns_with_every_recall_rerank
         assert app.permits.overloaded > 0  # they did take turns: some were refused
         stats = await stats_until(accounted)
         assert stats.fallbacks == {} and stats.breakers[server.url] == "closed", stats
+    finally:
+        await server.close()
+
+
+async def test_a_detection_refused_for_full_permits_holds_only_until_our_next_answer(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Recall 400 holds every permit when recalls of another model setting (so another detection) begin: that
+    detection's probe is refused 429 Overloaded, and its recall falls back. It is the server's capacity, not a
+    quota: once 400 is answered, the next recall of those settings detects and is reranked. The quota's hold is
+    made a minute here, so a detection 429 taken for one could only leave that recall to fall back."""
+    monkeypatch.setattr(retries, "RATE_LIMIT_BASE_S", 60.0)
+    monkeypatch.setattr(retries, "RATE_LIMIT_CAP_S", 60.0)
+    server, app, config = await tei(permits=TEXTS)
+    other = config.replace(model=app.model)  # the model is part of what a detection is kept by
+    try:
+        app.permits.inference.hold()
+        first = start(400, config)
+        await app.permits.wait_until_taken(TEXTS)
+        assert await runtime.rerank_async(*recall(401, TEXTS), config=other) is None
+        assert app.permits.overloaded == 1  # the detection's probe, refused
+        app.permits.inference.release()
+        assert await first is not None
+        assert await runtime.rerank_async(*recall(402, TEXTS), config=other) is not None
+        stats = await stats_until(accounted)
+        assert stats.fallbacks == {"rate_limited": 1} and stats.breakers[server.url] == "closed", stats
     finally:
         await server.close()
