@@ -90,25 +90,20 @@ class Retries:
     async def after_failure(self, exc: RerankError, request: Plan, replica: Replica) -> None:
         """Go on to another replica at once, or wait for this one, or give up by raising ``exc``."""
         kind = retry_kind(exc)
-        if _out_of_permits(exc) and not self.replicas.ready(exclude=[replica]):
-            # refused at the door, not failed: it goes again when the hold ends (at our next answer from there),
-            # costing neither a retry nor budget, for as long as its deadline and the pace allow
-            now = clock.now()
-            left = request.deadline - max(now, replica.state.not_before)
-            if left <= 0 or not worth_sending(replica.state.expected_latency(len(request.batch), now), left):
+        at_the_door = _out_of_permits(exc)  # refused for full permits: waiting for this replica costs nothing
+        if kind != "never" and request.retries < self.policy.max_retries and self.replicas.ready(exclude=[replica]):
+            if self.spend_budget():
+                request.retry_unsent = kind  # counted by ``goes_out``, or refunded by ``never_sent``
+                if not await self.fail_over(request, replica):  # a replica was ready just now: kept as a guard
+                    raise exc
+                return
+            if not at_the_door:
                 raise exc
+        if at_the_door:
+            self._stay_for_permits(exc, request, replica)
             return
-        if kind == "never" or request.retries >= self.policy.max_retries:
-            raise exc
-        if self.replicas.ready(exclude=[replica]):
-            if not self.spend_budget():
-                raise exc
-            request.retry_unsent = kind  # counted by ``goes_out``, or refunded by ``never_sent``
-            if not await self.fail_over(request, replica):  # a replica was ready just now: kept as a guard
-                raise exc
-            return
-        if kind == "now":  # the transport already sent it again to this replica (or not, by the budget)
-            raise exc
+        if kind in ("never", "now") or request.retries >= self.policy.max_retries:
+            raise exc  # "now": the transport already sent it again to this replica (or not, by the budget)
         now = clock.now()
         if kind == "retry_after":
             delay, wait = 0.0, replica.state.not_before - now  # the next attempt waits the Retry-After out
@@ -120,6 +115,15 @@ class Retries:
             raise exc
         request.retry_unsent = kind
         await asyncio.sleep(delay)
+
+    @staticmethod
+    def _stay_for_permits(exc: RerankError, request: Plan, replica: Replica) -> None:
+        """Refused, not failed: the request goes again when the hold ends (at our next answer from there), costing
+        neither a retry nor budget, for as long as its deadline and the pace allow; else it raises ``exc``."""
+        now = clock.now()
+        left = request.deadline - max(now, replica.state.not_before)
+        if left <= 0 or not worth_sending(replica.state.expected_latency(len(request.batch), now), left):
+            raise exc
 
     def goes_out(self, request: Plan) -> None:
         """An attempt goes out with the retry the budget was spent on, or to the replica it failed over to: count it."""

@@ -19,6 +19,11 @@ def one_replica_batcher(send: SendFn, *, state: EndpointState | None = None,
                         policy: DispatchPolicy | None = None) -> tuple[MicroBatcher, EndpointState]:
     """A batcher that sends each job at once (no window) to the one replica, whose state it returns too."""
     state = state or new_state()
-    dispatch = Dispatch(ReplicaSet([Replica("only", state, send)], budget=RetryBudget()), StatsRecorder(),
-                        policy or DispatchPolicy())
-    return MicroBatcher(dispatch, mixes_queries=False, max_pairs=64, window=0.0, max_queued_pairs=1000), state
+    return replicas_batcher([Replica("only", state, send)], policy=policy), state
+
+
+def replicas_batcher(replicas: list[Replica], *, policy: DispatchPolicy | None = None,
+                     budget: RetryBudget | None = None) -> MicroBatcher:
+    """A batcher that sends each job at once (no window) to one of ``replicas``, as the dispatcher balances them."""
+    dispatch = Dispatch(ReplicaSet(replicas, budget=budget or RetryBudget()), StatsRecorder(), policy or DispatchPolicy())
+    return MicroBatcher(dispatch, mixes_queries=False, max_pairs=64, window=0.0, max_queued_pairs=1000)

@@ -18,9 +18,11 @@ from collections.abc import Callable
 
 import pytest
 
-from support.one_replica import new_state, one_replica_batcher
+from support.one_replica import new_state, one_replica_batcher, replicas_batcher
 from support.virtual_time import run_virtual
+from usr.plugins.a0_reranker.batching.breaker import RetryBudget
 from usr.plugins.a0_reranker.batching.dispatch import DispatchPolicy
+from usr.plugins.a0_reranker.batching.endpoint_state import Replica
 from usr.plugins.a0_reranker.batching.retries import OVERLOAD_BASE_S, OVERLOAD_CAP_S, hold_after_429
 from usr.plugins.a0_reranker.core import deadline as clock
 from usr.plugins.a0_reranker.core.dialects import ScoreBatch
@@ -132,6 +134,27 @@ def test_refused_at_the_door_again_and_again_a_recall_spends_no_retry() -> None:
     answered = sorted(at for q in queries for at in server.times(q, "answered"))
     assert answered == pytest.approx([start + k * SERVICE_S for k in range(1, 7)])
     assert state.breaker.would_admit() and state.limiter.in_flight == 0
+
+
+def test_with_two_replicas_refused_at_the_door_and_no_budget_to_fail_over_a_recall_waits_its_turn() -> None:
+    """Two replicas, each with permits for one request's texts, and a retry budget of none: a refused request
+    cannot fail over, and waits for its own replica's next answer instead of falling back. All eight are reranked."""
+    servers = [PermitServer(permits=2, refusal=TEI_OVERLOADED) for _ in range(2)]
+    states = [new_state(), new_state()]
+    batcher = replicas_batcher([Replica(f"r{i}", states[i], servers[i].send) for i in range(2)],
+                               budget=RetryBudget(ratio=0.0, reserve=0))
+    queries = "abcdefgh"
+
+    async def main() -> list[object]:
+        deadline = clock.now() + 10.0
+        return list(await asyncio.gather(*(batcher.score(q, ["the nightly backup", "a recipe"], deadline)
+                                           for q in queries)))
+
+    assert all(run_virtual(main()))
+    refused, answered = ([at for server in servers for q in queries for at in server.times(q, what)]
+                         for what in ("refused", "answered"))
+    assert refused and len(answered) == len(queries)  # they did take turns: each answered once
+    assert all(state.limiter.in_flight == 0 and state.breaker.would_admit() for state in states)
 
 
 def test_a_quota_429_keeps_the_long_hold_though_our_request_in_flight_is_answered() -> None:
