@@ -185,8 +185,8 @@ class EndpointState:
         self.answered_at = sent_at + seconds
         self.service.answered(pairs, sent_at, self.answered_at)
         self.answers += 1
-        if self.not_before <= self.overload_until:  # its permits came back: the overloaded server has room again
-            self.not_before = min(self.not_before, clock.now())
+        if self.not_before <= self.overload_until:  # its permits came back: room again, and the streak is over
+            self.not_before, self.rate_limits = min(self.not_before, clock.now()), 0
         self._answer.set()  # wakes whoever waits out a hold (now over, or not)
         self._answer.clear()
 

@@ -188,6 +188,28 @@ def test_an_overloaded_429_with_none_of_ours_in_flight_holds_a_short_growing_whi
     assert state.breaker.would_admit()  # a 429 says nothing of its health
 
 
+@pytest.mark.parametrize(("refusal", "holds_after"), [(TEI_OVERLOADED, 0.05), (COHERE_TRIAL, 4.0)],
+                         ids=["overloaded", "quota"])
+def test_any_answer_of_ours_ends_a_streak_of_overloaded_429s(refusal: WireAnswer, holds_after: float) -> None:
+    """Three 429s in a row, then an answer to a request sent before them: the overloaded server has room again, so
+    its next 429 holds as the first did (0.05 s without jitter), not as the fourth (0.4 s). A quota's streak ends
+    only with an answer to a request sent after its last 429: the fourth holds 4 s."""
+    state, error = new_state(), server_error(refusal)
+    assert isinstance(error, RateLimited)
+
+    async def main() -> float:
+        first_sent = clock.now()
+        for _ in range(3):
+            await asyncio.sleep(1.0)
+            hold_after_429(state, error, clock.now(), jitter=0.0)
+        state.answered(0.5, 2, first_sent)
+        await asyncio.sleep(1.0)
+        hold_after_429(state, error, clock.now(), jitter=0.0)
+        return state.not_before - clock.now()
+
+    assert run_virtual(main()) == pytest.approx(holds_after)
+
+
 @pytest.mark.parametrize(("answer", "overloaded"), [
     (TEI_OVERLOADED, True), (INFINITY_OVERLOADED, True), (COHERE_TRIAL, False), (PLAIN_429, False),
     (WireAnswer(429, b'{"error": "Model is overloaded", "error_type": "Overloaded"}', "application/json",
