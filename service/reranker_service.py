@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 
@@ -43,6 +44,7 @@ log = logging.getLogger("a0_reranker")
 class RerankService:
     def __init__(self, stats: StatsRecorder, *, clock: Callable[[], float] = clock.now) -> None:
         self._transport = HttpTransport(on_stale_resend=stats.on_stale_resend)
+        self._on_part_sent = functools.partial(stats.on_request, 0)  # a request past the first of a token split
         self._routes = RouteBook(self._transport, on_detection=stats.on_detection, clock=clock)
         self._registry = EndpointRegistry(stats, clock=clock, on_open=self._routes.forget_endpoint)
         self._closed = False
@@ -148,6 +150,8 @@ class RerankService:
         async def send(batch: ScoreBatch, deadline: float, may_resend: Callable[[], bool]) -> list[float]:
             scores: list[float] = []
             for part in token_parts(batch, dialect.max_request_tokens):  # one request unless a token cap splits it
+                if scores:  # the dispatch step counted the first, with every pair of the batch
+                    self._on_part_sent()
                 answer = await transport.send(route.endpoint, dialect.build(part, route.model), deadline=deadline,
                                               api_key=api_key, tls=tls, may_resend=may_resend)
                 scores += read_answer(dialect.parse, answer, part)

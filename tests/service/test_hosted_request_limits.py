@@ -60,8 +60,10 @@ async def test_a_large_recall_of_long_memories_stays_under_voyage_s_token_cap(vo
                                                                                 model: str) -> None:
     docs = memories(600, 5000)
     config = RerankerConfig(endpoint="http://api.voyageai.com", model=model, api_key=KEY, timeout=30)
+    counted = runtime.statistics().http_requests
     ranking = await reranker.rerank_async(QUERY, docs, config=config)
     assert ranking is not None, runtime.statistics().last_error
+    assert runtime.statistics().http_requests - counted == len(sent(voyage)) > 1  # each part is a request counted
     assert sorted(index for index, _ in ranking) == list(range(600)) and ranking[0][0] == RELEVANT
     cap = 300_000 if model == "rerank-1" else 600_000
     requests = [r.json for r in voyage.requests if r.method == "POST" and r.json]
