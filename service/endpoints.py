@@ -41,7 +41,9 @@ _GROUP_FIELDS: Final = ("endpoints", "key_fingerprint", "tls_verify", "ca_bundle
                         "retry_budget", "max_retries", "hedging", "hedge_delay_ms")
 _SEVERITY: Final = {"closed": 0, "half_open": 1, "open": 2}  # status shows an endpoint's worst breaker
 MAX_ANSWER_BYTES: Final = 8 * 1024 * 1024
-MAX_CONNECTIONS: Final = 256  # per session
+# no cap of the connection pool's own: our slots bound what is in flight (``rerank_max_concurrency`` for each server),
+# and a request waiting for a connection here would have the wait counted as its server's latency
+NO_POOL_LIMIT: Final = 0
 _CHUNK: Final = 64 * 1024
 USER_AGENT: Final = f"a0-reranker/{__version__}"
 # Idle keep-alive connections lapse before uvicorn's (vLLM, Infinity, TEI's router) and llama.cpp's 5 s: few go stale
@@ -253,9 +255,9 @@ class HttpTransport:
             trace = aiohttp.TraceConfig()
             trace.on_connection_reuseconn.append(_on_reuse)
             if fresh:
-                connector = aiohttp.TCPConnector(limit=MAX_CONNECTIONS, force_close=True)
+                connector = aiohttp.TCPConnector(limit=NO_POOL_LIMIT, force_close=True)
             else:
-                connector = aiohttp.TCPConnector(limit=MAX_CONNECTIONS, enable_cleanup_closed=True,
+                connector = aiohttp.TCPConnector(limit=NO_POOL_LIMIT, enable_cleanup_closed=True,
                                                  keepalive_timeout=KEEPALIVE_S)
             session = aiohttp.ClientSession(connector=connector, trust_env=False, trace_configs=[trace])
             self._sessions[fresh] = session

@@ -84,6 +84,29 @@ async def test_different_queries_on_a_rerank_server_never_exceed_the_cap() -> No
         await server.close()
 
 
+async def test_our_slots_not_a_connection_pool_bound_the_requests_in_flight() -> None:
+    """Two servers, each the one endpoint of its agents' settings, at rerank_max_concurrency 140: 140 recalls at once
+    to each, and all 280 reach their server. A pool of 256 connections for every server together had kept 24
+    waiting in our own client, where their wait counted as the server's latency."""
+    servers = [await start_server("infinity") for _ in range(2)]
+    configs = [RerankerConfig(endpoint=server.url, max_concurrency=140, timeout=PATIENT_S) for server in servers]
+    try:
+        for config in configs:
+            assert await runtime.rerank_async("warm up", ["a", "b"], config=config) is not None
+        for server in servers:
+            server.gate.hold()
+        calls = [asyncio.create_task(runtime.rerank_async(f"question {i} backup", ["backup a", "b"], config=config))
+                 for config in configs for i in range(140)]
+        for server in servers:
+            await server.gate.wait_held(140)
+        for server in servers:
+            server.gate.release()
+        assert all(r is not None for r in await asyncio.gather(*calls))
+    finally:
+        for server in servers:
+            await server.close()
+
+
 async def test_a_silent_server_times_out_64_callers_together_then_the_breaker_opens_and_closes() -> None:
     """The release is an event: the server holds every score request (``Hang``), so None can only come from
     the deadline, and the counters say so 64 times. The times are sanity bounds (``support.deadlines``);

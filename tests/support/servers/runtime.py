@@ -21,6 +21,7 @@ from .registry import build
 from .scoring import Scorer, lexical_scorer
 
 _MAX_BODY = 256 * 1024 * 1024  # far above any real limit, so tests can send huge bodies
+BACKLOG = 2048
 
 
 class RunningServer:
@@ -70,10 +71,11 @@ class RunningServer:
         app.add_routes(self.protocol.routes())
         self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
+        # a backlog as uvicorn's (2048; aiohttp's default is 128): hundreds of connections at once are all accepted
         if port:
-            await web.TCPSite(self._runner, "127.0.0.1", port).start()
+            await web.TCPSite(self._runner, "127.0.0.1", port, backlog=BACKLOG).start()
         else:  # never a port an earlier server of the session had (support.ports)
-            await web.SockSite(self._runner, fresh_socket()).start()
+            await web.SockSite(self._runner, fresh_socket(), backlog=BACKLOG).start()
         host, port = self._runner.addresses[0][:2]
         self.url = f"http://{host}:{port}"
         self._loop = asyncio.get_running_loop()
