@@ -90,20 +90,20 @@ class Retries:
     async def after_failure(self, exc: RerankError, request: Plan, replica: Replica) -> None:
         """Go on to another replica at once, or wait for this one, or give up by raising ``exc``."""
         kind = retry_kind(exc)
-        at_the_door = _out_of_permits(exc)  # refused for full permits: waiting for this replica costs nothing
-        if kind != "never" and request.retries < self.policy.max_retries and self.replicas.ready(exclude=[replica]):
-            if self.spend_budget():
-                request.retry_unsent = kind  # counted by ``goes_out``, or refunded by ``never_sent``
-                if not await self.fail_over(request, replica):  # a replica was ready just now: kept as a guard
-                    raise exc
-                return
-            if not at_the_door:
-                raise exc
-        if at_the_door:
-            self._stay_for_permits(exc, request, replica)
+        if _out_of_permits(exc) and (replica.state.outstanding_requests or not replica.state.rate_limited()):
+            self._stay_for_permits(exc, request, replica)  # ours are being served there: its turn comes
             return
-        if kind in ("never", "now") or request.retries >= self.policy.max_retries:
-            raise exc  # "now": the transport already sent it again to this replica (or not, by the budget)
+        if kind == "never" or request.retries >= self.policy.max_retries:
+            raise exc
+        if self.replicas.ready(exclude=[replica]):
+            if not self.spend_budget():
+                raise exc
+            request.retry_unsent = kind  # counted by ``goes_out``, or refunded by ``never_sent``
+            if not await self.fail_over(request, replica):  # a replica was ready just now: kept as a guard
+                raise exc
+            return
+        if kind == "now":  # the transport already sent it again to this replica (or not, by the budget)
+            raise exc
         now = clock.now()
         if kind == "retry_after":
             delay, wait = 0.0, replica.state.not_before - now  # the next attempt waits the Retry-After out
@@ -118,8 +118,11 @@ class Retries:
 
     @staticmethod
     def _stay_for_permits(exc: RerankError, request: Plan, replica: Replica) -> None:
-        """Refused, not failed: the request goes again when the hold ends (at our next answer from there), costing
-        neither a retry nor budget, for as long as its deadline and the pace allow; else it raises ``exc``."""
+        """Refused at the door of a server that is serving ours (some in flight there, or answered since it went
+        out): it goes again once the hold ends (at our next answer from there), or to another ready replica as any
+        request held back does, costing neither a retry nor budget, while its deadline and the pace allow; else
+        it raises ``exc``. Refused with nothing of ours served there, it is a retry like any other: a request too
+        large for the server's permits, or a server full of others' work, ends within ``rerank_max_retries``."""
         now = clock.now()
         left = request.deadline - max(now, replica.state.not_before)
         if left <= 0 or not worth_sending(replica.state.expected_latency(len(request.batch), now), left):

@@ -1,6 +1,6 @@
 """Past a TEI's permits: a server with room for fewer of our texts than we send at once, every recall checked.
 
-    python -m a0_reranker.bench.load_permits                    # 3,000 recalls at concurrency 24, three runs
+    python -m a0_reranker.bench.load_permits                    # 3,000 recalls at concurrency 24 per permit level
     python -m a0_reranker.bench.load_permits --recalls 10000 --concurrency 64 --json permits.json
 
 TEI's ``--max-concurrent-requests`` (512 by default) counts texts, not requests: each text of a rerank

@@ -82,14 +82,17 @@ def _identify(gets: Mapping[str, Any]) -> ServerIdentity:
 
 
 def _identify_tei(info: dict[str, Any]) -> ServerIdentity:
-    model_type, batch = info.get("model_type"), info.get("max_client_batch_size")
-    usable = isinstance(batch, int) and not isinstance(batch, bool) and batch > 0  # JSON true is no limit of 1
+    """Its batch limit is the smaller of its client batch size and its permits (``max_concurrent_requests``): each
+    text of a request holds one, so a request with more texts than permits is refused 429 Overloaded, always."""
+    model_type = info.get("model_type")
+    limits = [n for n in (info.get("max_client_batch_size"), info.get("max_concurrent_requests"))
+              if isinstance(n, int) and not isinstance(n, bool) and n > 0]  # JSON true is no limit of 1
     name = info.get("served_model_name") or info.get("model_id")
     served = ", ".join(model_type) if isinstance(model_type, dict) else "unknown"
     reranks = isinstance(model_type, dict) and "reranker" in model_type
     problem = "" if reranks else f"TEI is serving a {served} model, not a reranker"
     return ServerIdentity("tei", (name,) if _is_model_id(name) else (),
-                          max_client_batch=batch if usable else None, problem=problem)
+                          max_client_batch=min(limits, default=None), problem=problem)
 
 
 def _identify_listing(listing: Any, prefix: str) -> ServerIdentity:

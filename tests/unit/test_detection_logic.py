@@ -24,6 +24,15 @@ def test_tei_is_known_by_its_info_and_its_limit_is_read() -> None:
     assert (dialect.name, dialect.path, dialect.max_pairs) == ("tei", "/rerank", 16)
 
 
+@pytest.mark.parametrize(("permits", "texts"), [(8, 8), (16, 16), (512, 16), (None, 16), (True, 16)])
+def test_a_tei_request_carries_no_more_texts_than_its_permits(permits: object, texts: int) -> None:
+    """Each text holds one of ``--max-concurrent-requests`` permits: a request with more would be refused 429
+    Overloaded every time it went, so the smaller of the two limits caps a request."""
+    identity = det.identify({"/info": {**TEI_INFO, "max_concurrent_requests": permits}})
+    [[dialect]] = det.candidates(identity, "auto", "i")
+    assert identity.max_client_batch == dialect.max_pairs == texts
+
+
 @pytest.mark.parametrize("limit", [True, False, 0, -16, 16.0, "16", None])
 def test_a_tei_batch_limit_that_is_no_positive_whole_number_is_ignored(limit: object) -> None:
     """JSON ``true`` is an int in Python: read as 1, it capped every request at one pair."""
