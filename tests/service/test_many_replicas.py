@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import statistics
+import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 import pytest
 
 from support.counters import footprint_until
-from support.deadlines import ManualClock, Stopwatch
+from support.deadlines import ManualClock
 from support.encoding import encoding_scorer, recall
 from support.outages import closed_port_url
 from support.servers import Hang, Respond, RunningServer, start_server
@@ -95,15 +96,26 @@ async def test_fifty_replicas_with_forty_nine_refusing_cost_a_recall_what_one_li
 
     detections = runtime.statistics().detections
     alone_s, many_s = [], []
-    for q in range(40):  # side by side, so that the machine's load weighs on both alike
+    for q in range(40):  # side by side
         for config, times in ((alone, alone_s), (many, many_s)):
-            watch = Stopwatch()
+            before = await owner_cpu_s()
             await reranked(config, q)
-            times.append(watch.elapsed)
+            times.append(await owner_cpu_s() - before)
     stats = runtime.statistics()
     assert stats.detections == detections  # the live route is known, every dead replica ejected
     assert ejected(dead)
-    assert statistics.median(many_s) < 2 * statistics.median(alone_s), (many_s, alone_s)  # a sanity bound
+    # a sanity bound, in the owner thread's CPU time, which the machine's other load does not stretch (its wall
+    # time, at a millisecond a recall, did: 2.1x once with the suite and two spinners on two cores; 1.1-1.3x idle)
+    assert statistics.median(many_s) < 2 * statistics.median(alone_s), (many_s, alone_s)
+
+
+async def owner_cpu_s() -> float:
+    """The CPU time the owner loop's thread has used: where the engine's work on a recall is done."""
+
+    async def read() -> float:
+        return time.thread_time()
+
+    return await asyncio.wrap_future(runtime.runtime().owner.submit(read))
 
 
 async def test_forty_nine_silent_replicas_get_no_request_once_ejected(
