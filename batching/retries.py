@@ -64,6 +64,14 @@ def _out_of_permits(exc: RerankError) -> bool:
     return isinstance(exc, RateLimited) and exc.overloaded and exc.retry_after is None
 
 
+def _worth_waiting(request: Plan, replica: Replica, wait: float) -> bool:
+    """Whether the request, sent to ``replica`` after ``wait`` seconds, could still be answered by its deadline
+    (without an estimate of the replica's pace: whether any time is left then)."""
+    now = clock.now()
+    left = request.deadline - now - max(wait, 0.0)
+    return left > 0 and worth_sending(replica.state.expected_latency(len(request.batch), now), left)
+
+
 def retry_kind(exc: BaseException) -> RetryKind:
     if isinstance(exc, StaleConnection):
         return "now"  # to another replica at once, or not at all
@@ -91,7 +99,12 @@ class Retries:
         """Go on to another replica at once, or wait for this one, or give up by raising ``exc``."""
         kind = retry_kind(exc)
         if _out_of_permits(exc) and (replica.state.outstanding_requests or not replica.state.rate_limited()):
-            self._stay_for_permits(exc, request, replica)  # ours are being served there: its turn comes
+            # Refused at the door of a server serving ours (some in flight there, or one answered since it went out,
+            # so no hold): it goes again once the hold ends (our next answer there), or to a ready replica as any
+            # request held back does, spending neither a retry nor budget. Refused with nothing of ours served there
+            # (a server full of others' work, a request too large for its permits), it is a retry like any other.
+            if not _worth_waiting(request, replica, replica.state.not_before - clock.now()):
+                raise exc
             return
         if kind == "never" or request.retries >= self.policy.max_retries:
             raise exc
@@ -104,29 +117,14 @@ class Retries:
             return
         if kind == "now":  # the transport already sent it again to this replica (or not, by the budget)
             raise exc
-        now = clock.now()
         if kind == "retry_after":
-            delay, wait = 0.0, replica.state.not_before - now  # the next attempt waits the Retry-After out
+            delay, wait = 0.0, replica.state.not_before - clock.now()  # the next attempt waits the Retry-After out
         else:
             delay = wait = self._backoff(request.retries)
-        latency = replica.state.expected_latency(len(request.batch), now)
-        left = request.deadline - now - wait  # without an estimate, still no retry once the wait outlasts it
-        if left <= 0 or not worth_sending(latency, left) or not self.spend_budget():
+        if not _worth_waiting(request, replica, wait) or not self.spend_budget():
             raise exc
         request.retry_unsent = kind
         await asyncio.sleep(delay)
-
-    @staticmethod
-    def _stay_for_permits(exc: RerankError, request: Plan, replica: Replica) -> None:
-        """Refused at the door of a server that is serving ours (some in flight there, or answered since it went
-        out): it goes again once the hold ends (at our next answer from there), or to another ready replica as any
-        request held back does, costing neither a retry nor budget, while its deadline and the pace allow; else
-        it raises ``exc``. Refused with nothing of ours served there, it is a retry like any other: a request too
-        large for the server's permits, or a server full of others' work, ends within ``rerank_max_retries``."""
-        now = clock.now()
-        left = request.deadline - max(now, replica.state.not_before)
-        if left <= 0 or not worth_sending(replica.state.expected_latency(len(request.batch), now), left):
-            raise exc
 
     def goes_out(self, request: Plan) -> None:
         """An attempt goes out with the retry the budget was spent on, or to the replica it failed over to: count it."""

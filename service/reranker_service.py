@@ -149,8 +149,8 @@ class RerankService:
 
         async def send(batch: ScoreBatch, deadline: float, may_resend: Callable[[], bool]) -> list[float]:
             scores: list[float] = []
-            for part in token_parts(batch, dialect.max_request_tokens):  # one request unless a token cap splits it
-                if scores:  # the dispatch step counted the first, with every pair of the batch
+            for n, part in enumerate(token_parts(batch, dialect.max_request_tokens)):  # one unless a token cap splits
+                if n:  # the dispatch step counted the first, with every pair of the batch
                     self._on_part_sent()
                 answer = await transport.send(route.endpoint, dialect.build(part, route.model), deadline=deadline,
                                               api_key=api_key, tls=tls, may_resend=may_resend)
