@@ -19,6 +19,7 @@ import pytest
 
 from support.one_replica import new_state, one_replica_batcher, replicas_batcher
 from support.virtual_time import run_virtual
+from usr.plugins.a0_reranker.batching.batcher import MicroBatcher
 from usr.plugins.a0_reranker.batching.breaker import RetryBudget
 from usr.plugins.a0_reranker.batching.dispatch import DispatchPolicy
 from usr.plugins.a0_reranker.batching.endpoint_state import Replica
@@ -27,7 +28,7 @@ from usr.plugins.a0_reranker.core import deadline as clock
 from usr.plugins.a0_reranker.core.dialects import ScoreBatch
 from usr.plugins.a0_reranker.core.dialects.server_errors import server_error
 from usr.plugins.a0_reranker.core.dialects.wire import WireAnswer
-from usr.plugins.a0_reranker.core.errors import RateLimited
+from usr.plugins.a0_reranker.core.errors import RateLimited, RerankError
 
 SERVICE_S = 0.03  # one request's pass: tens of milliseconds, shorter than the shortest timed hold (0.05 s)
 TEI_OVERLOADED = WireAnswer(429, json.dumps({"error": "Model is overloaded", "error_type": "Overloaded"}).encode(),
@@ -41,13 +42,14 @@ PLAIN_429 = WireAnswer(429, b"Too Many Requests", "text/plain")
 
 
 class PermitServer:
-    """TEI's ``--max-concurrent-requests`` permits: each text of a request takes one for ``SERVICE_S``; a request
+    """TEI's ``--max-concurrent-requests`` permits: each text of a request takes one for ``service_s``; a request
     that finds too few free is refused with ``refusal``, at once when it got none, else once the texts that got one
     have been through their pass, as TEI does. Records when each request went out and ended."""
 
-    def __init__(self, permits: int, refusal: WireAnswer) -> None:
+    def __init__(self, permits: int, refusal: WireAnswer, service_s: float = SERVICE_S) -> None:
         self.free = permits
         self.refusal = refusal
+        self.service_s = service_s
         self.log: list[tuple[str, str, float]] = []  # (query, "sent" | "answered" | "refused", virtual time)
         self.in_flight = asyncio.Event()  # set once a request holds permits
 
@@ -59,7 +61,7 @@ class PermitServer:
         self.in_flight.set()
         try:
             if got:
-                await asyncio.sleep(SERVICE_S)
+                await asyncio.sleep(self.service_s)
         finally:
             self.free += got
         if got < len(batch):
@@ -89,6 +91,17 @@ def first_recall_holds_the_permits_second_is_refused(refusal: WireAnswer) -> tup
     return server, run_virtual(main())
 
 
+def reranked_together(batcher: MicroBatcher, queries: str) -> list[object]:
+    """The rankings of one recall of two memories per query, all sent at once with 10 s, on the virtual clock."""
+
+    async def main() -> list[object]:
+        deadline = clock.now() + 10.0
+        return list(await asyncio.gather(*(batcher.score(q, ["the nightly backup", "a recipe"], deadline)
+                                           for q in queries)))
+
+    return run_virtual(main())
+
+
 @pytest.mark.parametrize("refusal", [TEI_OVERLOADED, INFINITY_OVERLOADED], ids=["tei", "infinity"])
 def test_an_overloaded_429_is_retried_the_moment_our_request_in_flight_is_answered(refusal: WireAnswer) -> None:
     server, outcomes = first_recall_holds_the_permits_second_is_refused(refusal)
@@ -104,13 +117,7 @@ def test_an_overloaded_429_that_comes_after_our_answer_goes_again_at_once() -> N
     once, not after a hold (0.05 s at the least), and is answered."""
     server = PermitServer(permits=3, refusal=TEI_OVERLOADED)
     batcher, _ = one_replica_batcher(server.send)
-
-    async def main() -> list[object]:
-        deadline = clock.now() + 10.0
-        return list(await asyncio.gather(*(batcher.score(q, ["the nightly backup", "a recipe"], deadline)
-                                           for q in ("a", "b"))))
-
-    assert all(run_virtual(main()))
+    assert all(reranked_together(batcher, "ab"))
     (start,), (refused,) = server.times("a", "sent"), server.times("b", "refused")
     assert server.times("a", "answered") == [start + SERVICE_S] and refused == start + SERVICE_S
     assert server.times("b", "sent") == [start, refused] and server.times("b", "answered") == [refused + SERVICE_S]
@@ -122,13 +129,7 @@ def test_refused_at_the_door_again_and_again_a_recall_spends_no_retry() -> None:
     server = PermitServer(permits=2, refusal=TEI_OVERLOADED)
     batcher, state = one_replica_batcher(server.send, policy=DispatchPolicy(max_retries=0))
     queries = "abcdef"
-
-    async def main() -> list[object]:
-        deadline = clock.now() + 10.0
-        return list(await asyncio.gather(*(batcher.score(q, ["the nightly backup", "a recipe"], deadline)
-                                           for q in queries)))
-
-    assert all(run_virtual(main()))
+    assert all(reranked_together(batcher, queries))
     start = min(at for q in queries for at in server.times(q, "sent"))
     answered = sorted(at for q in queries for at in server.times(q, "answered"))
     assert answered == pytest.approx([start + k * SERVICE_S for k in range(1, 7)])
@@ -144,13 +145,7 @@ def test_with_two_replicas_refused_at_the_door_and_no_retry_budget_every_recall_
     batcher = replicas_batcher([Replica(f"r{i}", states[i], servers[i].send) for i in range(2)],
                                budget=RetryBudget(ratio=0.0, reserve=0))
     queries = "abcdefgh"
-
-    async def main() -> list[object]:
-        deadline = clock.now() + 10.0
-        return list(await asyncio.gather(*(batcher.score(q, ["the nightly backup", "a recipe"], deadline)
-                                           for q in queries)))
-
-    assert all(run_virtual(main()))
+    assert all(reranked_together(batcher, queries))
     refused, answered = ([at for server in servers for q in queries for at in server.times(q, what)]
                          for what in ("refused", "answered"))
     assert refused and len(answered) == len(queries)  # they did take turns: each answered once
@@ -267,3 +262,29 @@ def test_a_recall_cancelled_while_it_waits_out_a_hold_gives_back_all_it_took(ref
     assert server.times("b", "sent") == server.times("b", "refused")  # sent once: not again after it left
     assert batcher.idle and batcher.queued_pairs == 0
     assert state.limiter.in_flight == 0 and state.outstanding_requests == 0
+
+
+def test_a_recall_whose_deadline_passes_while_it_takes_turns_gives_back_all_it_took() -> None:
+    """"a" holds the permits for a second; "b", with half a second, is refused and goes again at each short hold's
+    end while "a" is served, refused each time, until its deadline. It falls back then, and its slot, its queued
+    pairs and the server's health are as if it had never come; nothing of it is sent after its deadline."""
+    server = PermitServer(permits=2, refusal=TEI_OVERLOADED, service_s=1.0)
+    batcher, state = one_replica_batcher(server.send)
+    documents = ["the nightly backup", "a recipe"]
+
+    async def main() -> tuple[float, int]:
+        first = asyncio.ensure_future(batcher.score("a", documents, clock.now() + 10.0))
+        await server.in_flight.wait()
+        deadline = clock.now() + 0.5
+        with pytest.raises(RerankError):
+            await batcher.score("b", documents, deadline)
+        await first
+        budget = batcher.dispatch.replicas.budget  # read on the virtual clock its counts were made on
+        return deadline, sum(budget.try_spend() for _ in range(10))
+
+    deadline, retries_left = run_virtual(main())
+    sent = server.times("b", "sent")
+    assert len(sent) > 2 and max(sent) < deadline  # it took turns, and went no more once its time was up
+    assert retries_left == 2  # refused at the door while "a" was served: no retry spent
+    assert batcher.idle and batcher.queued_pairs == 0
+    assert state.limiter.in_flight == 0 and state.outstanding_requests == 0 and state.breaker.would_admit()
