@@ -44,7 +44,7 @@ from reliability.kit import (
 )
 from reliability.tls_server import tls_server
 
-from support.counters import settled_statistics, stats_until
+from support.counters import footprint_until, settled_statistics, stats_until
 from support.deadlines import PATIENT_S, Stopwatch, assert_released_at_deadline, assert_released_within
 from support.outages import closed_port
 from support.servers import (
@@ -279,7 +279,9 @@ async def test_a_server_silent_from_the_start_opens_the_breaker(serve: Any) -> N
     config = config_for("infinity", server.url, breaker_failures=2)
     for _ in range(2):
         assert (await rerank_pool(QUERY, make_pool(), limit=LIMIT, config=config)).reason == "timeout"
-    # The caller gets its fallback at the deadline; the owner loop records the failure just after.
+        # The caller gets its fallback at the deadline; the owner loop ends the detection just after. A recall
+        # starting before that joins it and shares its one failure, so the next waits until it has ended.
+        await footprint_until(lambda footprint: footprint["detecting"] == 0)
     await stats_until(lambda stats: stats.breakers.get(server.url) == "open")
     seen = len(server.requests)
     pool = make_pool()
