@@ -17,7 +17,7 @@ from ..core.errors import BreakerOpen, MalformedAnswer, RateLimited, RerankError
 from ..core.statistics import StatsRecorder
 from ..core.statistics import percentile as nearest_rank
 from .breaker import Permit, RetryBudget
-from .endpoint_state import MIN_SECONDS_PER_PAIR, Replica, ServiceCost, timeout_health
+from .endpoint_state import FAILING_ABOVE, MIN_SECONDS_PER_PAIR, Replica, ServiceCost, timeout_health
 from .queue import Lease, PendingQueue, Plan
 from .retries import Retries
 
@@ -87,9 +87,12 @@ class ReplicaSet:
 
     async def acquire(self, holder: object, *, exclude: Iterable[Replica] = (), priority: bool = False,
                       due: Callable[[], float] = lambda: math.inf) -> tuple[Replica, Lease]:
-        """A slot on the cheaper of two ready replicas drawn; with none ready, any (its attempt is refused at once)."""
+        """A slot on the cheaper of two ready replicas drawn, of those with a free slot if any (waiting for a full one's
+        would hold up every request behind it); with none ready, any (its attempt is refused at once)."""
         left_out = {r.url for r in exclude}
         candidates = self.ready(exclude) or [r for r in self.replicas if r.url not in left_out] or list(self.replicas)
+        candidates = [r for r in candidates  # but not one failing lately: its slots free up as fast as it fails
+                      if r.state.limiter.has_room() and r.state.recent_failures() < FAILING_ABOVE] or candidates
         chosen = candidates[0]
         if len(candidates) > 1:
             first, second = self._rng.sample(candidates, 2)
