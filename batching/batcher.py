@@ -116,7 +116,8 @@ class MicroBatcher:
                 self._fail_jobs(self._queue.drain(), RerankError(f"internal batching error: {type(exc).__name__}"))
 
     async def _dispatch_one(self) -> None:
-        replica, lease = self._in_time(*await self._slots.acquire(self, due=self._queue.most_urgent))
+        replica, lease = self._in_time(*await self._slots.acquire(self, due=self._queue.most_urgent,
+                                                                  in_time=self._answers_first_in_time))
         try:
             if replica.state.limiter.in_flight > 1:
                 await self._wait_for_company(replica)
@@ -128,21 +129,24 @@ class MicroBatcher:
     def _in_time(self, replica: Replica, lease: Lease) -> tuple[Replica, Lease]:
         """The replica drawn, or another with room when only that one could answer the most urgent recall in time: a
         slow replica drawn once its cost faded is asked again with a recall that has the time to spare."""
-        if not self._queue:
+        if self._answers_first_in_time(replica):
             return replica, lease
-        job, now = self._queue.jobs[0], clock.now()  # the earliest deadline
-
-        def in_time(member: Replica) -> bool:
-            return worth_sending(member.state.expected_latency(len(job.unsent), now), job.deadline - now)
-
-        if in_time(replica):
-            return replica, lease
-        able = [r for r in self._slots.ready(exclude=[replica]) if r.state.limiter.has_room() and in_time(r)]
+        able = [r for r in self._slots.ready(exclude=[replica])
+                if r.state.limiter.has_room() and self._answers_first_in_time(r)]
         if not able:
             return replica, lease
         lease.release()
         other = min(able, key=self._slots.cost)
         return other, other.state.limiter.take(self)
+
+    def _answers_first_in_time(self, member: Replica, share: float | None = None) -> bool:
+        """Whether ``member`` could answer the most urgent queued recall by its deadline (any, with none queued), sent
+        alone or with a ``share`` of the queue (a first recall larger than the share goes whole)."""
+        if not self._queue:
+            return True
+        job, now = self._queue.jobs[0], clock.now()  # the earliest deadline
+        pairs = len(job.unsent) if share is None else min(self._max_pairs, max(round(share), len(job.unsent)))
+        return worth_sending(member.state.expected_latency(pairs, now), job.deadline - now)
 
     def _start_shares(self, replica: Replica, lease: Lease) -> None:
         """Start requests with ``lease``, a slot of ``replica``, sharing the queue over the replicas short of work that
@@ -153,12 +157,14 @@ class MicroBatcher:
         was_short = replica.state.limiter.in_flight <= PIPELINE_DEPTH
         targets = sorted([replica, *peers] if was_short or not peers else peers, key=self._slots.cost)
         # shared once over all: a share cut at ``max_pairs`` leaves its rest queued, not to the slower ones after it
-        shares = balanced_shares(self._queue.pairs, *self._slots.share_costs(targets, clock.now())) if peers else None
-        for i, target in enumerate(targets):
-            share = shares[i] if shares is not None else None
-            if share is not None and share < 0.5 and target is not replica:
-                continue  # what it has in flight already takes it past the others' finish
-            # (the replica the balancer chose takes a recall at least: its pace is only learnt by asking)
+        shares: list[float | None] = [None]  # alone, up to ``max_pairs``
+        if peers:
+            shares = list(balanced_shares(self._queue.pairs, *self._slots.share_costs(targets, clock.now())))
+        # (the replica the balancer chose takes a recall at least: its pace is only learnt by asking) A peer skips a
+        # share when what it has in flight takes it past the others' finish, or when it would answer it too late
+        kept = [(target, share) for target, share in zip(targets, shares, strict=True)
+                if target is replica or share is None or (share >= 0.5 and self._answers_first_in_time(target, share))]
+        for target, share in kept or [(replica, None)]:
             plan = self._queue.take(max_pairs=self._max_pairs, mixes_queries=self._mixes_queries, share=share)
             if plan is None:
                 break
@@ -189,13 +195,14 @@ class MicroBatcher:
             ahead += len(queued.unsent)
 
     def _shed_hopeless(self, replica: Replica) -> None:
-        """Shed the queued recalls no request sent now could answer in time. A lone recall always goes: its answer
-        renews an estimate made in a slow spell, which an idle server's silence does not fade."""
+        """Shed the queued recalls no ready replica could answer in time (a full one's estimate counts the work it has
+        in flight). A lone recall always goes: its answer renews an estimate made in a slow spell, which an idle
+        server's silence does not fade."""
         now, jobs, members = clock.now(), self._queue.jobs, self._slots.replicas
         if len(jobs) == 1 and sum(q.pairs for q in self._slots.queues()) == self._queue.pairs and not any(
                 r.state.outstanding_requests for r in members):
             return
-        able = [replica, *(r for r in self._slots.ready(exclude=[replica]) if r.state.limiter.has_room())]
+        able = [replica, *self._slots.ready(exclude=[replica])]
         for job in jobs:
             latencies = [r.state.expected_latency(len(job.unsent), now) for r in able]
             if not any(worth_sending(latency, job.deadline - now) for latency in latencies):

@@ -19,7 +19,7 @@ from ..core.statistics import percentile as nearest_rank
 from .breaker import Permit, RetryBudget
 from .endpoint_state import FAILING_ABOVE, MIN_SECONDS_PER_PAIR, Replica, ServiceCost, timeout_health
 from .queue import Lease, PendingQueue, Plan
-from .retries import Retries
+from .retries import Retries, worth_waiting
 
 MIN_SAMPLES: Final = 20  # fewer answers than this say nothing reliable about the tail
 DispatchEvents = StatsRecorder  # what the dispatch step reports, to be counted
@@ -86,11 +86,14 @@ class ReplicaSet:
         return queued_pairs / pairs_per_s + min(latencies)
 
     async def acquire(self, holder: object, *, exclude: Iterable[Replica] = (), priority: bool = False,
-                      due: Callable[[], float] = lambda: math.inf) -> tuple[Replica, Lease]:
-        """A slot on the cheaper of two ready replicas drawn, of those with a free slot if any (waiting for a full one's
-        would hold up every request behind it); with none ready, any (its attempt is refused at once)."""
+                      due: Callable[[], float] = lambda: math.inf,
+                      in_time: Callable[[Replica], bool] = lambda _: True) -> tuple[Replica, Lease]:
+        """A slot on the cheaper of two ready replicas drawn: of those that would answer ``in_time`` if any, and of
+        those with a free slot among them if any (waiting for a full one's holds up every request behind it); with none
+        ready, any (its attempt is refused at once)."""
         left_out = {r.url for r in exclude}
         candidates = self.ready(exclude) or [r for r in self.replicas if r.url not in left_out] or list(self.replicas)
+        candidates = [r for r in candidates if in_time(r)] or candidates
         candidates = [r for r in candidates  # but not one failing lately: its slots free up as fast as it fails
                       if r.state.limiter.has_room() and r.state.recent_failures() < FAILING_ABOVE] or candidates
         chosen = candidates[0]
@@ -196,7 +199,8 @@ class Dispatch:
     async def _hedge(self, request: Plan, primary: Replica, sent: list[bool]) -> list[float]:
         """The duplicate: on another replica if one can take it, ahead of new batches, with a permit of its own."""
         exclude = [primary] if self.replicas.ready(exclude=[primary]) else []
-        replica, lease = await self.replicas.acquire(request, exclude=exclude, priority=True)
+        replica, lease = await self.replicas.acquire(request, exclude=exclude, priority=True,
+                                                     in_time=lambda r: worth_waiting(request, r, 0.0))
         try:
             if not request.has_waiters:
                 raise BreakerOpen("no hedge: every caller left")

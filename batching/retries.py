@@ -64,7 +64,7 @@ def _out_of_permits(exc: RerankError) -> bool:
     return isinstance(exc, RateLimited) and exc.overloaded and exc.retry_after is None
 
 
-def _worth_waiting(request: Plan, replica: Replica, wait: float) -> bool:
+def worth_waiting(request: Plan, replica: Replica, wait: float) -> bool:
     """Whether the request, sent to ``replica`` after ``wait`` seconds, could still be answered by its deadline
     (without an estimate of the replica's pace: whether any time is left then)."""
     now = clock.now()
@@ -103,7 +103,7 @@ class Retries:
             # so no hold): it goes again once the hold ends (our next answer there), or to a ready replica as any
             # request held back does, spending neither a retry nor budget. Refused with nothing of ours served there
             # (a server full of others' work, a request too large for its permits), it is a retry like any other.
-            if not _worth_waiting(request, replica, replica.state.not_before - clock.now()):
+            if not worth_waiting(request, replica, replica.state.not_before - clock.now()):
                 raise exc
             return
         if kind == "never" or request.retries >= self.policy.max_retries:
@@ -121,7 +121,7 @@ class Retries:
             delay, wait = 0.0, replica.state.not_before - clock.now()  # the next attempt waits the Retry-After out
         else:
             delay = wait = self._backoff(request.retries)
-        if not _worth_waiting(request, replica, wait) or not self.spend_budget():
+        if not worth_waiting(request, replica, wait) or not self.spend_budget():
             raise exc
         request.retry_unsent = kind
         await asyncio.sleep(delay)
@@ -150,8 +150,9 @@ class Retries:
         held.release()
         remaining = request.deadline - clock.now()
         try:
-            request.replica, request.lease = await asyncio.wait_for(
-                self.replicas.acquire(request, exclude=[failed], priority=True), max(remaining, 0.0))
+            request.replica, request.lease = await asyncio.wait_for(self.replicas.acquire(
+                request, exclude=[failed], priority=True, in_time=lambda r: worth_waiting(request, r, 0.0)),
+                max(remaining, 0.0))
         except TimeoutError:
             raise DeadlineExceeded("no replica had a free slot before the deadline") from None
         request.failover_unsent = True  # counted by ``goes_out``, as a retry is

@@ -1,0 +1,122 @@
+"""A recall goes to a replica that can answer it by its deadline while one can: the balancer draws among the replicas
+that would answer the most urgent recall in time before it prefers one with a free slot, a share of a burst goes
+to a peer only if it would answer it in time, and a recall is shed only when no ready replica (a full one
+included) could answer it. Each test drives the real batcher, dispatch step, limiter and endpoint state on the
+virtual clock (``support.virtual_time``), with the servers modelled by the test's ``send``."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+
+from support.loop_steps import until
+from support.overload import outcome
+from support.virtual_time import run_virtual
+from usr.plugins.a0_reranker.batching.batcher import MicroBatcher
+from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreaker, RetryBudget
+from usr.plugins.a0_reranker.batching.dispatch import Dispatch, DispatchPolicy, ReplicaSet
+from usr.plugins.a0_reranker.batching.endpoint_state import EndpointState, Replica
+from usr.plugins.a0_reranker.batching.queue import EndpointLimiter
+from usr.plugins.a0_reranker.core import deadline as clock
+from usr.plugins.a0_reranker.core.dialects import ScoreBatch
+from usr.plugins.a0_reranker.core.statistics import StatsRecorder
+
+
+def paced(url: str, seconds_per_pair: float, slots: int, sent: list[str]) -> Replica:
+    """A replica that answers a request after ``seconds_per_pair`` a pair, with ``slots`` slots of ours."""
+    async def send(batch: ScoreBatch, deadline: float, may_resend: Callable[[], bool]) -> list[float]:
+        queries = batch.queries[0] if len(batch.queries) == 1 else f"{batch.queries[0]}..{batch.queries[-1]}"
+        sent.append(f"{queries}:{len(batch)}")  # the queries it carried and its pairs
+        await asyncio.sleep(seconds_per_pair * len(batch))
+        return [1.0] * len(batch)
+
+    return Replica(url, EndpointState(EndpointLimiter(slots), CircuitBreaker(BreakerPolicy())), send)
+
+
+def batcher_of(*replicas: Replica) -> MicroBatcher:
+    return MicroBatcher(Dispatch(ReplicaSet(replicas, budget=RetryBudget()), StatsRecorder(), DispatchPolicy()),
+                        mixes_queries=False, max_pairs=100, window=0.01, max_queued_pairs=10_000)
+
+
+def test_a_recall_the_fast_full_replica_answers_in_time_is_not_shed_for_a_slow_one_with_room() -> None:
+    """Both replicas measured: fast answers a pair in 10 ms, slow in 0.5 s; one
+    slot each. A recall of 2 holds fast's slot for 20 ms; a recall of 10 with 1 s then comes. Fast would answer it
+    by 0.12 s; slow needs 5 s. Power of two choices used to pick fast (0.01 x 3 against 0.5 x 1) and wait 20 ms for
+    its slot. Drawing among the replicas with room alone left slow, and the dispatcher shed the recall."""
+    fast_sent: list[str] = []
+    slow_sent: list[str] = []
+    fast, slow = paced("http://fast", 0.01, 1, fast_sent), paced("http://slow", 0.5, 1, slow_sent)
+
+    async def main() -> str:
+        for n in range(6):  # each measured past its warm-up by recalls of settings that reach it alone
+            assert await outcome(batcher_of(slow), f"s{n}", 2, clock.now() + 30.0) == "reranked"
+        for n in range(6):
+            assert await outcome(batcher_of(fast), f"f{n}", 2, clock.now() + 30.0) == "reranked"
+        both = batcher_of(fast, slow)
+        held = asyncio.create_task(outcome(both, "held", 2, clock.now() + 30.0))
+        await until(lambda: fast_sent[-1:] == ["held:2"] and fast.state.limiter.in_flight == 1)
+        urgent = await outcome(both, "urgent", 10, clock.now() + 1.0)
+        assert await held == "reranked"
+        return urgent
+
+    urgent = run_virtual(main())
+    assert urgent == "reranked", (urgent, "slow got", slow_sent[6:], "fast got", fast_sent[6:])
+
+
+@pytest.mark.xfail(strict=True, reason="the dispatcher waits for the one full replica it drew; not yet fixed")
+def test_a_recall_waiting_for_a_hung_replicas_slot_goes_to_the_other_once_that_one_frees() -> None:
+    """Known, not yet fixed. One slot each. "hung" holds a's slot for 20 s (a server that stalls; the
+    breaker learns nothing until it times out); "busy" holds b's for 0.1 s. "urgent" (1 s) comes while both are full:
+    the draw picks a (fewer pairs in flight) and the dispatcher waits for a's slot alone. b is free from 0.1 s, yet
+    "urgent", and every recall queued behind it until a answers, falls back at its deadline."""
+    sent: list[str] = []
+
+    def replica(url: str) -> Replica:
+        async def send(batch: ScoreBatch, deadline: float, may_resend: Callable[[], bool]) -> list[float]:
+            sent.append(f"{batch.queries[0]}@{url}")
+            await asyncio.sleep({"hung": 20.0, "busy": 0.1}.get(batch.queries[0], 0.01))
+            return [1.0] * len(batch)
+        return Replica(url, EndpointState(EndpointLimiter(1), CircuitBreaker(BreakerPolicy())), send)
+
+    a, b = replica("a"), replica("b")
+
+    async def main() -> str:
+        both = batcher_of(a, b)
+        both.dispatch.replicas._rng.sample = lambda members, k: list(members)[:k]  # type: ignore[method-assign]
+        hung = asyncio.create_task(outcome(both, "hung", 1, clock.now() + 30.0))
+        await until(lambda: sent == ["hung@a"])
+        busy = asyncio.create_task(outcome(both, "busy", 3, clock.now() + 30.0))
+        await until(lambda: sent == ["hung@a", "busy@b"])
+        urgent = await outcome(both, "urgent", 1, clock.now() + 1.0)
+        await asyncio.gather(hung, busy)
+        return urgent
+
+    urgent = run_virtual(main())
+    assert urgent == "reranked", (urgent, sent)
+
+
+def test_the_rest_of_a_recall_cut_at_max_pairs_is_not_sent_to_a_slow_replica_that_cannot_answer_it_in_time() -> None:
+    """Nine recalls of 30 with 1 s each: the fast replica (1 ms a pair) answers all 270 pairs within 0.3 s. The
+    shares are computed once: fast's is cut at ``max_pairs`` (64: two recalls and 4 pairs of the third); slow's share
+    is a few pairs, but ``take`` hands it its first job whole, the 26 pairs left of the third recall: 1.3 s at 50 ms
+    a pair, past that recall's deadline. It stays queued for fast instead. (With a tenth recall, its 30 pairs and
+    the rest of the ninth still go to slow as one request, too late: a request is not yet sized to its deadline.)"""
+    fast_sent: list[str] = []
+    slow_sent: list[str] = []
+    fast, slow = paced("http://fast", 0.001, 4, fast_sent), paced("http://slow", 0.05, 4, slow_sent)
+
+    async def main() -> list[str]:
+        for n in range(6):
+            assert await outcome(batcher_of(slow), f"s{n}", 2, clock.now() + 30.0) == "reranked"
+        for n in range(6):
+            assert await outcome(batcher_of(fast), f"f{n}", 2, clock.now() + 30.0) == "reranked"
+        both = MicroBatcher(Dispatch(ReplicaSet([slow, fast], budget=RetryBudget()), StatsRecorder(),
+                                     DispatchPolicy()), mixes_queries=True, max_pairs=64, window=0.01,
+                            max_queued_pairs=10_000)
+        deadline = clock.now() + 1.0
+        return list(await asyncio.gather(*(outcome(both, f"r{n}", 30, deadline) for n in range(9))))
+
+    outcomes = run_virtual(main())
+    assert outcomes == ["reranked"] * 9, (str(outcomes), "slow got", slow_sent[6:], "fast got", fast_sent[6:])
