@@ -100,7 +100,28 @@ class ReplicaSet:
         if len(candidates) > 1:
             first, second = self._rng.sample(candidates, 2)
             chosen = first if self.cost(first) <= self.cost(second) else second
-        return chosen, await chosen.state.limiter.acquire(holder, priority=priority, due=due)
+        full = [r for r in candidates if not r.state.limiter.has_room()]
+        if chosen not in full or len(full) == 1:
+            return chosen, await chosen.state.limiter.acquire(holder, priority=priority, due=due)
+        return await self._first_free(full, holder, priority, due)
+
+    async def _first_free(self, full: list[Replica], holder: object, priority: bool,
+                          due: Callable[[], float]) -> tuple[Replica, Lease]:
+        """The first slot any of ``full`` frees (the cheapest of those freed at once): waiting for one alone, a stalled
+        replica would hold up every request behind it while another frees up. The other waits take nothing."""
+        waits = {asyncio.ensure_future(r.state.limiter.acquire(holder, priority=priority, due=due)): r for r in full}
+        kept: Lease | None = None
+        try:
+            done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            first = min(done, key=lambda wait: self.cost(waits[wait]))
+            kept = first.result()
+            return waits[first], kept
+        finally:
+            for wait in waits:  # cancelled, a wait whose slot was granted meanwhile gives it back (``acquire``)
+                if not wait.done():
+                    wait.cancel()
+                elif not wait.cancelled() and wait.exception() is None and wait.result() is not kept:
+                    wait.result().release()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -9,8 +9,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-import pytest
-
 from support.loop_steps import until
 from support.overload import outcome
 from support.virtual_time import run_virtual
@@ -18,7 +16,7 @@ from usr.plugins.a0_reranker.batching.batcher import MicroBatcher
 from usr.plugins.a0_reranker.batching.breaker import BreakerPolicy, CircuitBreaker, RetryBudget
 from usr.plugins.a0_reranker.batching.dispatch import Dispatch, DispatchPolicy, ReplicaSet
 from usr.plugins.a0_reranker.batching.endpoint_state import EndpointState, Replica
-from usr.plugins.a0_reranker.batching.queue import EndpointLimiter
+from usr.plugins.a0_reranker.batching.queue import EndpointLimiter, Lease
 from usr.plugins.a0_reranker.core import deadline as clock
 from usr.plugins.a0_reranker.core.dialects import ScoreBatch
 from usr.plugins.a0_reranker.core.statistics import StatsRecorder
@@ -65,12 +63,11 @@ def test_a_recall_the_fast_full_replica_answers_in_time_is_not_shed_for_a_slow_o
     assert urgent == "reranked", (urgent, "slow got", slow_sent[6:], "fast got", fast_sent[6:])
 
 
-@pytest.mark.xfail(strict=True, reason="the dispatcher waits for the one full replica it drew; not yet fixed")
 def test_a_recall_waiting_for_a_hung_replicas_slot_goes_to_the_other_once_that_one_frees() -> None:
-    """Known, not yet fixed. One slot each. "hung" holds a's slot for 20 s (a server that stalls; the
-    breaker learns nothing until it times out); "busy" holds b's for 0.1 s. "urgent" (1 s) comes while both are full:
-    the draw picks a (fewer pairs in flight) and the dispatcher waits for a's slot alone. b is free from 0.1 s, yet
-    "urgent", and every recall queued behind it until a answers, falls back at its deadline."""
+    """One slot each. "hung" holds a's slot for 20 s (a server that stalls; the breaker learns nothing until it
+    times out); "busy" holds b's for 0.1 s. "urgent" (1 s) comes while both are full, and the draw picks a (fewer
+    pairs in flight). Waiting for a's slot alone, "urgent" and every recall queued behind it fell back at their
+    deadline, though b was free from 0.1 s: the dispatcher now takes the first slot either frees."""
     sent: list[str] = []
 
     def replica(url: str) -> Replica:
@@ -120,3 +117,50 @@ def test_the_rest_of_a_recall_cut_at_max_pairs_is_not_sent_to_a_slow_replica_tha
 
     outcomes = run_virtual(main())
     assert outcomes == ["reranked"] * 9, (str(outcomes), "slow got", slow_sent[6:], "fast got", fast_sent[6:])
+
+
+def full_pair() -> tuple[ReplicaSet, list[Replica], list[Lease]]:
+    """Two replicas of one slot each, both taken by earlier requests (whose leases are returned)."""
+    members = [Replica(url, EndpointState(EndpointLimiter(1), CircuitBreaker(BreakerPolicy())), unused_send)
+               for url in ("http://a", "http://b")]
+    held = [member.state.limiter.take(f"an earlier request to {member.url}") for member in members]
+    return ReplicaSet(members, budget=RetryBudget()), members, held
+
+
+async def unused_send(batch: ScoreBatch, deadline: float, may_resend: Callable[[], bool]) -> list[float]:
+    raise AssertionError("only slots are asked for")
+
+
+def waiting_on_both(members: list[Replica]) -> bool:
+    return all(member.state.limiter._waiters for member in members)
+
+
+def test_a_wait_for_the_first_free_slot_cancelled_takes_nothing_from_either_replica() -> None:
+    async def main() -> None:
+        replicas, members, held = full_pair()
+        acquiring = asyncio.create_task(replicas.acquire("a request"))
+        await until(lambda: waiting_on_both(members))
+        acquiring.cancel()
+        held[0].release()  # a's slot is granted to the wait in the same instant it is cancelled
+        await asyncio.gather(acquiring, return_exceptions=True)
+        assert acquiring.cancelled()
+        assert [m.state.limiter.in_flight for m in members] == [0, 1]  # a's came back; b's is still the earlier one's
+        assert not any(m.state.limiter._waiters for m in members)
+
+    run_virtual(main())
+
+
+def test_two_slots_freed_at_once_the_wait_keeps_one_and_gives_the_other_back() -> None:
+    async def main() -> None:
+        replicas, members, held = full_pair()
+        acquiring = asyncio.create_task(replicas.acquire("a request"))
+        await until(lambda: waiting_on_both(members))
+        for lease in held:
+            lease.release()
+        replica, lease = await acquiring
+        assert lease.held and lease.holder == "a request" and replica.state.limiter.in_flight == 1
+        other = members[1] if replica is members[0] else members[0]
+        await until(lambda: other.state.limiter.in_flight == 0)
+        assert not any(m.state.limiter._waiters for m in members)
+
+    run_virtual(main())
