@@ -116,8 +116,9 @@ class MicroBatcher:
                 self._fail_jobs(self._queue.drain(), RerankError(f"internal batching error: {type(exc).__name__}"))
 
     async def _dispatch_one(self) -> None:
-        replica, lease = self._in_time(*await self._slots.acquire(self, due=self._queue.most_urgent,
-                                                                  in_time=self._answers_first_in_time))
+        replica, lease = self._in_time(*await self._slots.acquire(
+            self, due=self._queue.most_urgent,
+            in_time=lambda r: self._answers_first_in_time(r, queued=not r.state.limiter.has_room())))
         try:
             if replica.state.limiter.in_flight > 1:
                 await self._wait_for_company(replica)
@@ -139,14 +140,24 @@ class MicroBatcher:
         other = min(able, key=self._slots.cost)
         return other, other.state.limiter.take(self)
 
-    def _answers_first_in_time(self, member: Replica, share: float | None = None) -> bool:
-        """Whether ``member`` could answer the most urgent queued recall by its deadline (any, with none queued), sent
-        alone or with a ``share`` of the queue (a first recall larger than the share goes whole)."""
+    def _answers_first_in_time(self, member: Replica, *, queued: bool = False) -> bool:
+        """Whether ``member`` could answer the most urgent queued recall by its deadline (``queued``: once one of its
+        slots frees); any could, with none queued."""
         if not self._queue:
             return True
         job, now = self._queue.jobs[0], clock.now()  # the earliest deadline
-        pairs = len(job.unsent) if share is None else min(self._max_pairs, max(round(share), len(job.unsent)))
-        return worth_sending(member.state.expected_latency(pairs, now), job.deadline - now)
+        return worth_sending(member.state.expected_latency(len(job.unsent), now, queued=queued), job.deadline - now)
+
+    def _fits(self, target: Replica) -> int:
+        """The most pairs ``target`` could answer by the most urgent recall's deadline, at least that recall's and
+        at most ``max_pairs``: what a slower replica would answer late waits for another (with none, it goes)."""
+        job, now, most = self._queue.jobs[0], clock.now(), self._max_pairs
+        least = min(len(job.unsent), most) if self._slots.ready(exclude=[target]) else most
+        while least < most:  # the latency grows with the pairs: the largest that fits, by bisection
+            middle = (least + most + 1) // 2
+            fits = worth_sending(target.state.expected_latency(middle, now), job.deadline - now)
+            least, most = (middle, most) if fits else (least, middle - 1)
+        return least
 
     def _start_shares(self, replica: Replica, lease: Lease) -> None:
         """Start requests with ``lease``, a slot of ``replica``, sharing the queue over the replicas short of work that
@@ -163,10 +174,10 @@ class MicroBatcher:
         # (the replica the balancer chose takes a recall at least: its pace is only learnt by asking) A peer skips a
         # share when what it has in flight takes it past the others' finish, or when it would answer it too late
         kept = [(target, share) for target, share in zip(targets, shares, strict=True)
-                if target is replica or share is None or (share >= 0.5 and self._answers_first_in_time(target, share))]
+                if target is replica or share is None or (share >= 0.5 and self._answers_first_in_time(target))]
         for target, share in kept or [(replica, None)]:
-            plan = self._queue.take(max_pairs=self._max_pairs, mixes_queries=self._mixes_queries, share=share)
-            if plan is None:
+            if not self._queue or (plan := self._queue.take(max_pairs=self._fits(target), share=share,
+                                                             mixes_queries=self._mixes_queries)) is None:
                 break
             if target is replica:
                 plan.lease = lease.hand_to(plan)
@@ -203,8 +214,9 @@ class MicroBatcher:
                 r.state.outstanding_requests for r in members):
             return
         able = [replica, *self._slots.ready(exclude=[replica])]
-        for job in jobs:
-            latencies = [r.state.expected_latency(len(job.unsent), now) for r in able]
+        for job in jobs:  # a full one's slot frees only behind what it has in flight
+            latencies = [r.state.expected_latency(len(job.unsent), now, queued=r is not replica and not
+                                                  r.state.limiter.has_room()) for r in able]
             if not any(worth_sending(latency, job.deadline - now) for latency in latencies):
                 fastest = min(latency or 0.0 for latency in latencies)
                 self._fail_jobs([job], Overloaded(shed_message(fastest, job.deadline - now)))

@@ -19,7 +19,7 @@ from ..core.statistics import percentile as nearest_rank
 from .breaker import Permit, RetryBudget
 from .endpoint_state import FAILING_ABOVE, MIN_SECONDS_PER_PAIR, Replica, ServiceCost, timeout_health
 from .queue import Lease, PendingQueue, Plan
-from .retries import Retries, worth_waiting
+from .retries import Retries, in_time_from_now
 
 MIN_SAMPLES: Final = 20  # fewer answers than this say nothing reliable about the tail
 DispatchEvents = StatsRecorder  # what the dispatch step reports, to be counted
@@ -221,7 +221,7 @@ class Dispatch:
         """The duplicate: on another replica if one can take it, ahead of new batches, with a permit of its own."""
         exclude = [primary] if self.replicas.ready(exclude=[primary]) else []
         replica, lease = await self.replicas.acquire(request, exclude=exclude, priority=True,
-                                                     in_time=lambda r: worth_waiting(request, r, 0.0))
+                                                     in_time=in_time_from_now(request))
         try:
             if not request.has_waiters:
                 raise BreakerOpen("no hedge: every caller left")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Literal
 
@@ -64,12 +65,17 @@ def _out_of_permits(exc: RerankError) -> bool:
     return isinstance(exc, RateLimited) and exc.overloaded and exc.retry_after is None
 
 
-def worth_waiting(request: Plan, replica: Replica, wait: float) -> bool:
-    """Whether the request, sent to ``replica`` after ``wait`` seconds, could still be answered by its deadline
-    (without an estimate of the replica's pace: whether any time is left then)."""
+def worth_waiting(request: Plan, replica: Replica, wait: float, *, queued: bool = False) -> bool:
+    """Whether the request, sent to ``replica`` after ``wait`` seconds (``queued``: once a slot there frees), could
+    still be answered by its deadline (without an estimate of the replica's pace: whether any time is left then)."""
     now = clock.now()
     left = request.deadline - now - max(wait, 0.0)
-    return left > 0 and worth_sending(replica.state.expected_latency(len(request.batch), now), left)
+    return left > 0 and worth_sending(replica.state.expected_latency(len(request.batch), now, queued=queued), left)
+
+
+def in_time_from_now(request: Plan) -> Callable[[Replica], bool]:
+    """For ``ReplicaSet.acquire``: whether a replica would answer the request in time, once a slot frees if full."""
+    return lambda replica: worth_waiting(request, replica, 0.0, queued=not replica.state.limiter.has_room())
 
 
 def retry_kind(exc: BaseException) -> RetryKind:
@@ -151,7 +157,7 @@ class Retries:
         remaining = request.deadline - clock.now()
         try:
             request.replica, request.lease = await asyncio.wait_for(self.replicas.acquire(
-                request, exclude=[failed], priority=True, in_time=lambda r: worth_waiting(request, r, 0.0)),
+                request, exclude=[failed], priority=True, in_time=in_time_from_now(request)),
                 max(remaining, 0.0))
         except TimeoutError:
             raise DeadlineExceeded("no replica had a free slot before the deadline") from None
