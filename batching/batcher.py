@@ -26,8 +26,11 @@ class MicroBatcher:
         self.dispatch = dispatch
         self._on_idle = on_idle  # its owner keeps the number of batchers bounded as they go idle
         self._slots = dispatch.replicas
-        self._mixes_queries, self._max_pairs, self._window = mixes_queries, max_pairs, window
-        self._max_queued_pairs, self._shed = max_queued_pairs, shed
+        self._mixes_queries = mixes_queries
+        self._max_pairs = max_pairs
+        self._window = window
+        self._max_queued_pairs = max_queued_pairs
+        self._shed = shed
         self._queue = PendingQueue()
         for replica in dispatch.replicas.replicas:
             replica.state.queued_by(self._queue)
@@ -113,8 +116,7 @@ class MicroBatcher:
                 self._fail_jobs(self._queue.drain(), RerankError(f"internal batching error: {type(exc).__name__}"))
 
     async def _dispatch_one(self) -> None:
-        replica, lease = self._in_time(*await self._slots.acquire(self, due=self._queue.most_urgent,
-                                                                  in_time=self._answers_first_in_time))
+        replica, lease = self._in_time(*await self._slots.acquire(self, due=self._queue.most_urgent))
         try:
             if replica.state.limiter.in_flight > 1:
                 await self._wait_for_company(replica)
@@ -126,37 +128,21 @@ class MicroBatcher:
     def _in_time(self, replica: Replica, lease: Lease) -> tuple[Replica, Lease]:
         """The replica drawn, or another with room when only that one could answer the most urgent recall in time: a
         slow replica drawn once its cost faded is asked again with a recall that has the time to spare."""
-        if self._answers_first_in_time(replica, holding=True):
+        if not self._queue:
             return replica, lease
-        able = [r for r in self._slots.ready(exclude=[replica])
-                if r.state.limiter.has_room() and self._answers_first_in_time(r)]
+        job, now = self._queue.jobs[0], clock.now()  # the earliest deadline
+
+        def in_time(member: Replica) -> bool:
+            return worth_sending(member.state.expected_latency(len(job.unsent), now), job.deadline - now)
+
+        if in_time(replica):
+            return replica, lease
+        able = [r for r in self._slots.ready(exclude=[replica]) if r.state.limiter.has_room() and in_time(r)]
         if not able:
             return replica, lease
         lease.release()
-        return (other := min(able, key=self._slots.cost)), other.state.limiter.take(self)
-
-    def _answers_first_in_time(self, member: Replica, *, holding: bool = False) -> bool:
-        """Whether ``member`` could answer the most urgent queued recall by its deadline, once one of its slots frees
-        if none is (``holding``: we hold one); any could, with none queued."""
-        if not self._queue:
-            return True
-        job, now = self._queue.jobs[0], clock.now()  # the earliest deadline
-        queued = not holding and not member.state.limiter.has_room()
-        return worth_sending(member.state.expected_latency(len(job.unsent), now, queued=queued), job.deadline - now)
-
-    def _fits(self, target: Replica) -> int:
-        """Up to ``max_pairs``; while another ready replica would answer the rest in time, no more than ``target``
-        answers by the most urgent recall's deadline (at least that recall's pairs): the rest waits for that one."""
-        job, now, most = self._queue.jobs[0], clock.now(), self._max_pairs
-        left, least = job.deadline - now, min(len(job.unsent), most)
-        while least < most:  # the latency grows with the pairs: the largest that fits, by bisection
-            middle = (least + most + 1) // 2
-            fits = worth_sending(target.state.expected_latency(middle, now), left)
-            least, most = (middle, most) if fits else (least, middle - 1)
-        rest = min(self._queue.pairs, self._max_pairs) - least
-        return least if rest > 0 and any(  # (one busy as slow as the target would not take it: whole, as before)
-            worth_sending(r.state.expected_latency(rest, now, queued=not r.state.limiter.has_room()), left)
-            for r in self._slots.ready(exclude=[target])) else self._max_pairs
+        other = min(able, key=self._slots.cost)
+        return other, other.state.limiter.take(self)
 
     def _start_shares(self, replica: Replica, lease: Lease) -> None:
         """Start requests with ``lease``, a slot of ``replica``, sharing the queue over the replicas short of work that
@@ -167,17 +153,14 @@ class MicroBatcher:
         was_short = replica.state.limiter.in_flight <= PIPELINE_DEPTH
         targets = sorted([replica, *peers] if was_short or not peers else peers, key=self._slots.cost)
         # shared once over all: a share cut at ``max_pairs`` leaves its rest queued, not to the slower ones after it
-        shares: list[float | None] = list(balanced_shares(self._queue.pairs, *self._slots.share_costs(
-            targets, clock.now()))) if peers else [None]  # alone, up to ``max_pairs``
-        # (the replica the balancer chose takes a recall at least: its pace is only learnt by asking) A peer skips a
-        # share when what it has in flight takes it past the others' finish, or when it would answer it too late
-        kept = [(target, share) for target, share in zip(targets, shares, strict=True)
-                if target is replica or share is None or (share >= 0.5 and self._answers_first_in_time(target))]
-        for target, share in kept or [(replica, None)]:
-            if target is not replica and not self._answers_first_in_time(target):
-                continue  # after the takes before it, the recall its share starts with is one it would answer late
-            if not self._queue or (plan := self._queue.take(max_pairs=self._fits(target), share=share,
-                                                             mixes_queries=self._mixes_queries)) is None:
+        shares = balanced_shares(self._queue.pairs, *self._slots.share_costs(targets, clock.now())) if peers else None
+        for i, target in enumerate(targets):
+            share = shares[i] if shares is not None else None
+            if share is not None and share < 0.5 and target is not replica:
+                continue  # what it has in flight already takes it past the others' finish
+            # (the replica the balancer chose takes a recall at least: its pace is only learnt by asking)
+            plan = self._queue.take(max_pairs=self._max_pairs, mixes_queries=self._mixes_queries, share=share)
+            if plan is None:
                 break
             if target is replica:
                 plan.lease = lease.hand_to(plan)
@@ -206,17 +189,15 @@ class MicroBatcher:
             ahead += len(queued.unsent)
 
     def _shed_hopeless(self, replica: Replica) -> None:
-        """Shed the queued recalls no ready replica could answer in time (a full one's estimate counts the work it has
-        in flight). A lone recall always goes: its answer renews an estimate made in a slow spell, which an idle
-        server's silence does not fade."""
+        """Shed the queued recalls no request sent now could answer in time. A lone recall always goes: its answer
+        renews an estimate made in a slow spell, which an idle server's silence does not fade."""
         now, jobs, members = clock.now(), self._queue.jobs, self._slots.replicas
         if len(jobs) == 1 and sum(q.pairs for q in self._slots.queues()) == self._queue.pairs and not any(
                 r.state.outstanding_requests for r in members):
             return
-        able = [replica, *self._slots.ready(exclude=[replica])]
-        for job in jobs:  # a full one's slot frees only behind what it has in flight
-            latencies = [r.state.expected_latency(len(job.unsent), now, queued=r is not replica and not
-                                                  r.state.limiter.has_room()) for r in able]
+        able = [replica, *(r for r in self._slots.ready(exclude=[replica]) if r.state.limiter.has_room())]
+        for job in jobs:
+            latencies = [r.state.expected_latency(len(job.unsent), now) for r in able]
             if not any(worth_sending(latency, job.deadline - now) for latency in latencies):
                 fastest = min(latency or 0.0 for latency in latencies)
                 self._fail_jobs([job], Overloaded(shed_message(fastest, job.deadline - now)))

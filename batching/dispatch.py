@@ -17,9 +17,9 @@ from ..core.errors import BreakerOpen, MalformedAnswer, RateLimited, RerankError
 from ..core.statistics import StatsRecorder
 from ..core.statistics import percentile as nearest_rank
 from .breaker import Permit, RetryBudget
-from .endpoint_state import FAILING_ABOVE, MIN_SECONDS_PER_PAIR, Replica, ServiceCost, timeout_health
+from .endpoint_state import MIN_SECONDS_PER_PAIR, Replica, ServiceCost, timeout_health
 from .queue import Lease, PendingQueue, Plan
-from .retries import Retries, in_time_from_now
+from .retries import Retries
 
 MIN_SAMPLES: Final = 20  # fewer answers than this say nothing reliable about the tail
 DispatchEvents = StatsRecorder  # what the dispatch step reports, to be counted
@@ -86,42 +86,15 @@ class ReplicaSet:
         return queued_pairs / pairs_per_s + min(latencies)
 
     async def acquire(self, holder: object, *, exclude: Iterable[Replica] = (), priority: bool = False,
-                      due: Callable[[], float] = lambda: math.inf,
-                      in_time: Callable[[Replica], bool] = lambda _: True) -> tuple[Replica, Lease]:
-        """A slot on the cheaper of two ready replicas drawn: of those that would answer ``in_time`` if any, and of
-        those with a free slot among them if any (waiting for a full one's holds up every request behind it); with none
-        ready, any (its attempt is refused at once)."""
+                      due: Callable[[], float] = lambda: math.inf) -> tuple[Replica, Lease]:
+        """A slot on the cheaper of two ready replicas drawn; with none ready, any (its attempt is refused at once)."""
         left_out = {r.url for r in exclude}
         candidates = self.ready(exclude) or [r for r in self.replicas if r.url not in left_out] or list(self.replicas)
-        candidates = [r for r in candidates if in_time(r)] or candidates
-        candidates = [r for r in candidates  # but not one failing lately: its slots free up as fast as it fails
-                      if r.state.limiter.has_room() and r.state.recent_failures() < FAILING_ABOVE] or candidates
         chosen = candidates[0]
         if len(candidates) > 1:
             first, second = self._rng.sample(candidates, 2)
             chosen = first if self.cost(first) <= self.cost(second) else second
-        full = [r for r in candidates if not r.state.limiter.has_room()]
-        if chosen not in full or len(full) == 1:
-            return chosen, await chosen.state.limiter.acquire(holder, priority=priority, due=due)
-        return await self._first_free(full, holder, priority, due)
-
-    async def _first_free(self, full: list[Replica], holder: object, priority: bool,
-                          due: Callable[[], float]) -> tuple[Replica, Lease]:
-        """The first slot any of ``full`` frees (the cheapest of those freed at once): waiting for one alone, a stalled
-        replica would hold up every request behind it while another frees up. The other waits take nothing."""
-        waits = {asyncio.ensure_future(r.state.limiter.acquire(holder, priority=priority, due=due)): r for r in full}
-        kept: Lease | None = None
-        try:
-            done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-            first = min(done, key=lambda wait: self.cost(waits[wait]))
-            kept = first.result()
-            return waits[first], kept
-        finally:
-            for wait in waits:  # cancelled, a wait whose slot was granted meanwhile gives it back (``acquire``)
-                if not wait.done():
-                    wait.cancel()
-                elif not wait.cancelled() and wait.exception() is None and wait.result() is not kept:
-                    wait.result().release()
+        return chosen, await chosen.state.limiter.acquire(holder, priority=priority, due=due)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -220,8 +193,7 @@ class Dispatch:
     async def _hedge(self, request: Plan, primary: Replica, sent: list[bool]) -> list[float]:
         """The duplicate: on another replica if one can take it, ahead of new batches, with a permit of its own."""
         exclude = [primary] if self.replicas.ready(exclude=[primary]) else []
-        replica, lease = await self.replicas.acquire(request, exclude=exclude, priority=True,
-                                                     in_time=in_time_from_now(request))
+        replica, lease = await self.replicas.acquire(request, exclude=exclude, priority=True)
         try:
             if not request.has_waiters:
                 raise BreakerOpen("no hedge: every caller left")

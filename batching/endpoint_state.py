@@ -210,15 +210,15 @@ class EndpointState:
         work = fixed_s * self.outstanding_requests + per_pair_s * self.outstanding_pairs
         return max(0.0, work - (now - self.busy_since)) if self.outstanding_requests else 0.0
 
-    def expected_latency(self, pairs: int, now: float, *, worst: bool = False, queued: bool = False) -> float | None:
+    def expected_latency(self, pairs: int, now: float, *, worst: bool = False) -> float | None:
         """How long ``pairs`` sent now should take: the shorter (``worst``: the longer, at the slower pace) of behind
-        those in flight at the server's pace (one pass at a time; ``queued``, waiting for a slot of ours: only that)
-        and at its answers' latency per pair (side by side). Both fade while unanswered (``worst`` too: a slow spell
-        before a hang must not excuse its timeouts)."""
-        if (per_pair := self.service.seconds_per_pair(now, worst=worst)) is None:
+        those in flight at the server's pace (one pass at a time) and at its answers' latency per pair (side by side).
+        Both fade while unanswered (``worst`` too: a slow spell before a hang must not excuse its timeouts)."""
+        per_pair = self.service.seconds_per_pair(now, worst=worst)
+        if per_pair is None:
             return None
         readings = [(self.outstanding_pairs + pairs) * per_pair]
-        if self.seconds_per_pair is not None and not queued:
+        if self.seconds_per_pair is not None:
             readings.append(self.seconds_per_pair * pairs * (self.service.fade(now) if worst else 1.0))
         return max(readings) if worst else min(readings)
 

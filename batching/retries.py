@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Literal
 
@@ -65,17 +64,12 @@ def _out_of_permits(exc: RerankError) -> bool:
     return isinstance(exc, RateLimited) and exc.overloaded and exc.retry_after is None
 
 
-def worth_waiting(request: Plan, replica: Replica, wait: float, *, queued: bool = False) -> bool:
-    """Whether the request, sent to ``replica`` after ``wait`` seconds (``queued``: once a slot there frees), could
-    still be answered by its deadline (without an estimate of the replica's pace: whether any time is left then)."""
+def _worth_waiting(request: Plan, replica: Replica, wait: float) -> bool:
+    """Whether the request, sent to ``replica`` after ``wait`` seconds, could still be answered by its deadline
+    (without an estimate of the replica's pace: whether any time is left then)."""
     now = clock.now()
     left = request.deadline - now - max(wait, 0.0)
-    return left > 0 and worth_sending(replica.state.expected_latency(len(request.batch), now, queued=queued), left)
-
-
-def in_time_from_now(request: Plan) -> Callable[[Replica], bool]:
-    """For ``ReplicaSet.acquire``: whether a replica would answer the request in time, once a slot frees if full."""
-    return lambda replica: worth_waiting(request, replica, 0.0, queued=not replica.state.limiter.has_room())
+    return left > 0 and worth_sending(replica.state.expected_latency(len(request.batch), now), left)
 
 
 def retry_kind(exc: BaseException) -> RetryKind:
@@ -109,7 +103,7 @@ class Retries:
             # so no hold): it goes again once the hold ends (our next answer there), or to a ready replica as any
             # request held back does, spending neither a retry nor budget. Refused with nothing of ours served there
             # (a server full of others' work, a request too large for its permits), it is a retry like any other.
-            if not worth_waiting(request, replica, replica.state.not_before - clock.now()):
+            if not _worth_waiting(request, replica, replica.state.not_before - clock.now()):
                 raise exc
             return
         if kind == "never" or request.retries >= self.policy.max_retries:
@@ -127,7 +121,7 @@ class Retries:
             delay, wait = 0.0, replica.state.not_before - clock.now()  # the next attempt waits the Retry-After out
         else:
             delay = wait = self._backoff(request.retries)
-        if not worth_waiting(request, replica, wait) or not self.spend_budget():
+        if not _worth_waiting(request, replica, wait) or not self.spend_budget():
             raise exc
         request.retry_unsent = kind
         await asyncio.sleep(delay)
@@ -156,9 +150,8 @@ class Retries:
         held.release()
         remaining = request.deadline - clock.now()
         try:
-            request.replica, request.lease = await asyncio.wait_for(self.replicas.acquire(
-                request, exclude=[failed], priority=True, in_time=in_time_from_now(request)),
-                max(remaining, 0.0))
+            request.replica, request.lease = await asyncio.wait_for(
+                self.replicas.acquire(request, exclude=[failed], priority=True), max(remaining, 0.0))
         except TimeoutError:
             raise DeadlineExceeded("no replica had a free slot before the deadline") from None
         request.failover_unsent = True  # counted by ``goes_out``, as a retry is
