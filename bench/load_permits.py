@@ -134,11 +134,11 @@ def pace_of_all(runs: Sequence[PermitsRun]) -> float:
     return max((r.load.throughput for r in runs if r.permits >= PEAK_TEXTS), default=0.0)
 
 
-def table(runs: Sequence[PermitsRun]) -> str:
+def table(runs: Sequence[PermitsRun], pace_of_all: float) -> str:
     lines = ["| permits for | reranked | recalls/s | pace vs room for all | 429s per recall | late | goal |",
              "|---|---|---|---|---|---|---|"]
     for run in runs:
-        met, pace = run.goals(pace_of_all(runs))
+        met, pace = run.goals(pace_of_all)
         lines.append(f"| {run.permits} of {PEAK_TEXTS} | {run.load.reranked_share:.1%} | "
                      f"{run.load.throughput:.0f} | {pace:.2f} | {run.overloaded / run.load.recalls:.2f} | "
                      f"{run.load.late_recalls} | {'met' if met else 'MISSED'} |")
@@ -158,8 +158,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         run = asyncio.run(run_permits(plan, permits))
         print(run.load.summary(), f"\nthe server's 429s: {run.overloaded}", flush=True)
         runs.append(run)
-    print(table(runs))
-    met = [run.goals(pace_of_all(runs))[0] for run in runs]
+    pace = pace_of_all(runs)
+    print(table(runs, pace))
+    met = [run.goals(pace)[0] for run in runs]
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:
             json.dump([{"permits": r.permits, "overloaded": r.overloaded, "goal_met": goal, **r.load.as_dict()}

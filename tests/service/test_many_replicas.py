@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from support.counters import footprint_until
+from support.counters import footprint_until, owner_call
 from support.deadlines import ManualClock
 from support.encoding import encoding_scorer, recall
 from support.outages import closed_port_url
@@ -95,7 +95,8 @@ async def test_fifty_replicas_with_forty_nine_refusing_cost_a_recall_what_one_li
     assert listed.get(live.url) == "closed"
 
     detections = runtime.statistics().detections
-    alone_s, many_s = [], []
+    alone_s: list[float] = []
+    many_s: list[float] = []
     for q in range(40):  # side by side
         for config, times in ((alone, alone_s), (many, many_s)):
             before = await owner_cpu_s()
@@ -111,11 +112,7 @@ async def test_fifty_replicas_with_forty_nine_refusing_cost_a_recall_what_one_li
 
 async def owner_cpu_s() -> float:
     """The CPU time the owner loop's thread has used: where the engine's work on a recall is done."""
-
-    async def read() -> float:
-        return time.thread_time()
-
-    return await asyncio.wrap_future(runtime.runtime().owner.submit(read))
+    return float(await owner_call(lambda _: time.thread_time()))
 
 
 async def test_forty_nine_silent_replicas_get_no_request_once_ejected(

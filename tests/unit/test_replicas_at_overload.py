@@ -13,6 +13,7 @@ import collections
 import random
 from collections.abc import Callable
 
+from support.loop_steps import until
 from support.overload import outcome
 from support.virtual_time import run_virtual
 from usr.plugins.a0_reranker.batching.batcher import MicroBatcher
@@ -28,22 +29,21 @@ from usr.plugins.a0_reranker.core.statistics import StatsRecorder
 def gpu(url: str, pass_s: float, seconds_per_pair: float, slots: int, sizes: list[int]) -> Replica:
     """A GPU server: one pass at a time, each ``pass_s`` plus ``seconds_per_pair`` a pair (a batch of 100 costs
     little more than one of 5: what micro-batching is for)."""
-    gate: list[asyncio.Lock] = []
+    one_pass_at_a_time = asyncio.Lock()
 
     async def send(batch: ScoreBatch, deadline: float, may_resend: Callable[[], bool]) -> list[float]:
-        gate.append(gate[0] if gate else asyncio.Lock())
         sizes.append(len(batch))
-        async with gate[0]:
+        async with one_pass_at_a_time:
             await asyncio.sleep(pass_s + seconds_per_pair * len(batch))
         return [1.0] * len(batch)
 
     return Replica(url, EndpointState(EndpointLimiter(slots), CircuitBreaker(BreakerPolicy())), send)
 
 
-def batcher_of(*replicas: Replica, max_pairs: int = 100) -> MicroBatcher:
+def batcher_of(*replicas: Replica) -> MicroBatcher:
     dispatch = Dispatch(ReplicaSet(replicas, budget=RetryBudget()), StatsRecorder(), DispatchPolicy())
     dispatch.replicas._rng = random.Random(7)  # the draw's tie-break, fixed: the same run every time
-    return MicroBatcher(dispatch, mixes_queries=True, max_pairs=max_pairs, window=0.01, max_queued_pairs=100_000)
+    return MicroBatcher(dispatch, mixes_queries=True, max_pairs=100, window=0.01, max_queued_pairs=100_000)
 
 
 async def steady_load(batcher: MicroBatcher, *, every_s: float, pairs: int, timeout_s: float,
@@ -62,7 +62,12 @@ def reranked_under(replicas: int, *, every_s: float, pairs: int, timeout_s: floa
 
     async def main() -> collections.Counter[str]:
         servers = [gpu(f"http://gpu{i}", 0.05, 0.001, 4, sizes) for i in range(replicas)]
-        return await steady_load(batcher_of(*servers), every_s=every_s, pairs=pairs, timeout_s=timeout_s, for_s=3.0)
+        batcher = batcher_of(*servers)
+        outcomes = await steady_load(batcher, every_s=every_s, pairs=pairs, timeout_s=timeout_s, for_s=3.0)
+        # whatever timed out or was shed gave back its slot, its queued pairs and its place at the server
+        await until(lambda: batcher.idle and batcher.queued_pairs == 0 and not any(
+            s.state.limiter.in_flight or s.state.outstanding_requests for s in servers))
+        return outcomes
 
     outcomes = run_virtual(main())
     return dict(outcomes), len(sizes)
